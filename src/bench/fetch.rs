@@ -1,0 +1,481 @@
+//! `s3rdma fetch`: raw storage read throughput (the seeds' B1).
+//!
+//! For every (object size, stream count) cell: N streams, each with its own
+//! destination buffer allocated before the timed window, read whole objects
+//! round-robin from a set of same-sized objects for `--duration` (or `--iters`
+//! GETs each). Throughput = bytes / wall, wall = from start to the last
+//! stream's last completed GET (GETs in flight at the deadline finish and count).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::{RngCore, SeedableRng, rngs::SmallRng};
+use serde::Serialize;
+use serde_json::json;
+
+use super::{Latency, Spread};
+use crate::cli::FetchArgs;
+use crate::error::{Error, Result, StoreError};
+use crate::mem::Buffer;
+use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo, witness_not_implemented};
+use crate::sampler::{Sampler, SamplerReport};
+use crate::store::{self, ObjectStore, TransferPath};
+
+/// Figures of one timed repeat of one cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct RepeatResult {
+    /// 1-based repeat number.
+    pub repeat: u32,
+    /// Payload bytes read (client's count).
+    pub bytes: u64,
+    /// Completed GETs.
+    pub ops: u64,
+    /// Wall seconds of the timed window.
+    pub wall_s: f64,
+    /// bytes / wall / 1e9.
+    pub throughput_gbps: f64,
+    /// bytes / wall / 2^30.
+    pub throughput_gibps: f64,
+    /// ops / wall.
+    pub ops_per_s: f64,
+    /// Per-GET latency (request to last byte).
+    pub latency_ms: Option<Latency>,
+    /// Per-GET time to first byte (http only).
+    pub ttfb_ms: Option<Latency>,
+    /// Client CPU in cores (getrusage over the window).
+    pub client_cpu_cores: f64,
+    /// throughput_gbps / client_cpu_cores.
+    pub gbps_per_core: Option<f64>,
+    /// Whole-host CPU in cores.
+    pub host_cpu_cores: f64,
+    /// NIC bytes received, all interfaces but loopback.
+    pub nic_rx_bytes: u64,
+    /// NIC bytes sent, all interfaces but loopback.
+    pub nic_tx_bytes: u64,
+    /// Bytes per transfer path as the client saw them.
+    pub transfer_paths: BTreeMap<String, u64>,
+    /// Everything the sampler measured.
+    pub sampler: SamplerReport,
+}
+
+/// Median and range over repeats of one cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellSummary {
+    pub throughput_gbps: Spread,
+    pub throughput_gibps: Spread,
+    pub ops_per_s: Spread,
+    pub latency_p50_ms: Option<Spread>,
+    pub latency_p99_ms: Option<Spread>,
+    pub client_cpu_cores: Spread,
+    pub gbps_per_core: Option<Spread>,
+    pub host_cpu_cores: Spread,
+}
+
+/// One (size, streams) cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct CellResult {
+    pub size_bytes: u64,
+    pub concurrency: u32,
+    pub repeats: Vec<RepeatResult>,
+    pub summary: CellSummary,
+}
+
+/// One GET as a stream saw it.
+struct OpSample {
+    latency: Duration,
+    ttfb: Option<Duration>,
+    bytes: u64,
+    path: TransferPath,
+}
+
+#[derive(Clone, Copy)]
+enum Stop {
+    At(Instant),
+    Iters(u32),
+}
+
+/// Key of object `i` of `size` bytes.
+fn object_key(prefix: &str, size: u64, i: u32) -> String {
+    format!("{}/{size}/obj-{i:06}", prefix.trim_end_matches('/'))
+}
+
+fn human_bytes(n: u64) -> String {
+    const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (u, name) in UNITS {
+        if n >= u && n % u == 0 {
+            return format!("{}{name}", n / u);
+        }
+    }
+    for (u, name) in UNITS {
+        if n >= u {
+            return format!("{:.1}{name}", n as f64 / u as f64);
+        }
+    }
+    format!("{n}B")
+}
+
+fn progress_bar() -> ProgressBar {
+    // Hidden by indicatif when stderr is not a terminal.
+    let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    pb.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("static template"));
+    pb.enable_steady_tick(Duration::from_millis(200));
+    pb
+}
+
+fn check_args(args: &FetchArgs) -> Result<()> {
+    store::check_key(&object_key(&args.prefix, 1, 0))
+        .map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", args.prefix)))?;
+    let max_size = *args.sizes.iter().max().expect("clap gives at least one size");
+    let max_c = *args.concurrency.iter().max().expect("clap gives at least one count") as u64;
+    let need = max_size.saturating_mul(max_c);
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    let avail = sys.available_memory();
+    if avail > 0 && need > avail / 10 * 9 {
+        return Err(Error::Usage(format!(
+            "{} streams x {} needs {} of buffers but only {} of memory is available: lower --sizes or --concurrency",
+            max_c,
+            human_bytes(max_size),
+            human_bytes(need),
+            human_bytes(avail)
+        )));
+    }
+    Ok(())
+}
+
+/// Make sure every object exists with the right size; with `prepare`, write
+/// missing or wrong-sized ones with random bytes (never zeros: some stores and
+/// filesystems compress or dedupe zeros).
+async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, prepare: bool) -> Result<()> {
+    let mut missing = Vec::new();
+    for key in keys {
+        match store.head(key).await {
+            Ok(m) if m.size == size => {}
+            Ok(m) if !prepare => {
+                return Err(Error::Store(StoreError::Other {
+                    op: "HEAD",
+                    key: key.clone(),
+                    location: store.location(),
+                    detail: format!("object is {} bytes, expected {size}: pass --prepare to rewrite it", m.size),
+                }));
+            }
+            Err(StoreError::NotFound { bucket, key, location }) if !prepare => {
+                return Err(Error::Runtime(format!(
+                    "object '{key}' not found in bucket '{bucket}' at {location}: pass --prepare to create it"
+                )));
+            }
+            Ok(_) | Err(StoreError::NotFound { .. }) => missing.push(key),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let pb = progress_bar();
+    let mut buf = Buffer::host(size as usize);
+    let mut rng = SmallRng::from_os_rng();
+    for (i, key) in missing.iter().enumerate() {
+        pb.set_message(format!("prepare: writing {key} ({}/{})", i + 1, missing.len()));
+        rng.fill_bytes(buf.as_host_mut().expect("host buffer"));
+        store.put_from(key, &buf).await?;
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// Run `buffers.len()` streams until `stop`; returns every GET and the wall time.
+async fn run_streams(
+    store: &Arc<dyn ObjectStore>,
+    keys: &Arc<Vec<String>>,
+    buffers: &mut Vec<Buffer>,
+    stop: Stop,
+    counter: &Arc<AtomicU64>,
+) -> Result<(Vec<OpSample>, Duration)> {
+    let n = buffers.len();
+    let barrier = Arc::new(tokio::sync::Barrier::new(n));
+    let failed = Arc::new(AtomicBool::new(false));
+    let t0 = Instant::now();
+    let handles: Vec<_> = buffers
+        .drain(..)
+        .enumerate()
+        .map(|(s, mut buf)| {
+            let (store, keys, barrier, failed, counter) =
+                (store.clone(), keys.clone(), barrier.clone(), failed.clone(), counter.clone());
+            let (deadline, iters) = match stop {
+                Stop::At(t) => (Some(t), u32::MAX),
+                Stop::Iters(k) => (None, k),
+            };
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let mut ops = Vec::new();
+                let mut result = Ok(());
+                for i in 0..iters {
+                    if deadline.is_some_and(|d| Instant::now() >= d) || failed.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // Streams start on different objects and walk them round-robin.
+                    let key = &keys[(s + i as usize * n) % keys.len()];
+                    let t = Instant::now();
+                    match store.get_into(key, None, &mut buf).await {
+                        Ok(tr) => {
+                            counter.fetch_add(tr.bytes, Ordering::Relaxed);
+                            ops.push(OpSample { latency: t.elapsed(), ttfb: tr.first_byte, bytes: tr.bytes, path: tr.path });
+                        }
+                        Err(e) => {
+                            failed.store(true, Ordering::Relaxed);
+                            result = Err(e);
+                            break;
+                        }
+                    }
+                }
+                (buf, ops, result, Instant::now())
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    let mut first_err = None;
+    let mut end = t0;
+    for h in handles {
+        let (buf, ops, res, t_end) = h.await.map_err(|e| Error::Runtime(format!("stream task failed: {e}")))?;
+        buffers.push(buf);
+        all.extend(ops);
+        end = end.max(t_end);
+        if let (Err(e), None) = (res, &first_err) {
+            first_err = Some(e);
+        }
+    }
+    match first_err {
+        Some(e) => Err(e.into()),
+        None => Ok((all, end - t0)),
+    }
+}
+
+fn summarize_repeat(repeat: u32, ops: &[OpSample], wall: Duration, s: SamplerReport) -> RepeatResult {
+    let bytes: u64 = ops.iter().map(|o| o.bytes).sum();
+    let wall_s = wall.as_secs_f64().max(1e-9);
+    let gbps = bytes as f64 / wall_s / 1e9;
+    let lat: Vec<Duration> = ops.iter().map(|o| o.latency).collect();
+    let ttfb: Vec<Duration> = ops.iter().filter_map(|o| o.ttfb).collect();
+    let mut paths = BTreeMap::new();
+    for o in ops {
+        *paths.entry(o.path.to_string()).or_insert(0) += o.bytes;
+    }
+    RepeatResult {
+        repeat,
+        bytes,
+        ops: ops.len() as u64,
+        wall_s,
+        throughput_gbps: gbps,
+        throughput_gibps: bytes as f64 / wall_s / (1u64 << 30) as f64,
+        ops_per_s: ops.len() as f64 / wall_s,
+        latency_ms: Latency::from_durations(&lat),
+        ttfb_ms: Latency::from_durations(&ttfb),
+        client_cpu_cores: s.client_cpu_cores,
+        gbps_per_core: (s.client_cpu_cores > 0.0).then(|| gbps / s.client_cpu_cores),
+        host_cpu_cores: s.host_cpu_cores,
+        nic_rx_bytes: s.nic_rx_bytes,
+        nic_tx_bytes: s.nic_tx_bytes,
+        transfer_paths: paths,
+        sampler: s,
+    }
+}
+
+fn summarize_cell(reps: &[RepeatResult]) -> CellSummary {
+    let sp = |f: fn(&RepeatResult) -> f64| Spread::of(reps.iter().map(f)).expect("at least one repeat");
+    let opt = |f: fn(&RepeatResult) -> Option<f64>| {
+        let v: Vec<f64> = reps.iter().filter_map(f).collect();
+        Spread::of(v)
+    };
+    CellSummary {
+        throughput_gbps: sp(|r| r.throughput_gbps),
+        throughput_gibps: sp(|r| r.throughput_gibps),
+        ops_per_s: sp(|r| r.ops_per_s),
+        latency_p50_ms: opt(|r| r.latency_ms.as_ref().map(|l| l.p50_ms)),
+        latency_p99_ms: opt(|r| r.latency_ms.as_ref().map(|l| l.p99_ms)),
+        client_cpu_cores: sp(|r| r.client_cpu_cores),
+        gbps_per_core: opt(|r| r.gbps_per_core),
+        host_cpu_cores: sp(|r| r.host_cpu_cores),
+    }
+}
+
+async fn run_cell(
+    store: &Arc<dyn ObjectStore>,
+    keys: &Arc<Vec<String>>,
+    size: u64,
+    streams: u32,
+    args: &FetchArgs,
+) -> Result<CellResult> {
+    // Buffers are allocated (and their pages touched) before any timed window.
+    let mut buffers: Vec<Buffer> = (0..streams).map(|_| Buffer::host(size as usize)).collect();
+    let counter = Arc::new(AtomicU64::new(0));
+    let pb = progress_bar();
+    let mut repeats = Vec::new();
+    for rep in 1..=args.run.repeats {
+        let label = format!("{} x {streams} streams, repeat {rep}/{}", human_bytes(size), args.run.repeats);
+        if !args.run.warmup.is_zero() {
+            pb.set_message(format!("{label}: warm-up"));
+            run_streams(store, keys, &mut buffers, Stop::At(Instant::now() + args.run.warmup), &counter).await?;
+        }
+        counter.store(0, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let ticker = {
+            let (pb, counter, label) = (pb.clone(), counter.clone(), label.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    let gbps = counter.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64() / 1e9;
+                    pb.set_message(format!("{label}: {gbps:.2} GB/s"));
+                }
+            })
+        };
+        let stop = match args.run.iters {
+            Some(k) => Stop::Iters(k),
+            None => Stop::At(Instant::now() + args.run.duration),
+        };
+        let sampler = Sampler::start();
+        let res = run_streams(store, keys, &mut buffers, stop, &counter).await;
+        let s = sampler.finish();
+        ticker.abort();
+        let (ops, wall) = res?;
+        repeats.push(summarize_repeat(rep, &ops, wall, s));
+    }
+    pb.finish_and_clear();
+    let summary = summarize_cell(&repeats);
+    Ok(CellResult { size_bytes: size, concurrency: streams, repeats, summary })
+}
+
+fn fmt_spread(s: &Spread, digits: usize, ranged: bool) -> String {
+    if ranged && s.max > s.min {
+        format!("{:.digits$} ({:.digits$}–{:.digits$})", s.median, s.min, s.max)
+    } else {
+        format!("{:.digits$}", s.median)
+    }
+}
+
+/// The human table: one row per cell, medians (with ranges when repeated).
+pub fn table(cells: &[CellResult]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let has_ttfb = cells.iter().any(|c| c.repeats.iter().any(|r| r.ttfb_ms.is_some()));
+    let mut header = vec![
+        "size", "streams", "GB/s", "GiB/s", "ops/s", "lat p50 ms", "p90", "p99", "max",
+    ];
+    if has_ttfb {
+        header.extend(["TTFB p50 ms", "p99"]);
+    }
+    header.extend(["client cores", "GB/s/core", "host cores", "NIC rx MB"]);
+    t.set_header(header);
+    for c in cells {
+        let ranged = c.repeats.len() > 1;
+        // Latency percentiles from the median repeat by throughput.
+        let mut reps: Vec<&RepeatResult> = c.repeats.iter().collect();
+        reps.sort_by(|a, b| a.throughput_gbps.total_cmp(&b.throughput_gbps));
+        let mid = reps[reps.len() / 2];
+        let l = |f: fn(&Latency) -> f64, lat: &Option<Latency>| lat.as_ref().map_or("-".into(), |l| format!("{:.2}", f(l)));
+        let mut row = vec![
+            human_bytes(c.size_bytes),
+            c.concurrency.to_string(),
+            fmt_spread(&c.summary.throughput_gbps, 2, ranged),
+            fmt_spread(&c.summary.throughput_gibps, 2, false),
+            fmt_spread(&c.summary.ops_per_s, 1, false),
+            l(|l| l.p50_ms, &mid.latency_ms),
+            l(|l| l.p90_ms, &mid.latency_ms),
+            l(|l| l.p99_ms, &mid.latency_ms),
+            l(|l| l.max_ms, &mid.latency_ms),
+        ];
+        if has_ttfb {
+            row.push(l(|l| l.p50_ms, &mid.ttfb_ms));
+            row.push(l(|l| l.p99_ms, &mid.ttfb_ms));
+        }
+        row.push(fmt_spread(&c.summary.client_cpu_cores, 2, false));
+        row.push(c.summary.gbps_per_core.map_or("-".into(), |s| fmt_spread(&s, 2, false)));
+        row.push(fmt_spread(&c.summary.host_cpu_cores, 2, false));
+        row.push(format!("{:.1}", mid.nic_rx_bytes as f64 / 1e6));
+        t.add_row(row.into_iter().map(|s| Cell::new(s).set_alignment(CellAlignment::Right)));
+    }
+    t
+}
+
+/// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
+pub async fn run(args: FetchArgs) -> Result<()> {
+    check_args(&args)?;
+    let started = chrono::Utc::now();
+    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store)?);
+    store.ensure_bucket(args.run.prepare).await?;
+    let mut key_sets = Vec::new();
+    for &size in &args.sizes {
+        let keys: Vec<String> = (0..args.objects).map(|i| object_key(&args.prefix, size, i)).collect();
+        prepare_objects(store.as_ref(), &keys, size, args.run.prepare).await?;
+        key_sets.push((size, Arc::new(keys)));
+    }
+    let mut cells = Vec::new();
+    for (size, keys) in &key_sets {
+        for &c in &args.concurrency {
+            cells.push(run_cell(&store, keys, *size, c, &args).await?);
+        }
+    }
+    let record = RunRecord {
+        schema_version: SCHEMA_VERSION,
+        benchmark: "fetch".into(),
+        backend: store.backend().name().into(),
+        timestamp: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        tag: args.output.tag.clone(),
+        tool: ToolInfo::current(),
+        host: HostInfo::collect(),
+        environment: json!({"store": store.describe(), "dest": "host"}),
+        params: json!({
+            "sizes_bytes": args.sizes, "concurrency": args.concurrency, "objects": args.objects,
+            "prefix": args.prefix, "bucket": args.store.bucket,
+            "duration_s": args.run.iters.is_none().then(|| args.run.duration.as_secs_f64()),
+            "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
+            "repeats": args.run.repeats, "prepare": args.run.prepare,
+        }),
+        results: serde_json::to_value(&cells).map_err(|e| Error::Runtime(format!("cannot encode results: {e}")))?,
+        rdma_witness: witness_not_implemented(),
+    };
+    let path = record.write(&args.output.results_dir, started)?;
+    if args.output.json {
+        println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
+    } else {
+        println!("fetch over {} ({}), bucket '{}'", store.backend().name(), store.location(), store.bucket());
+        println!("{}", table(&cells));
+        println!("witness: unverified (witness not implemented)");
+    }
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_sizes_render() {
+        assert_eq!(object_key("fetch/", 1048576, 3), "fetch/1048576/obj-000003");
+        assert_eq!(human_bytes(16 << 20), "16MiB");
+        assert_eq!(human_bytes(64_000_000), "61.0MiB");
+        assert_eq!(human_bytes(512), "512B");
+    }
+
+    #[test]
+    fn repeat_summary_computes_rates() {
+        let ops: Vec<OpSample> = (0..4)
+            .map(|_| OpSample { latency: Duration::from_millis(10), ttfb: None, bytes: 500_000_000, path: TransferPath::Local })
+            .collect();
+        let s = SamplerReport {
+            wall_s: 2.0, process_user_s: 0.5, process_sys_s: 0.5, client_cpu_cores: 0.5, host_cpu_cores: 1.0,
+            host_logical_cpus: 2, nic_rx_bytes: 0, nic_tx_bytes: 0, nics: Default::default(),
+        };
+        let r = summarize_repeat(1, &ops, Duration::from_secs(2), s);
+        assert_eq!(r.bytes, 2_000_000_000);
+        assert!((r.throughput_gbps - 1.0).abs() < 1e-12);
+        assert!((r.ops_per_s - 2.0).abs() < 1e-12);
+        assert!((r.gbps_per_core.unwrap() - 2.0).abs() < 1e-12);
+        assert_eq!(r.transfer_paths.get("local"), Some(&2_000_000_000));
+        assert!(r.ttfb_ms.is_none());
+    }
+}

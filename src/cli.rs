@@ -1,0 +1,247 @@
+//! Command-line interface (clap derive). Shared argument groups: [`StoreArgs`]
+//! (which store and how to reach it), [`RunArgs`] (how long and how often),
+//! [`OutputArgs`] (where the record goes).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+/// Benchmark deep-learning storage work over S3-over-RDMA, tuned S3-over-HTTP
+/// and local disk, and prove from the server's counters which transport carried
+/// the bytes.
+#[derive(Debug, Parser)]
+#[command(name = "s3rdma", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Raw storage read throughput: parallel GETs of whole objects into memory (the seeds' B1).
+    Fetch(FetchArgs),
+    /// Bring-up check: PASS only when the server's counters prove RDMA carried the bytes.
+    Verify(NotYetArgs),
+    /// Checkpoint save/restore from GPU memory (the seeds' B4/B5).
+    Ckpt(NotYetArgs),
+    /// Tokenized int32 loader throughput (the seeds' B7).
+    Tokens(NotYetArgs),
+    /// Model weights (safetensors) into GPU memory: cold start (the seeds' B8).
+    Weights(NotYetArgs),
+    /// ResNet-50 training step-time breakdown by backend (the seeds' B3).
+    Train(NotYetArgs),
+    /// Compare result records side by side.
+    Report(NotYetArgs),
+}
+
+/// Arguments of a subcommand that is not built yet: accepted and ignored, so
+/// the answer is always "not implemented yet" rather than a parse error.
+#[derive(Debug, Args)]
+pub struct NotYetArgs {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub args: Vec<String>,
+}
+
+/// Which transport a store uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A local filesystem directory (bucket = directory under --root).
+    Local,
+    /// Any S3 endpoint over HTTP(S) through aws-sdk-s3.
+    Http,
+}
+
+impl Backend {
+    /// The name used in records and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Http => "http",
+        }
+    }
+}
+
+/// When the HTTP backend validates response checksums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChecksumMode {
+    /// Only when the operation requires it (the default: costs no CPU on GETs).
+    WhenRequired,
+    /// Whenever the server sends a checksum (whole-object GETs; ranged GETs carry none).
+    WhenSupported,
+}
+
+/// Which store to use and how to reach it.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// Transport: local (a directory) or http (any S3 endpoint).
+    #[arg(long, value_enum, default_value_t = Backend::Local)]
+    pub backend: Backend,
+    /// Bucket to read and write.
+    #[arg(long, default_value = "s3rdma-bench")]
+    pub bucket: String,
+    /// local: directory holding one subdirectory per bucket.
+    #[arg(long, default_value = "./s3rdma-data")]
+    pub root: PathBuf,
+    /// local: read with O_DIRECT (bypass the page cache) where offsets allow.
+    #[arg(long)]
+    pub direct: bool,
+    /// http: endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for --region).
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub endpoint: Option<String>,
+    /// http: region used for signing.
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// http: access key.
+    #[arg(long, env = "AWS_ACCESS_KEY_ID", hide_env_values = true)]
+    pub access_key: Option<String>,
+    /// http: secret key (never printed or recorded).
+    #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
+    /// http: one GET is split into ranged GETs of this many bytes; PUTs above it
+    /// go multipart with parts of max(this, 5 MiB). IEC (MiB) or decimal (MB).
+    #[arg(long, value_parser = parse_bytes, default_value = "8MiB")]
+    pub part_size: u64,
+    /// http: ranged GETs (or part uploads) in flight per object.
+    #[arg(long, value_parser = parse_positive, default_value_t = 8)]
+    pub part_concurrency: u32,
+    /// http: when to validate response checksums.
+    #[arg(long, value_enum, default_value_t = ChecksumMode::WhenRequired)]
+    pub response_checksums: ChecksumMode,
+    /// http: attempts per request (1 = no retries).
+    #[arg(long, value_parser = parse_positive, default_value_t = 3)]
+    pub attempts: u32,
+    /// http: TCP/TLS connect timeout, e.g. 5s.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub connect_timeout: Duration,
+}
+
+/// How long and how often a bench runs.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Timed window per cell and repeat, e.g. 5s, 500ms.
+    #[arg(long, value_parser = parse_duration, default_value = "2s", conflicts_with = "iters")]
+    pub duration: Duration,
+    /// Instead of --duration: GETs per stream per cell and repeat.
+    #[arg(long, value_parser = parse_positive)]
+    pub iters: Option<u32>,
+    /// Untimed warm-up before each cell and repeat, e.g. 500ms (0s for none).
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    pub warmup: Duration,
+    /// Timed repeats per cell; the summary gives their median and range.
+    #[arg(long, value_parser = parse_positive, default_value_t = 1)]
+    pub repeats: u32,
+    /// Create the bucket and any missing or wrong-sized objects (random bytes);
+    /// objects of the right size are reused.
+    #[arg(long)]
+    pub prepare: bool,
+}
+
+/// Where the run record goes.
+#[derive(Debug, Clone, Args)]
+pub struct OutputArgs {
+    /// Directory for results/<bench>-<backend>-<UTC time>[-tag].json.
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
+    /// Suffix for the result file name (letters, digits, '-', '_', '.').
+    #[arg(long, value_parser = parse_tag)]
+    pub tag: Option<String>,
+    /// Print the run record as JSON on stdout instead of the human table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `s3rdma fetch`: whole-object GETs of same-sized objects by N concurrent
+/// streams, each stream with its own destination buffer.
+#[derive(Debug, Clone, Args)]
+pub struct FetchArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Object sizes, comma-separated, e.g. 1MiB,16MiB,64MiB (IEC) or 1MB (decimal).
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes, default_value = "1MiB,16MiB,64MiB")]
+    pub sizes: Vec<u64>,
+    /// Concurrent streams, comma-separated, e.g. 1,8,32; each (size, streams) pair is one cell.
+    #[arg(long, value_delimiter = ',', value_parser = parse_positive, default_value = "1,4")]
+    pub concurrency: Vec<u32>,
+    /// Objects per size; streams read them round-robin.
+    #[arg(long, value_parser = parse_positive, default_value_t = 4)]
+    pub objects: u32,
+    /// Key prefix; objects are <prefix>/<size in bytes>/obj-<n>.
+    #[arg(long, default_value = "fetch")]
+    pub prefix: String,
+}
+
+/// Parse a byte size: a plain number of bytes, or a number with a decimal
+/// (kB, MB, GB, TB = powers of 1000) or IEC (KiB, MiB, GiB, TiB = powers of
+/// 1024) unit, via the `parse-size` crate. Zero is refused.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    match parse_size::parse_size(s.trim()) {
+        Ok(0) => Err(format!("size '{s}' is zero: give a positive size such as 16MiB")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("cannot parse size '{s}': use e.g. 16MiB, 64MB, 1GiB or a number of bytes")),
+    }
+}
+
+/// Parse a duration such as `5s`, `500ms` or `2m` (humantime).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|_| format!("cannot parse duration '{s}': use e.g. 5s, 500ms or 2m"))
+}
+
+/// Parse a count that must be at least 1.
+pub fn parse_positive(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
+}
+
+fn parse_tag(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        Ok(s.to_string())
+    } else {
+        Err(format!("tag '{s}' must be 1-64 letters, digits, '-', '_' or '.'"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_both_unit_systems() {
+        assert_eq!(parse_bytes("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_bytes("64MB").unwrap(), 64_000_000);
+        assert_eq!(parse_bytes("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert!(parse_bytes("16XB").unwrap_err().contains("16XB"));
+        assert!(parse_bytes("0").is_err());
+    }
+
+    #[test]
+    fn counts_and_tags() {
+        assert!(parse_positive("0").is_err());
+        assert_eq!(parse_positive("8").unwrap(), 8);
+        assert!(parse_tag("a/b").is_err());
+        assert_eq!(parse_tag("run-1").unwrap(), "run-1");
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,81 @@
+//! Error types and their mapping to exit codes.
+//!
+//! Exit codes (DESIGN.md, "Exit codes"): 0 ok, 1 runtime error, 2 usage error,
+//! 3 witness verdict failed `--require-rdma`, 4 data verification mismatch.
+
+use std::ops::Range;
+
+/// An error from an [`crate::store::ObjectStore`] operation.
+///
+/// Every message names the object or bucket, where it was looked for (the
+/// endpoint URL or the local directory) and, where there is one, the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The bucket does not exist and the caller did not ask to create it.
+    #[error("bucket '{bucket}' does not exist at {location}: create it or pass --prepare")]
+    NoSuchBucket { bucket: String, location: String },
+    /// The object does not exist.
+    #[error("object '{key}' not found in bucket '{bucket}' at {location}")]
+    NotFound { bucket: String, key: String, location: String },
+    /// The server refused the credentials or the request's signature.
+    #[error(
+        "access denied by {location} ({detail}): check --access-key/--secret-key \
+         (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
+    )]
+    Auth { location: String, detail: String },
+    /// The endpoint could not be reached (connection refused, DNS, timeout).
+    #[error("cannot reach {location} ({detail}): check --endpoint and that the server is running")]
+    Unreachable { location: String, detail: String },
+    /// Fewer bytes arrived than the server announced or the range asked for.
+    #[error("short read of '{key}' from {location}: got {got} of {expected} bytes")]
+    ShortBody { key: String, location: String, got: u64, expected: u64 },
+    /// The key cannot name an object in this store.
+    #[error("invalid object key '{key}': {why}")]
+    InvalidKey { key: String, why: &'static str },
+    /// The byte range is empty or lies outside the object.
+    #[error("range {}..{} is invalid for object '{key}' of {size} bytes: ranges must be non-empty and end at or before the object's end", range.start, range.end)]
+    BadRange { key: String, range: Range<u64>, size: u64 },
+    /// The caller's buffer cannot hold the bytes asked for.
+    #[error("buffer of {capacity} bytes is too small for {needed} bytes of object '{key}'")]
+    BufferTooSmall { key: String, needed: u64, capacity: u64 },
+    /// Configuration the store cannot work with (missing endpoint, bad URL, ...).
+    #[error("{0}")]
+    Config(String),
+    /// Any other failure of an operation, with the server's code and message.
+    #[error("{op} '{key}' at {location} failed: {detail}")]
+    Other { op: &'static str, key: String, location: String, detail: String },
+    /// A local I/O error with what was being done.
+    #[error("{context}: {source}")]
+    Io { context: String, source: std::io::Error },
+}
+
+/// Top-level error of a subcommand; [`Error::exit_code`] maps it to the process exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Invalid arguments or combinations of arguments (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// A subcommand that exists in the CLI but is not built yet (exit 2).
+    #[error("'{0}' is not implemented yet")]
+    NotImplemented(&'static str),
+    /// A store operation failed (exit 1).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Any other runtime failure (exit 1).
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl Error {
+    /// The process exit code for this error (DESIGN.md, "Exit codes").
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) | Error::NotImplemented(_) => 2,
+            Error::Store(StoreError::Config(_)) => 2,
+            Error::Store(_) | Error::Runtime(_) => 1,
+        }
+    }
+}
+
+/// Result alias for subcommands.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,29 @@
+//! s3rdma: how fast deep-learning storage work runs over S3-over-RDMA, tuned
+//! S3-over-HTTP and local disk, and which transport really carried the bytes.
+//!
+//! Data flows one way: [`cli`] -> [`bench`] -> ([`store`], [`mem`]) -> [`report`];
+//! [`sampler`] wraps each timed window. See `DESIGN.md` in the shared folder and `docs/`.
+
+pub mod bench;
+pub mod cli;
+pub mod error;
+pub mod mem;
+pub mod report;
+pub mod sampler;
+pub mod store;
+
+use cli::{Cli, Command};
+use error::{Error, Result};
+
+/// Run one parsed command line.
+pub async fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Fetch(args) => bench::fetch::run(args).await,
+        Command::Verify(_) => Err(Error::NotImplemented("verify")),
+        Command::Ckpt(_) => Err(Error::NotImplemented("ckpt")),
+        Command::Tokens(_) => Err(Error::NotImplemented("tokens")),
+        Command::Weights(_) => Err(Error::NotImplemented("weights")),
+        Command::Train(_) => Err(Error::NotImplemented("train")),
+        Command::Report(_) => Err(Error::NotImplemented("report")),
+    }
+}

@@ -1,0 +1,240 @@
+//! Run records: one JSON file per run in `results/`, written atomically, and
+//! the short human table on the terminal.
+//!
+//! Field names are a superset of the original suite's `RunRecord`
+//! (`benchmark, backend, params, results, environment, rdma_witness, host,
+//! timestamp`; seeds/000, DESIGN.md "Results"), so old and new runs compare in
+//! one table. Units live in field names: `_bytes`, `_s`, `_ms`, `_gbps`
+//! (1e9 bytes/s), `_gibps` (2^30 bytes/s), `_cores` (CPU-seconds / wall-seconds).
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sysinfo::System;
+
+use crate::error::{Error, Result};
+
+/// Version of the record layout; bump on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Which build wrote a record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ToolInfo {
+    /// Always `s3rdma`.
+    pub name: String,
+    /// Crate version.
+    pub version: String,
+    /// Short git commit of the build, `-dirty` when built from a modified tree.
+    pub git_commit: String,
+}
+
+impl ToolInfo {
+    /// This binary.
+    pub fn current() -> Self {
+        ToolInfo {
+            name: "s3rdma".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            git_commit: env!("S3RDMA_GIT_COMMIT").into(),
+        }
+    }
+}
+
+/// One GPU as `nvidia-smi` reports it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GpuInfo {
+    /// Marketing name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// Device memory in bytes.
+    pub memory_bytes: u64,
+    /// Driver version.
+    pub driver: String,
+}
+
+/// The machine a run ran on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HostInfo {
+    /// Host name.
+    pub hostname: String,
+    /// OS name and version.
+    pub os: String,
+    /// Kernel version.
+    pub kernel: String,
+    /// CPU model string.
+    pub cpu_model: String,
+    /// Logical CPUs.
+    pub logical_cpus: usize,
+    /// Physical cores, where known.
+    pub physical_cores: Option<usize>,
+    /// Total memory in bytes.
+    pub memory_bytes: u64,
+    /// GPUs found by `nvidia-smi` (empty when it is absent).
+    pub gpus: Vec<GpuInfo>,
+}
+
+impl HostInfo {
+    /// Read the host's facts (sysinfo; `nvidia-smi` for GPUs where it is on PATH).
+    pub fn collect() -> Self {
+        let mut sys = System::new();
+        sys.refresh_cpu_all();
+        sys.refresh_memory();
+        HostInfo {
+            hostname: System::host_name().unwrap_or_default(),
+            os: System::long_os_version().unwrap_or_default(),
+            kernel: System::kernel_version().unwrap_or_default(),
+            cpu_model: sys.cpus().first().map(|c| c.brand().trim().to_string()).unwrap_or_default(),
+            logical_cpus: sys.cpus().len(),
+            physical_cores: System::physical_core_count(),
+            memory_bytes: sys.total_memory(),
+            gpus: nvidia_smi_gpus(),
+        }
+    }
+}
+
+fn nvidia_smi_gpus() -> Vec<GpuInfo> {
+    let Ok(out) = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"])
+        .output()
+    else {
+        return Vec::new();
+    };
+    if !out.status.success() {
+        return Vec::new();
+    }
+    parse_nvidia_smi(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Parse `nvidia-smi --query-gpu=name,memory.total,driver_version
+/// --format=csv,noheader,nounits` output (memory in MiB).
+fn parse_nvidia_smi(text: &str) -> Vec<GpuInfo> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').map(str::trim).collect();
+            let [name, mib, driver] = f.as_slice() else { return None };
+            Some(GpuInfo {
+                name: name.to_string(),
+                memory_bytes: mib.parse::<u64>().ok()? << 20,
+                driver: driver.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// One run's record (DESIGN.md "Results").
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunRecord {
+    /// [`SCHEMA_VERSION`] at write time.
+    pub schema_version: u32,
+    /// Subcommand: `fetch`, `ckpt`, ...
+    pub benchmark: String,
+    /// `local`, `http` or `rdma`.
+    pub backend: String,
+    /// Run start, RFC 3339 UTC.
+    pub timestamp: String,
+    /// Optional user tag (also in the file name).
+    pub tag: Option<String>,
+    /// The build that wrote this.
+    pub tool: ToolInfo,
+    /// The machine.
+    pub host: HostInfo,
+    /// Store and transport settings (never credentials).
+    pub environment: Value,
+    /// The full bench configuration.
+    pub params: Value,
+    /// Every cell, every repeat's raw figures and the summaries.
+    pub results: Value,
+    /// Server-side transport proof; `{"verdict": "unverified", "reason": ...}` until the witness exists.
+    pub rdma_witness: Value,
+}
+
+impl RunRecord {
+    /// Write to `<dir>/<benchmark>-<backend>-<UTC yyyymmddThhmmssZ>[-tag].json`
+    /// through a temporary file in the same directory and a rename, so a
+    /// reader never sees half a record. A name already taken gets `-2`, `-3`...
+    /// Returns the path written.
+    pub fn write(&self, dir: &Path, started: chrono::DateTime<chrono::Utc>) -> Result<PathBuf> {
+        fs::create_dir_all(dir).map_err(|e| {
+            Error::Runtime(format!("cannot create results directory {}: {e}: pass --results-dir", dir.display()))
+        })?;
+        let stem = format!(
+            "{}-{}-{}{}",
+            self.benchmark,
+            self.backend,
+            started.format("%Y%m%dT%H%M%SZ"),
+            self.tag.as_deref().map(|t| format!("-{t}")).unwrap_or_default()
+        );
+        let mut path = dir.join(format!("{stem}.json"));
+        let mut n = 2;
+        while path.exists() {
+            path = dir.join(format!("{stem}-{n}.json"));
+            n += 1;
+        }
+        let tmp = dir.join(format!(".{stem}.json.tmp-{}", std::process::id()));
+        let body = serde_json::to_vec_pretty(self).map_err(|e| Error::Runtime(format!("cannot encode record: {e}")))?;
+        let res = (|| {
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(&body)?;
+            f.write_all(b"\n")?;
+            f.sync_all()?;
+            fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = res {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::Runtime(format!("cannot write {}: {e}", path.display())));
+        }
+        Ok(path)
+    }
+}
+
+/// The witness field until the witness issue fills it: honest about its absence.
+pub fn witness_not_implemented() -> Value {
+    serde_json::json!({"verdict": "unverified", "reason": "witness not implemented"})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> RunRecord {
+        RunRecord {
+            schema_version: SCHEMA_VERSION,
+            benchmark: "fetch".into(),
+            backend: "local".into(),
+            timestamp: "2026-11-29T12:00:00Z".into(),
+            tag: Some("t1".into()),
+            tool: ToolInfo::current(),
+            host: HostInfo::collect(),
+            environment: serde_json::json!({}),
+            params: serde_json::json!({"sizes_bytes": [1]}),
+            results: serde_json::json!([]),
+            rdma_witness: witness_not_implemented(),
+        }
+    }
+
+    #[test]
+    fn write_is_atomic_and_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = chrono::DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z").unwrap().to_utc();
+        let r = record();
+        let a = r.write(dir.path(), t).unwrap();
+        let b = r.write(dir.path(), t).unwrap();
+        assert_eq!(a.file_name().unwrap(), "fetch-local-20261129T120000Z-t1.json");
+        assert_eq!(b.file_name().unwrap(), "fetch-local-20261129T120000Z-t1-2.json");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 2, "no temporary files left: {names:?}");
+        let back: RunRecord = serde_json::from_slice(&fs::read(&a).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+
+    #[test]
+    fn nvidia_smi_lines_parse() {
+        let g = parse_nvidia_smi("NVIDIA H200, 143771, 580.65.06\n");
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].name, "NVIDIA H200");
+        assert_eq!(g[0].memory_bytes, 143771u64 << 20);
+        assert_eq!(g[0].driver, "580.65.06");
+        assert!(parse_nvidia_smi("garbage").is_empty());
+    }
+}

@@ -1,0 +1,137 @@
+//! Resource use during a timed window: process CPU (getrusage), whole-host CPU
+//! and NIC byte counters (sysinfo, i.e. /proc/stat and /proc/net/dev).
+//!
+//! CPU is reported in cores = CPU-seconds / wall-seconds, the unit the seeds use
+//! ("0.95 cores" for RDMA, "68.2 cores" for warp).
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+use sysinfo::{Networks, System};
+
+/// Process CPU time so far, from `getrusage(RUSAGE_SELF)`: (user s, system s).
+pub fn process_cpu_s() -> (f64, f64) {
+    // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_SELF is valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc != 0 {
+        return (0.0, 0.0);
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+fn nic_totals() -> BTreeMap<String, (u64, u64)> {
+    Networks::new_with_refreshed_list()
+        .iter()
+        .map(|(name, d)| (name.clone(), (d.total_received(), d.total_transmitted())))
+        .collect()
+}
+
+/// Byte counts of one network interface over the window.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct NicDelta {
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+}
+
+/// What the sampler measured over one window.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SamplerReport {
+    /// Wall time of the window, seconds.
+    pub wall_s: f64,
+    /// This process's user CPU-seconds in the window.
+    pub process_user_s: f64,
+    /// This process's system CPU-seconds in the window.
+    pub process_sys_s: f64,
+    /// Client CPU in cores: (user + system) / wall.
+    pub client_cpu_cores: f64,
+    /// Whole-host CPU in cores: average busy fraction x logical CPUs.
+    pub host_cpu_cores: f64,
+    /// Logical CPUs of the host.
+    pub host_logical_cpus: usize,
+    /// Bytes received on all interfaces but loopback.
+    pub nic_rx_bytes: u64,
+    /// Bytes sent on all interfaces but loopback.
+    pub nic_tx_bytes: u64,
+    /// Per interface (loopback included), only those that moved bytes.
+    pub nics: BTreeMap<String, NicDelta>,
+}
+
+/// A running measurement window; [`Sampler::finish`] closes it.
+pub struct Sampler {
+    t0: Instant,
+    cpu0: (f64, f64),
+    sys: System,
+    net0: BTreeMap<String, (u64, u64)>,
+}
+
+impl Sampler {
+    /// Open a window now.
+    pub fn start() -> Self {
+        let mut sys = System::new();
+        sys.refresh_cpu_usage();
+        let net0 = nic_totals();
+        Sampler { t0: Instant::now(), cpu0: process_cpu_s(), sys, net0 }
+    }
+
+    /// Close the window and report.
+    pub fn finish(mut self) -> SamplerReport {
+        let wall_s = self.t0.elapsed().as_secs_f64();
+        let (u1, s1) = process_cpu_s();
+        self.sys.refresh_cpu_usage();
+        let ncpu = self.sys.cpus().len();
+        let host_cpu_cores = self.sys.global_cpu_usage() as f64 / 100.0 * ncpu as f64;
+        let mut nics = BTreeMap::new();
+        let (mut rx, mut tx) = (0, 0);
+        for (name, (r1, t1)) in nic_totals() {
+            let (r0, t0) = self.net0.get(&name).copied().unwrap_or((r1, t1));
+            let d = NicDelta { rx_bytes: r1.saturating_sub(r0), tx_bytes: t1.saturating_sub(t0) };
+            if d.rx_bytes == 0 && d.tx_bytes == 0 {
+                continue;
+            }
+            if name != "lo" {
+                rx += d.rx_bytes;
+                tx += d.tx_bytes;
+            }
+            nics.insert(name, d);
+        }
+        let (user, sys) = (u1 - self.cpu0.0, s1 - self.cpu0.1);
+        SamplerReport {
+            wall_s,
+            process_user_s: user,
+            process_sys_s: sys,
+            client_cpu_cores: if wall_s > 0.0 { (user + sys) / wall_s } else { 0.0 },
+            host_cpu_cores,
+            host_logical_cpus: ncpu,
+            nic_rx_bytes: rx,
+            nic_tx_bytes: tx,
+            nics,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_loop_shows_up_as_about_one_core() {
+        let s = Sampler::start();
+        let t = Instant::now();
+        let mut x = 0u64;
+        while t.elapsed().as_millis() < 300 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let r = s.finish();
+        assert!(r.wall_s >= 0.3);
+        // One thread spinning: close to one core (scheduling noise allowed).
+        assert!(r.client_cpu_cores > 0.5 && r.client_cpu_cores < 1.5, "{}", r.client_cpu_cores);
+        assert!(r.host_logical_cpus >= 1);
+        assert!(r.host_cpu_cores >= 0.0 && r.host_cpu_cores <= r.host_logical_cpus as f64 + 0.01);
+    }
+}

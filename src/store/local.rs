@@ -1,0 +1,237 @@
+//! The `local` backend: a filesystem directory per bucket under `--root`.
+//!
+//! Reads are `pread` in large blocks straight into the caller's buffer
+//! (optionally O_DIRECT, bypassing the page cache, where the offset is
+//! page-aligned); writes go to a temporary name in the same directory and are
+//! renamed into place, so a reader never sees a half-written object.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::ops::Range;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use serde_json::json;
+
+use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, resolve_range};
+use crate::cli::{Backend, StoreArgs};
+use crate::error::StoreError;
+use crate::mem::{Buffer, HOST_ALIGN};
+
+/// Bytes per `pread`/`pwrite` call: large enough that syscall cost is noise.
+const IO_BLOCK: usize = 16 << 20;
+/// Marker in temporary file names; `list` skips such files.
+const TMP_MARK: &str = ".s3rdma-tmp-";
+
+/// A bucket directory on a local filesystem.
+#[derive(Debug)]
+pub struct LocalStore {
+    root: PathBuf,
+    bucket: String,
+    dir: PathBuf,
+    direct: bool,
+}
+
+impl LocalStore {
+    /// Bind to `<root>/<bucket>`. The directory need not exist yet.
+    pub fn new(args: &StoreArgs) -> Result<Self, StoreError> {
+        let root = std::path::absolute(&args.root).map_err(|e| StoreError::Io {
+            context: format!("cannot resolve --root {}", args.root.display()),
+            source: e,
+        })?;
+        let dir = root.join(&args.bucket);
+        Ok(LocalStore { root, bucket: args.bucket.clone(), dir, direct: args.direct })
+    }
+
+    fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
+        check_key(key)?;
+        if key.contains(TMP_MARK) {
+            return Err(StoreError::InvalidKey { key: key.into(), why: "keys must not contain '.s3rdma-tmp-'" });
+        }
+        Ok(self.dir.join(key))
+    }
+
+    fn not_found(&self, key: &str) -> StoreError {
+        StoreError::NotFound { bucket: self.bucket.clone(), key: key.into(), location: self.location() }
+    }
+
+    fn io(&self, what: &str, key: &str, e: std::io::Error) -> StoreError {
+        if e.kind() == ErrorKind::NotFound {
+            return self.not_found(key);
+        }
+        StoreError::Io { context: format!("{what} '{key}' in {}", self.dir.display()), source: e }
+    }
+
+    fn bucket_exists(&self) -> Result<(), StoreError> {
+        if self.dir.is_dir() {
+            Ok(())
+        } else {
+            Err(StoreError::NoSuchBucket { bucket: self.bucket.clone(), location: self.root.display().to_string() })
+        }
+    }
+
+    /// Read `range` of `path` into `dst` with pread, O_DIRECT when asked and the
+    /// offset is page-aligned (the padded tail of the buffer takes the last
+    /// partial block; the file's end shortens the read).
+    fn read_range(&self, key: &str, path: &Path, range: Range<u64>, dst: &mut Buffer) -> Result<u64, StoreError> {
+        let len = (range.end - range.start) as usize;
+        let direct = self.direct && range.start % HOST_ALIGN as u64 == 0;
+        let mut opts = OpenOptions::new();
+        opts.read(true);
+        if direct {
+            opts.custom_flags(libc::O_DIRECT);
+        }
+        let file = opts.open(path).map_err(|e| {
+            if direct && e.raw_os_error() == Some(libc::EINVAL) {
+                StoreError::Io {
+                    context: format!("the filesystem under {} does not support O_DIRECT: drop --direct", self.dir.display()),
+                    source: e,
+                }
+            } else {
+                self.io("cannot open", key, e)
+            }
+        })?;
+        let buf = dst.as_host_mut_padded().expect("host buffer");
+        let want = if direct { len.div_ceil(HOST_ALIGN) * HOST_ALIGN } else { len };
+        let mut done = 0usize;
+        while done < len {
+            let n = (want - done).min(IO_BLOCK);
+            let got = file
+                .read_at(&mut buf[done..done + n], range.start + done as u64)
+                .map_err(|e| self.io("cannot read", key, e))?;
+            if got == 0 {
+                break;
+            }
+            done += got;
+        }
+        if done < len {
+            return Err(StoreError::ShortBody { key: key.into(), location: self.location(), got: done as u64, expected: len as u64 });
+        }
+        Ok(len as u64)
+    }
+
+    fn write_atomic(&self, key: &str, path: &Path, data: &[u8]) -> Result<(), StoreError> {
+        let parent = path.parent().expect("object path has a parent");
+        fs::create_dir_all(parent).map_err(|e| self.io("cannot create directory for", key, e))?;
+        let name = path.file_name().expect("object path has a name").to_string_lossy();
+        // Unique per process (pid) and per call (counter): no two writers share a temp file.
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let tmp = parent.join(format!(".{name}{TMP_MARK}{}-{seq}", std::process::id()));
+        let result = (|| {
+            let mut f = File::create(&tmp)?;
+            for chunk in data.chunks(IO_BLOCK) {
+                f.write_all(chunk)?;
+            }
+            fs::rename(&tmp, path)
+        })();
+        if let Err(e) = result {
+            let _ = fs::remove_file(&tmp);
+            return Err(self.io("cannot write", key, e));
+        }
+        Ok(())
+    }
+}
+
+/// Run blocking filesystem work without stalling the runtime: on a
+/// multi-thread runtime the worker hands its other tasks off first
+/// (`block_in_place` keeps borrowed buffers usable, unlike `spawn_blocking`).
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+#[async_trait]
+impl ObjectStore for LocalStore {
+    fn backend(&self) -> Backend {
+        Backend::Local
+    }
+    fn bucket(&self) -> &str {
+        &self.bucket
+    }
+    fn location(&self) -> String {
+        self.root.display().to_string()
+    }
+    fn describe(&self) -> serde_json::Value {
+        json!({"backend": "local", "root": self.root, "bucket": self.bucket, "direct": self.direct,
+               "io_block_bytes": IO_BLOCK})
+    }
+
+    async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
+        if create && !self.dir.is_dir() {
+            fs::create_dir_all(&self.dir).map_err(|e| StoreError::Io {
+                context: format!("cannot create bucket directory {}", self.dir.display()),
+                source: e,
+            })?;
+        }
+        self.bucket_exists()
+    }
+
+    async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
+        let path = self.path(key)?;
+        self.bucket_exists()?;
+        let md = fs::metadata(&path).map_err(|e| self.io("cannot stat", key, e))?;
+        if !md.is_file() {
+            return Err(self.not_found(key));
+        }
+        Ok(ObjectMeta { key: key.into(), size: md.len() })
+    }
+
+    async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+        let size = self.head(key).await?.size;
+        let range = resolve_range(key, range, size)?;
+        check_capacity(key, range.end - range.start, dst)?;
+        let path = self.path(key)?;
+        let bytes = if range.is_empty() { 0 } else { blocking(|| self.read_range(key, &path, range, dst))? };
+        Ok(Transfer { bytes, path: TransferPath::Local, first_byte: None })
+    }
+
+    async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError> {
+        let path = self.path(key)?;
+        self.bucket_exists()?;
+        let data = src.as_host().expect("host buffer");
+        blocking(|| self.write_atomic(key, &path, data))?;
+        Ok(Transfer { bytes: data.len() as u64, path: TransferPath::Local, first_byte: None })
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        self.bucket_exists()?;
+        let mut out = Vec::new();
+        let mut stack = vec![self.dir.clone()];
+        while let Some(dir) = stack.pop() {
+            let entries = fs::read_dir(&dir).map_err(|e| StoreError::Io { context: format!("cannot list {}", dir.display()), source: e })?;
+            for entry in entries {
+                let entry = entry.map_err(|e| StoreError::Io { context: format!("cannot list {}", dir.display()), source: e })?;
+                let ft = entry.file_type().map_err(|e| StoreError::Io { context: format!("cannot stat {}", entry.path().display()), source: e })?;
+                let path = entry.path();
+                if ft.is_dir() {
+                    stack.push(path);
+                } else if ft.is_file() {
+                    let rel = path.strip_prefix(&self.dir).expect("under bucket dir");
+                    let key = rel.to_string_lossy().into_owned();
+                    if key.contains(TMP_MARK) || !key.starts_with(prefix) {
+                        continue;
+                    }
+                    let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+                    out.push(ObjectMeta { key, size });
+                }
+            }
+        }
+        out.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(out)
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        let path = self.path(key)?;
+        self.bucket_exists()?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.io("cannot delete", key, e)),
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! One object-store interface over every transport.
+//!
+//! Modelled on Apache Arrow's `object_store`: one trait here, one module per
+//! store, one conformance suite (`tests/conformance.rs`) that runs the same test
+//! bodies against every backend. A behaviour difference between backends is a bug.
+//!
+//! A store is opened on one bucket; keys are relative to it. Every data call
+//! returns a [`Transfer`] saying how many bytes moved and over which path, so
+//! the benches can report (and the witness can check) what carried the bytes.
+
+pub mod http;
+pub mod local;
+
+use std::fmt;
+use std::ops::Range;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::cli::{Backend, StoreArgs};
+use crate::error::StoreError;
+use crate::mem::Buffer;
+
+/// Which data path carried a transfer's bytes, as the client saw it. For the
+/// rdma backend this is the client library's claim; only the witness proves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TransferPath {
+    /// GPU-Direct S3 over RDMA (cuObject) into device memory.
+    Rdma,
+    /// S3 over HTTP straight into the caller's buffer.
+    Http,
+    /// S3 over HTTP into a pinned host bounce buffer, then copied to the device.
+    HttpStaged,
+    /// A local filesystem.
+    Local,
+}
+
+impl fmt::Display for TransferPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TransferPath::Rdma => "rdma",
+            TransferPath::Http => "http",
+            TransferPath::HttpStaged => "http_staged",
+            TransferPath::Local => "local",
+        })
+    }
+}
+
+/// What one data call moved.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Transfer {
+    /// Payload bytes moved (the client's own count).
+    pub bytes: u64,
+    /// The path that carried them.
+    pub path: TransferPath,
+    /// Time from issuing the request to the first payload byte arriving
+    /// (HTTP GETs only; `None` where the notion does not apply).
+    pub first_byte: Option<Duration>,
+}
+
+/// What `head` and `list` report about an object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjectMeta {
+    /// Key relative to the bucket.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The one interface every backend implements.
+///
+/// Errors: every method returns [`StoreError`]; a missing object is
+/// [`StoreError::NotFound`] on every backend, a missing bucket
+/// [`StoreError::NoSuchBucket`].
+#[async_trait]
+pub trait ObjectStore: Send + Sync + fmt::Debug {
+    /// `local`, `http` or `rdma`.
+    fn backend(&self) -> Backend;
+    /// The bucket this store is bound to.
+    fn bucket(&self) -> &str;
+    /// Where the bucket lives, for messages and records (an endpoint URL or a directory).
+    fn location(&self) -> String;
+    /// Backend facts worth recording with a run (endpoint, part size, O_DIRECT, ...).
+    /// Never contains credentials.
+    fn describe(&self) -> serde_json::Value;
+
+    /// Check the bucket exists; create it when `create` is true, else fail with
+    /// [`StoreError::NoSuchBucket`].
+    async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError>;
+    /// Size of one object.
+    async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError>;
+    /// Read the object, or `range` of it (end exclusive, non-empty, within the
+    /// object), into `dst[0..n]`, where `n` is the number of bytes read.
+    /// `dst` must be at least `n` bytes long ([`StoreError::BufferTooSmall`] otherwise).
+    async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer)
+    -> Result<Transfer, StoreError>;
+    /// Write all of `src` as the object `key`, replacing any object of that key.
+    /// Readers never see a partly written object.
+    async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError>;
+    /// Every object whose key starts with `prefix`, sorted by key.
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
+    /// Delete an object. Deleting a missing object succeeds, as in S3.
+    async fn delete(&self, key: &str) -> Result<(), StoreError>;
+}
+
+/// Open the store `args` names, bound to `args.bucket`. Nothing is sent over
+/// the network here; the first call finds out whether the endpoint answers.
+///
+/// Errors: [`StoreError::Config`] for missing or malformed settings.
+pub fn open(args: &StoreArgs) -> Result<Box<dyn ObjectStore>, StoreError> {
+    check_bucket_name(&args.bucket)?;
+    match args.backend {
+        Backend::Local => Ok(Box::new(local::LocalStore::new(args)?)),
+        Backend::Http => Ok(Box::new(http::HttpStore::new(args)?)),
+    }
+}
+
+/// Bucket names follow S3's rules (3-63 characters of lowercase letters,
+/// digits, '-' and '.'), on every backend, so a layout that works on `local`
+/// works on S3.
+pub fn check_bucket_name(bucket: &str) -> Result<(), StoreError> {
+    let ok_chars = bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    let ok_ends = bucket.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && bucket.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric());
+    if (3..=63).contains(&bucket.len()) && ok_chars && ok_ends {
+        Ok(())
+    } else {
+        Err(StoreError::Config(format!(
+            "invalid bucket name '{bucket}': use 3-63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
+        )))
+    }
+}
+
+/// Keys are checked the same way on every backend: non-empty, at most 1024
+/// bytes (S3's limit), no leading '/', no empty, '.' or '..' path segment
+/// (the local backend maps segments to directories).
+pub fn check_key(key: &str) -> Result<(), StoreError> {
+    let bad = |why| Err(StoreError::InvalidKey { key: key.to_string(), why });
+    if key.is_empty() {
+        return bad("keys must not be empty");
+    }
+    if key.len() > 1024 {
+        return bad("keys must be at most 1024 bytes");
+    }
+    if key.starts_with('/') {
+        return bad("keys must not start with '/'");
+    }
+    if key.split('/').any(|s| s.is_empty() || s == "." || s == "..") {
+        return bad("keys must not contain empty, '.' or '..' segments");
+    }
+    if key.contains('\0') {
+        return bad("keys must not contain NUL");
+    }
+    Ok(())
+}
+
+/// Resolve an optional range against an object of `size` bytes, checking the
+/// rules every backend shares. Returns the absolute byte range to read.
+pub fn resolve_range(key: &str, range: Option<Range<u64>>, size: u64) -> Result<Range<u64>, StoreError> {
+    match range {
+        None => Ok(0..size),
+        Some(r) if r.start < r.end && r.end <= size => Ok(r),
+        Some(r) => Err(StoreError::BadRange { key: key.to_string(), range: r, size }),
+    }
+}
+
+/// Check `dst` can take `needed` bytes.
+pub fn check_capacity(key: &str, needed: u64, dst: &Buffer) -> Result<(), StoreError> {
+    if needed > dst.len() as u64 {
+        return Err(StoreError::BufferTooSmall { key: key.to_string(), needed, capacity: dst.len() as u64 });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked() {
+        assert!(check_key("a/b/c.bin").is_ok());
+        for k in ["", "/a", "a//b", "a/../b", "./a", "a/"] {
+            assert!(matches!(check_key(k), Err(StoreError::InvalidKey { .. })), "{k:?} accepted");
+        }
+    }
+
+    #[test]
+    fn ranges_are_checked() {
+        assert_eq!(resolve_range("k", None, 10).unwrap(), 0..10);
+        assert_eq!(resolve_range("k", Some(3..7), 10).unwrap(), 3..7);
+        assert!(resolve_range("k", Some(3..3), 10).is_err());
+        assert!(resolve_range("k", Some(3..11), 10).is_err());
+    }
+
+    #[test]
+    fn bucket_names_are_checked() {
+        assert!(check_bucket_name("s3rdma-bench").is_ok());
+        for b in ["ab", "Upper", "-x-", "a_b", ""] {
+            assert!(check_bucket_name(b).is_err(), "{b:?} accepted");
+        }
+    }
+}

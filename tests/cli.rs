@@ -1,0 +1,206 @@
+//! The built binary, driven as a user would: fetch over a real S3 server
+//! (s3s-fs in-process) and over a local directory, and every bad input the
+//! foundation issue lists.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn s3rdma(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_s3rdma"))
+        .args(args)
+        .current_dir(cwd)
+        // Nothing from the caller's environment may leak into a test.
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_REGION")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run s3rdma")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn http_args<'a>(endpoint: &'a str, bucket: &'a str) -> Vec<&'a str> {
+    vec![
+        "fetch", "--backend", "http", "--endpoint", endpoint, "--access-key", common::ACCESS_KEY,
+        "--secret-key", common::SECRET_KEY, "--bucket", bucket,
+    ]
+}
+
+fn results_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A failed run: the exit code, one line on stderr naming `needle`, no panic,
+/// no result file, no secret.
+fn assert_fails(o: &Output, code: i32, needle: &str, results: &Path) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains(common::SECRET_KEY) && !String::from_utf8_lossy(&o.stdout).contains(common::SECRET_KEY));
+    assert!(results_in(results).is_empty(), "a failed run left a result file");
+}
+
+#[test]
+fn fetch_over_http_with_prepare_reports_every_cell() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = http_args(&s.endpoint, "cli-fetch-http");
+    args.extend([
+        "--sizes", "1MiB,3MB", "--concurrency", "1,3", "--duration", "300ms", "--warmup", "0s",
+        "--part-size", "1MiB", "--objects", "2", "--prepare", "--json", "--tag", "t",
+    ]);
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).expect("--json prints the record");
+    assert_eq!(rec["benchmark"], "fetch");
+    assert_eq!(rec["backend"], "http");
+    assert_eq!(rec["schema_version"], 1);
+    assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
+    assert_eq!(rec["environment"]["store"]["endpoint"], s.endpoint.as_str());
+    let cells = rec["results"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    let mut seen = Vec::new();
+    for c in cells {
+        let size = c["size_bytes"].as_u64().unwrap();
+        seen.push((size, c["concurrency"].as_u64().unwrap()));
+        let r = &c["repeats"][0];
+        let ops = r["ops"].as_u64().unwrap();
+        assert!(ops >= 1);
+        assert_eq!(r["bytes"].as_u64().unwrap(), ops * size, "whole objects only");
+        assert!(r["throughput_gbps"].as_f64().unwrap() > 0.0);
+        let l = &r["latency_ms"];
+        assert!(l["min_ms"].as_f64().unwrap() <= l["p50_ms"].as_f64().unwrap());
+        assert!(l["p50_ms"].as_f64().unwrap() <= l["p99_ms"].as_f64().unwrap());
+        assert!(l["p99_ms"].as_f64().unwrap() <= l["max_ms"].as_f64().unwrap());
+        assert!(r["ttfb_ms"]["p50_ms"].as_f64().unwrap() <= l["max_ms"].as_f64().unwrap());
+        assert!(r["client_cpu_cores"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["transfer_paths"]["http"].as_u64().unwrap(), ops * size);
+    }
+    assert_eq!(seen, vec![(1 << 20, 1), (1 << 20, 3), (3_000_000, 1), (3_000_000, 3)]);
+    // One result file, named as documented, identical to stdout, no credentials.
+    let files = results_in(&tmp.path().join("results"));
+    assert_eq!(files.len(), 1);
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("fetch-http-") && name.ends_with("-t.json"), "{name}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(!text.contains(common::SECRET_KEY) && !text.contains(common::ACCESS_KEY));
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), rec);
+    // The objects were written with random bytes, and the second run reuses them without --prepare.
+    let obj = s.root.join("cli-fetch-http/fetch/3000000/obj-000001");
+    let data = std::fs::read(obj).unwrap();
+    assert_eq!(data.len(), 3_000_000);
+    assert!(data.iter().filter(|&&b| b == 0).count() < 3_000_000 / 128, "payload looks like zeros");
+    let mut again = http_args(&s.endpoint, "cli-fetch-http");
+    again.extend(["--sizes", "3MB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--objects", "2"]);
+    let o = s3rdma(&again, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("TTFB p50 ms") && table.contains("2.9MiB"), "{table}");
+}
+
+#[test]
+fn fetch_local_round_trip_counts_exact_iterations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(
+        &["fetch", "--sizes", "64KiB,1MB", "--concurrency", "1,4", "--iters", "3", "--warmup", "0s",
+          "--repeats", "2", "--prepare", "--json"],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["backend"], "local");
+    for c in rec["results"].as_array().unwrap() {
+        let (size, conc) = (c["size_bytes"].as_u64().unwrap(), c["concurrency"].as_u64().unwrap());
+        assert_eq!(c["repeats"].as_array().unwrap().len(), 2);
+        for r in c["repeats"].as_array().unwrap() {
+            assert_eq!(r["ops"].as_u64().unwrap(), 3 * conc);
+            assert_eq!(r["bytes"].as_u64().unwrap(), 3 * conc * size);
+            assert!(r["ttfb_ms"].is_null(), "no TTFB on local");
+        }
+        let s = &c["summary"]["throughput_gbps"];
+        assert!(s["min"].as_f64().unwrap() <= s["median"].as_f64().unwrap());
+        assert!(s["median"].as_f64().unwrap() <= s["max"].as_f64().unwrap());
+    }
+    // The default root and bucket were created under the working directory.
+    let obj = tmp.path().join("s3rdma-data/s3rdma-bench/fetch/65536/obj-000000");
+    assert_eq!(std::fs::metadata(obj).unwrap().len(), 65536);
+    assert_eq!(results_in(&tmp.path().join("results")).len(), 1);
+}
+
+#[test]
+fn wrong_credentials_fail_cleanly() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(
+        &["fetch", "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY,
+          "--secret-key", "wrong-secret-key-xyz", "--prepare"],
+        tmp.path(),
+    );
+    assert_fails(&o, 1, "access denied", &tmp.path().join("results"));
+    assert!(!stderr(&o).contains("wrong-secret-key-xyz"));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+}
+
+#[test]
+fn unreachable_endpoint_fails_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = format!("http://127.0.0.1:{}", common::dead_port());
+    let mut args = http_args(&ep, "whatever-bucket");
+    args.extend(["--attempts", "1"]);
+    let o = s3rdma(&args, tmp.path());
+    assert_fails(&o, 1, "cannot reach", &tmp.path().join("results"));
+    assert!(stderr(&o).contains(&ep) && stderr(&o).contains("--endpoint"));
+}
+
+#[test]
+fn missing_bucket_without_prepare_fails_cleanly() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(&http_args(&s.endpoint, "never-created"), tmp.path());
+    assert_fails(&o, 1, "bucket 'never-created' does not exist", &tmp.path().join("results"));
+    assert!(stderr(&o).contains("--prepare"));
+    let o = s3rdma(&["fetch", "--bucket", "never-created"], tmp.path());
+    assert_fails(&o, 1, "bucket 'never-created' does not exist", &tmp.path().join("results"));
+}
+
+#[test]
+fn missing_object_without_prepare_fails_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("s3rdma-data/s3rdma-bench")).unwrap();
+    let o = s3rdma(&["fetch", "--sizes", "1MiB"], tmp.path());
+    assert_fails(&o, 1, "object 'fetch/1048576/obj-000000' not found", &tmp.path().join("results"));
+    assert!(stderr(&o).contains("--prepare"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let res = tmp.path().join("results");
+    assert_fails(&s3rdma(&["fetch", "--sizes", "16XB"], tmp.path()), 2, "16XB", &res);
+    assert_fails(&s3rdma(&["fetch", "--concurrency", "0"], tmp.path()), 2, "at least 1", &res);
+    assert_fails(&s3rdma(&["fetch", "--backend", "http"], tmp.path()), 2, "--access-key", &res);
+    assert_fails(
+        &s3rdma(&["fetch", "--backend", "http", "--endpoint", "ftp://x", "--access-key", "a", "--secret-key", "b"], tmp.path()),
+        2,
+        "invalid --endpoint 'ftp://x'",
+        &res,
+    );
+    assert_fails(&s3rdma(&["fetch", "--bucket", "Bad_Bucket"], tmp.path()), 2, "invalid bucket name", &res);
+    assert_fails(&s3rdma(&["fetch", "--sizes", "1TiB", "--concurrency", "64"], tmp.path()), 2, "lower --sizes", &res);
+    for sub in ["verify", "ckpt", "tokens", "weights", "train", "report"] {
+        assert_fails(&s3rdma(&[sub, "--anything"], tmp.path()), 2, "not implemented yet", &res);
+    }
+    assert!(!tmp.path().join("s3rdma-data").exists(), "usage errors must not create data");
+}

@@ -1,0 +1,63 @@
+//! A real S3 server in-process for tests: `s3s` + `s3s-fs` on 127.0.0.1, port 0,
+//! in its own thread and runtime, so every test (sync or async) can use it.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use s3s::auth::SimpleAuth;
+use s3s::service::S3ServiceBuilder;
+
+/// Test credentials the server accepts.
+pub const ACCESS_KEY: &str = "s3rdma-test-access";
+pub const SECRET_KEY: &str = "s3rdma-test-secret-0123456789";
+
+/// A running server.
+pub struct S3Server {
+    /// `http://127.0.0.1:<port>`
+    pub endpoint: String,
+    /// The directory s3s-fs serves (one subdirectory per bucket).
+    pub root: PathBuf,
+}
+
+/// The process-wide server, started on first use.
+pub fn server() -> &'static S3Server {
+    static SERVER: OnceLock<S3Server> = OnceLock::new();
+    SERVER.get_or_init(start)
+}
+
+fn start() -> S3Server {
+    let dir = tempfile::Builder::new().prefix("s3rdma-s3s-").tempdir().expect("tempdir").keep();
+    let root = dir.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+        rt.block_on(async move {
+            let fs = s3s_fs::FileSystem::new(&root).expect("s3s-fs root");
+            let mut b = S3ServiceBuilder::new(fs);
+            b.set_auth(SimpleAuth::from_single(ACCESS_KEY, SECRET_KEY));
+            let service = b.build();
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            tx.send(listener.local_addr().expect("addr")).expect("send addr");
+            let http = ConnBuilder::new(TokioExecutor::new());
+            loop {
+                let Ok((socket, _)) = listener.accept().await else { continue };
+                let conn = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+            }
+        });
+    });
+    let addr = rx.recv().expect("server started");
+    S3Server { endpoint: format!("http://{addr}"), root: dir }
+}
+
+/// A TCP port on 127.0.0.1 that nothing listens on (bound, then released).
+pub fn dead_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}

@@ -1,0 +1,178 @@
+//! One conformance suite for the ObjectStore trait, run with the same bodies
+//! against every backend (the way Apache Arrow's `object_store` tests its
+//! stores): a behaviour difference between backends is a bug.
+
+mod common;
+
+use std::sync::Arc;
+
+use clap::Parser;
+use rand::{RngCore, SeedableRng, rngs::SmallRng};
+use s3rdma::cli::StoreArgs;
+use s3rdma::error::StoreError;
+use s3rdma::mem::Buffer;
+use s3rdma::store::{self, ObjectStore, TransferPath};
+
+#[derive(Parser)]
+struct Wrap {
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+/// Open a store from command-line words, exactly as the binary would.
+fn open(words: &[&str]) -> Arc<dyn ObjectStore> {
+    let mut argv = vec!["test"];
+    argv.extend_from_slice(words);
+    Arc::from(store::open(&Wrap::parse_from(argv).store).expect("open store"))
+}
+
+fn local(bucket: &str) -> Arc<dyn ObjectStore> {
+    static ROOT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    let root = ROOT.get_or_init(|| tempfile::tempdir().unwrap().keep());
+    open(&["--backend", "local", "--root", root.to_str().unwrap(), "--bucket", bucket])
+}
+
+fn http(bucket: &str) -> Arc<dyn ObjectStore> {
+    let s = common::server();
+    // Small parts so one GET becomes many concurrent ranged GETs.
+    open(&[
+        "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY,
+        "--secret-key", common::SECRET_KEY, "--bucket", bucket, "--part-size", "1MiB",
+        "--part-concurrency", "4",
+    ])
+}
+
+fn random(n: usize, seed: u64) -> Buffer {
+    let mut b = Buffer::host(n);
+    SmallRng::seed_from_u64(seed).fill_bytes(b.as_host_mut().unwrap());
+    b
+}
+
+async fn fresh(s: &dyn ObjectStore) {
+    s.ensure_bucket(true).await.unwrap();
+}
+
+async fn put_then_get_whole(s: &dyn ObjectStore) {
+    fresh(s).await;
+    let src = random(3 * 1024 * 1024 + 123, 1);
+    let put = s.put_from("a/obj.bin", &src).await.unwrap();
+    assert_eq!(put.bytes, src.len() as u64);
+    let mut dst = Buffer::host(src.len());
+    let got = s.get_into("a/obj.bin", None, &mut dst).await.unwrap();
+    assert_eq!(got.bytes, src.len() as u64);
+    assert!(matches!(got.path, TransferPath::Local | TransferPath::Http));
+    assert!(dst.as_host().unwrap() == src.as_host().unwrap(), "bytes differ");
+}
+
+async fn ranged_get_at_odd_offsets(s: &dyn ObjectStore) {
+    fresh(s).await;
+    let n = 12 * 1024 * 1024 + 777;
+    let src = random(n, 2);
+    s.put_from("ranged", &src).await.unwrap();
+    let want = src.as_host().unwrap();
+    let n = n as u64;
+    for r in [0..1, 1..2, 4095..4097 + 3 * 1024 * 1024, 1_000_001..5_242_881, n - 13..n, 0..n, 777..n] {
+        let mut dst = Buffer::host((r.end - r.start) as usize + 100);
+        let t = s.get_into("ranged", Some(r.clone()), &mut dst).await.unwrap();
+        assert_eq!(t.bytes, r.end - r.start, "range {r:?}");
+        let got = &dst.as_host().unwrap()[..t.bytes as usize];
+        assert!(got == &want[r.start as usize..r.end as usize], "range {r:?} differs");
+    }
+}
+
+async fn multipart_put(s: &dyn ObjectStore) {
+    fresh(s).await;
+    // Above max(part size, 5 MiB): multipart on http, three parts with the last short.
+    let src = random(11 * 1024 * 1024 + 5, 3);
+    s.put_from("mp/big", &src).await.unwrap();
+    assert_eq!(s.head("mp/big").await.unwrap().size, src.len() as u64);
+    let mut dst = Buffer::host(src.len());
+    s.get_into("mp/big", None, &mut dst).await.unwrap();
+    assert!(dst.as_host().unwrap() == src.as_host().unwrap());
+}
+
+async fn head_list_delete(s: &dyn ObjectStore) {
+    fresh(s).await;
+    for (k, n) in [("p/b", 10), ("p/a", 20), ("q/c", 30), ("p/sub/d", 40)] {
+        s.put_from(k, &random(n, n as u64)).await.unwrap();
+    }
+    assert_eq!(s.head("p/a").await.unwrap().size, 20);
+    let keys: Vec<(String, u64)> = s.list("p/").await.unwrap().into_iter().map(|m| (m.key, m.size)).collect();
+    assert_eq!(keys, vec![("p/a".into(), 20), ("p/b".into(), 10), ("p/sub/d".into(), 40)]);
+    s.delete("p/a").await.unwrap();
+    assert!(matches!(s.head("p/a").await, Err(StoreError::NotFound { .. })));
+    s.delete("p/a").await.expect("deleting a missing object succeeds, as in S3");
+    assert_eq!(s.list("p/").await.unwrap().len(), 2);
+    // Overwrite replaces.
+    s.put_from("p/b", &random(5, 9)).await.unwrap();
+    assert_eq!(s.head("p/b").await.unwrap().size, 5);
+}
+
+async fn missing_key(s: &dyn ObjectStore) {
+    fresh(s).await;
+    let mut dst = Buffer::host(16);
+    match s.get_into("nope/never", None, &mut dst).await {
+        Err(StoreError::NotFound { key, .. }) => assert_eq!(key, "nope/never"),
+        other => panic!("expected NotFound, got {other:?}"),
+    }
+    assert!(matches!(s.head("nope/never").await, Err(StoreError::NotFound { .. })));
+}
+
+async fn empty_object(s: &dyn ObjectStore) {
+    fresh(s).await;
+    s.put_from("empty", &Buffer::host(0)).await.unwrap();
+    assert_eq!(s.head("empty").await.unwrap().size, 0);
+    let mut dst = Buffer::host(8);
+    assert_eq!(s.get_into("empty", None, &mut dst).await.unwrap().bytes, 0);
+    assert!(matches!(s.get_into("empty", Some(0..1), &mut dst).await, Err(StoreError::BadRange { size: 0, .. })));
+}
+
+async fn bad_ranges_and_small_buffers(s: &dyn ObjectStore) {
+    fresh(s).await;
+    s.put_from("r", &random(1000, 4)).await.unwrap();
+    let mut dst = Buffer::host(2000);
+    assert!(matches!(s.get_into("r", Some(10..10), &mut dst).await, Err(StoreError::BadRange { size: 1000, .. })));
+    assert!(matches!(s.get_into("r", Some(900..1001), &mut dst).await, Err(StoreError::BadRange { size: 1000, .. })));
+    let mut small = Buffer::host(999);
+    assert!(matches!(
+        s.get_into("r", None, &mut small).await,
+        Err(StoreError::BufferTooSmall { needed: 1000, capacity: 999, .. })
+    ));
+}
+
+async fn invalid_keys(s: &dyn ObjectStore) {
+    fresh(s).await;
+    let b = Buffer::host(1);
+    for k in ["", "/abs", "a/../b", "a//b"] {
+        assert!(matches!(s.put_from(k, &b).await, Err(StoreError::InvalidKey { .. })), "{k:?}");
+    }
+}
+
+/// Runs against a bucket nobody created.
+async fn missing_bucket(s: &dyn ObjectStore) {
+    match s.ensure_bucket(false).await {
+        Err(e @ StoreError::NoSuchBucket { .. }) => assert!(e.to_string().contains("--prepare"), "{e}"),
+        other => panic!("expected NoSuchBucket, got {other:?}"),
+    }
+    s.ensure_bucket(true).await.unwrap();
+    s.ensure_bucket(false).await.unwrap();
+}
+
+macro_rules! suite {
+    ($backend:ident: $($name:ident),* $(,)?) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let bucket = format!("{}-{}", stringify!($backend), stringify!($name)).replace('_', "-");
+                    super::$name(&*super::$backend(&bucket)).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(local: put_then_get_whole, ranged_get_at_odd_offsets, multipart_put, head_list_delete, missing_key,
+       empty_object, bad_ranges_and_small_buffers, invalid_keys, missing_bucket);
+suite!(http: put_then_get_whole, ranged_get_at_odd_offsets, multipart_put, head_list_delete, missing_key,
+       empty_object, bad_ranges_and_small_buffers, invalid_keys, missing_bucket);
