@@ -129,8 +129,10 @@ mod tests {
         std::hint::black_box(x);
         let r = s.finish();
         assert!(r.wall_s >= 0.3);
-        // One thread spinning: close to one core (scheduling noise allowed).
-        assert!(r.client_cpu_cores > 0.5 && r.client_cpu_cores < 1.5, "{}", r.client_cpu_cores);
+        // This thread spun for the whole window: at least ~one core. Other tests
+        // share the process, so the ceiling is the host's CPU count.
+        assert!(r.client_cpu_cores > 0.8, "{}", r.client_cpu_cores);
+        assert!(r.client_cpu_cores <= r.host_logical_cpus as f64 + 0.1, "{}", r.client_cpu_cores);
         assert!(r.host_logical_cpus >= 1);
         assert!(r.host_cpu_cores >= 0.0 && r.host_cpu_cores <= r.host_logical_cpus as f64 + 0.01);
     }

@@ -107,7 +107,7 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     let o = s3rdma(&again, tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
     let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("TTFB p50 ms") && table.contains("2.9MiB"), "{table}");
+    assert!(table.contains("TTFB p50 ms") && table.contains("3MB"), "{table}");
 }
 
 #[test]

@@ -103,19 +103,19 @@ fn object_key(prefix: &str, size: u64, i: u32) -> String {
     format!("{}/{size}/obj-{i:06}", prefix.trim_end_matches('/'))
 }
 
+/// Render a size the way a user would type it: the exact IEC (16MiB) or
+/// decimal (64MB) form with the smallest number, else IEC with one decimal.
 fn human_bytes(n: u64) -> String {
-    const UNITS: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (u, name) in UNITS {
-        if n >= u && n % u == 0 {
-            return format!("{}{name}", n / u);
-        }
+    const IEC: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    const DEC: [(u64, &str); 4] = [(1_000_000_000_000, "TB"), (1_000_000_000, "GB"), (1_000_000, "MB"), (1_000, "kB")];
+    let exact = IEC.iter().chain(DEC.iter()).filter(|(u, _)| n >= *u && n % u == 0).min_by_key(|(u, _)| n / u);
+    if let Some((u, name)) = exact {
+        return format!("{}{name}", n / u);
     }
-    for (u, name) in UNITS {
-        if n >= u {
-            return format!("{:.1}{name}", n as f64 / u as f64);
-        }
+    match IEC.iter().find(|(u, _)| n >= *u) {
+        Some((u, name)) => format!("{:.1}{name}", n as f64 / *u as f64),
+        None => format!("{n}B"),
     }
-    format!("{n}B")
 }
 
 fn progress_bar() -> ProgressBar {
@@ -457,7 +457,9 @@ mod tests {
     fn keys_and_sizes_render() {
         assert_eq!(object_key("fetch/", 1048576, 3), "fetch/1048576/obj-000003");
         assert_eq!(human_bytes(16 << 20), "16MiB");
-        assert_eq!(human_bytes(64_000_000), "61.0MiB");
+        assert_eq!(human_bytes(64_000_000), "64MB");
+        assert_eq!(human_bytes(1_500_000), "1500kB");
+        assert_eq!(human_bytes(1_500_001), "1.4MiB");
         assert_eq!(human_bytes(512), "512B");
     }
 
