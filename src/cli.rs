@@ -88,7 +88,7 @@ pub struct StoreArgs {
     #[arg(long, default_value = "s3rdma-bench")]
     pub bucket: String,
     /// local: directory holding one subdirectory per bucket.
-    #[arg(long, default_value = "./s3rdma-data")]
+    #[arg(long, default_value = DEFAULT_LOCAL_ROOT)]
     pub root: PathBuf,
     /// local: read with O_DIRECT (bypass the page cache) where offsets allow.
     #[arg(long)]
@@ -139,9 +139,27 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_positive, default_value_t = 1)]
     pub repeats: u32,
     /// Create the bucket and any missing or wrong-sized objects (random bytes);
-    /// objects of the right size are reused.
+    /// objects of the right size are reused. On by default only for the local
+    /// backend's own default directory (./s3rdma-data), which the tool owns.
     #[arg(long)]
     pub prepare: bool,
+    /// Never create anything, even in the default local directory.
+    #[arg(long, conflicts_with = "prepare")]
+    pub no_prepare: bool,
+}
+
+/// The `--root` default: the directory the tool creates and owns.
+pub const DEFAULT_LOCAL_ROOT: &str = "./s3rdma-data";
+
+impl RunArgs {
+    /// Whether to create missing buckets and objects: `--prepare`, or the
+    /// local backend on its own default directory unless `--no-prepare`.
+    pub fn prepare_for(&self, store: &StoreArgs) -> bool {
+        self.prepare
+            || (!self.no_prepare
+                && store.backend == Backend::Local
+                && store.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT))
+    }
 }
 
 /// Where the run record goes.

@@ -113,9 +113,10 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
 #[test]
 fn fetch_local_round_trip_counts_exact_iterations() {
     let tmp = tempfile::tempdir().unwrap();
+    // No --prepare: the default local directory is the tool's own and is created.
     let o = s3rdma(
         &["fetch", "--sizes", "64KiB,1MB", "--concurrency", "1,4", "--iters", "3", "--warmup", "0s",
-          "--repeats", "2", "--prepare", "--json"],
+          "--repeats", "2", "--json"],
         tmp.path(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
@@ -171,15 +172,19 @@ fn missing_bucket_without_prepare_fails_cleanly() {
     let o = s3rdma(&http_args(&s.endpoint, "never-created"), tmp.path());
     assert_fails(&o, 1, "bucket 'never-created' does not exist", &tmp.path().join("results"));
     assert!(stderr(&o).contains("--prepare"));
-    let o = s3rdma(&["fetch", "--bucket", "never-created"], tmp.path());
+    let o = s3rdma(&["fetch", "--root", "data", "--bucket", "never-created"], tmp.path());
     assert_fails(&o, 1, "bucket 'never-created' does not exist", &tmp.path().join("results"));
+    // In the tool's own default directory --no-prepare still refuses to create.
+    let o = s3rdma(&["fetch", "--no-prepare"], tmp.path());
+    assert_fails(&o, 1, "bucket 's3rdma-bench' does not exist", &tmp.path().join("results"));
+    assert!(!tmp.path().join("s3rdma-data").exists());
 }
 
 #[test]
 fn missing_object_without_prepare_fails_cleanly() {
     let tmp = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(tmp.path().join("s3rdma-data/s3rdma-bench")).unwrap();
-    let o = s3rdma(&["fetch", "--sizes", "1MiB"], tmp.path());
+    std::fs::create_dir_all(tmp.path().join("data/s3rdma-bench")).unwrap();
+    let o = s3rdma(&["fetch", "--root", "data", "--sizes", "1MiB"], tmp.path());
     assert_fails(&o, 1, "object 'fetch/1048576/obj-000000' not found", &tmp.path().join("results"));
     assert!(stderr(&o).contains("--prepare"));
 }

@@ -405,11 +405,12 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     check_args(&args)?;
     let started = chrono::Utc::now();
     let store: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store)?);
-    store.ensure_bucket(args.run.prepare).await?;
+    let prepare = args.run.prepare_for(&args.store);
+    store.ensure_bucket(prepare).await?;
     let mut key_sets = Vec::new();
     for &size in &args.sizes {
         let keys: Vec<String> = (0..args.objects).map(|i| object_key(&args.prefix, size, i)).collect();
-        prepare_objects(store.as_ref(), &keys, size, args.run.prepare).await?;
+        prepare_objects(store.as_ref(), &keys, size, prepare).await?;
         key_sets.push((size, Arc::new(keys)));
     }
     let mut cells = Vec::new();
@@ -432,7 +433,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             "prefix": args.prefix, "bucket": args.store.bucket,
             "duration_s": args.run.iters.is_none().then(|| args.run.duration.as_secs_f64()),
             "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
-            "repeats": args.run.repeats, "prepare": args.run.prepare,
+            "repeats": args.run.repeats, "prepare": prepare,
         }),
         results: serde_json::to_value(&cells).map_err(|e| Error::Runtime(format!("cannot encode results: {e}")))?,
         rdma_witness: witness_not_implemented(),
@@ -442,6 +443,9 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
     } else {
         println!("fetch over {} ({}), bucket '{}'", store.backend().name(), store.location(), store.bucket());
+        if store.backend() == crate::cli::Backend::Local && !args.store.direct {
+            println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
+        }
         println!("{}", table(&cells));
         println!("witness: unverified (witness not implemented)");
     }
