@@ -27,7 +27,7 @@ pub enum Command {
     /// Raw storage read throughput: parallel GETs of whole objects into memory (the seeds' B1).
     Fetch(FetchArgs),
     /// Bring-up check: PASS only when the server's counters prove RDMA carried the bytes.
-    Verify(NotYetArgs),
+    Verify(VerifyArgs),
     /// Checkpoint save/restore from GPU memory (the seeds' B4/B5).
     Ckpt(NotYetArgs),
     /// Tokenized int32 loader throughput (the seeds' B7).
@@ -162,6 +162,25 @@ impl RunArgs {
     }
 }
 
+/// Where the witness scrapes the server's counters, and what it demands.
+#[derive(Debug, Clone, Args)]
+pub struct WitnessArgs {
+    /// Server nodes whose metrics to scrape, comma-separated host:port (default:
+    /// the endpoint's host:port). Scraped: /minio/metrics/v3/api/rdma and /api/requests.
+    #[arg(long, value_delimiter = ',')]
+    pub servers: Vec<String>,
+    /// Full metrics URL to scrape instead of the derived ones (repeatable).
+    #[arg(long)]
+    pub metrics_url: Vec<String>,
+    /// Bearer token for the metrics endpoints (default: a JWT made from the
+    /// access/secret key, as `mc admin prometheus generate` does).
+    #[arg(long, env = "S3RDMA_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
+    /// Exit 3 unless the witness verdict of every cell is rdma-verified.
+    #[arg(long)]
+    pub require_rdma: bool,
+}
+
 /// Where the run record goes.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
@@ -185,6 +204,8 @@ pub struct FetchArgs {
     #[command(flatten)]
     pub run: RunArgs,
     #[command(flatten)]
+    pub witness: WitnessArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
     /// Object sizes, comma-separated, e.g. 1MiB,16MiB,64MiB (IEC) or 1MB (decimal).
     #[arg(long, value_delimiter = ',', value_parser = parse_bytes, default_value = "1MiB,16MiB,64MiB")]
@@ -198,6 +219,30 @@ pub struct FetchArgs {
     /// Key prefix; objects are <prefix>/<size in bytes>/obj-<n>.
     #[arg(long, default_value = "fetch")]
     pub prefix: String,
+}
+
+/// `s3rdma verify`: environment, endpoint, metrics, then one PUT and one GET
+/// with the witness around each.
+#[derive(Debug, Clone, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub witness: WitnessArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Size of the probe object PUT and read back.
+    #[arg(long, value_parser = parse_bytes, default_value = "64MiB")]
+    pub size: u64,
+    /// Create the bucket when it does not exist.
+    #[arg(long)]
+    pub prepare: bool,
+    /// Key of the probe object (deleted afterwards unless --keep).
+    #[arg(long, default_value = "s3rdma-verify/probe.bin")]
+    pub key: String,
+    /// Leave the probe object in the bucket.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// Parse a byte size: a plain number of bytes, or a number with a decimal

@@ -64,6 +64,12 @@ pub enum Error {
     /// Any other runtime failure (exit 1).
     #[error("{0}")]
     Runtime(String),
+    /// `--require-rdma` and a verdict other than rdma-verified (exit 3).
+    #[error("{0}")]
+    WitnessFailed(String),
+    /// Data read back differs from what was written (exit 4).
+    #[error("{0}")]
+    Mismatch(String),
 }
 
 impl Error {
@@ -73,6 +79,8 @@ impl Error {
             Error::Usage(_) | Error::NotImplemented(_) => 2,
             Error::Store(StoreError::Config(_)) => 2,
             Error::Store(_) | Error::Runtime(_) => 1,
+            Error::WitnessFailed(_) => 3,
+            Error::Mismatch(_) => 4,
         }
     }
 }

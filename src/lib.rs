@@ -11,6 +11,7 @@ pub mod mem;
 pub mod report;
 pub mod sampler;
 pub mod store;
+pub mod witness;
 
 use cli::{Cli, Command};
 use error::{Error, Result};
@@ -19,7 +20,7 @@ use error::{Error, Result};
 pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Fetch(args) => bench::fetch::run(args).await,
-        Command::Verify(_) => Err(Error::NotImplemented("verify")),
+        Command::Verify(args) => bench::verify::run(args).await,
         Command::Ckpt(_) => Err(Error::NotImplemented("ckpt")),
         Command::Tokens(_) => Err(Error::NotImplemented("tokens")),
         Command::Weights(_) => Err(Error::NotImplemented("weights")),

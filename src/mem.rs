@@ -152,3 +152,42 @@ mod tests {
         assert_eq!(b.as_host_mut_padded().unwrap().len(), HOST_ALIGN);
     }
 }
+
+/// What the CUDA driver reports, for `verify` and run records.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CudaInfo {
+    /// `cuDriverGetVersion`, e.g. 13000 for CUDA 13.0.
+    pub driver_version: i32,
+    /// (name, device memory bytes) per device, in ordinal order.
+    pub devices: Vec<(String, u64)>,
+}
+
+/// Probe the CUDA driver without ever panicking: cudarc loads libcuda at
+/// run time and panics on first use when it is absent, so presence is checked
+/// first (cudarc's `is_culib_present`).
+///
+/// Errors: a one-line reason (no driver library, init failed, no devices).
+pub fn cuda_probe() -> Result<CudaInfo, String> {
+    use cudarc::driver::{result, sys};
+    // SAFETY: only tries to dlopen the library names cudarc knows.
+    if !unsafe { sys::is_culib_present() } {
+        return Err("no CUDA driver library (libcuda.so) on this host".into());
+    }
+    result::init().map_err(|e| format!("cuInit failed: {e:?}"))?;
+    let mut v = 0i32;
+    // SAFETY: v is a valid out-pointer; the driver is initialised above.
+    unsafe { sys::cuDriverGetVersion(&mut v) }.result().map_err(|e| format!("cuDriverGetVersion failed: {e:?}"))?;
+    let n = result::device::get_count().map_err(|e| format!("cuDeviceGetCount failed: {e:?}"))?;
+    let mut devices = Vec::new();
+    for i in 0..n {
+        let dev = result::device::get(i).map_err(|e| format!("cuDeviceGet({i}) failed: {e:?}"))?;
+        let name = result::device::get_name(dev).map_err(|e| format!("cuDeviceGetName({i}) failed: {e:?}"))?;
+        // SAFETY: dev is a valid device handle from cuDeviceGet.
+        let mem = unsafe { result::device::total_mem(dev) }.map_err(|e| format!("cuDeviceTotalMem({i}) failed: {e:?}"))?;
+        devices.push((name, mem as u64));
+    }
+    if devices.is_empty() {
+        return Err(format!("CUDA driver {}.{} sees no GPU", v / 1000, v % 1000 / 10));
+    }
+    Ok(CudaInfo { driver_version: v, devices })
+}

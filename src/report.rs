@@ -145,7 +145,8 @@ pub struct RunRecord {
     pub params: Value,
     /// Every cell, every repeat's raw figures and the summaries.
     pub results: Value,
-    /// Server-side transport proof; `{"verdict": "unverified", "reason": ...}` until the witness exists.
+    /// Server-side transport proof: overall verdict and reason, the witness
+    /// configuration, and per-cell verdicts (see [`crate::witness`]).
     pub rdma_witness: Value,
 }
 
@@ -188,10 +189,6 @@ impl RunRecord {
     }
 }
 
-/// The witness field until the witness issue fills it: honest about its absence.
-pub fn witness_not_implemented() -> Value {
-    serde_json::json!({"verdict": "unverified", "reason": "witness not implemented"})
-}
 
 #[cfg(test)]
 mod tests {
@@ -209,7 +206,7 @@ mod tests {
             environment: serde_json::json!({}),
             params: serde_json::json!({"sizes_bytes": [1]}),
             results: serde_json::json!([]),
-            rdma_witness: witness_not_implemented(),
+            rdma_witness: serde_json::json!({"verdict": "not-applicable", "reason": "test"}),
         }
     }
 

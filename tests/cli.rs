@@ -204,8 +204,169 @@ fn usage_errors_exit_2() {
     );
     assert_fails(&s3rdma(&["fetch", "--bucket", "Bad_Bucket"], tmp.path()), 2, "invalid bucket name", &res);
     assert_fails(&s3rdma(&["fetch", "--sizes", "1TiB", "--concurrency", "64"], tmp.path()), 2, "lower --sizes", &res);
-    for sub in ["verify", "ckpt", "tokens", "weights", "train", "report"] {
+    for sub in ["ckpt", "tokens", "weights", "train", "report"] {
         assert_fails(&s3rdma(&[sub, "--anything"], tmp.path()), 2, "not implemented yet", &res);
     }
     assert!(!tmp.path().join("s3rdma-data").exists(), "usage errors must not create data");
+}
+
+// ---- witness -------------------------------------------------------------
+
+const MIB: u64 = 1 << 20;
+
+fn rdma_body(read: u64) -> String {
+    format!(
+        "# HELP minio_api_rdma_read_bytes_total Bytes sent over RDMA\n\
+         # TYPE minio_api_rdma_read_bytes_total counter\n\
+         minio_api_rdma_read_bytes_total{{server=\"n1:9000\"}} {read}\n\
+         # TYPE minio_api_rdma_read_ops counter\n\
+         minio_api_rdma_read_ops_total{{server=\"n1:9000\"}} 7\n\
+         minio_api_rdma_write_bytes_total{{server=\"n1:9000\"}} 0\n"
+    )
+}
+
+fn requests_body(sent: u64) -> String {
+    format!("minio_api_requests_traffic_sent_bytes{{server=\"n1:9000\",type=\"s3\"}} {sent}\n")
+}
+
+/// A fetch of exactly 3 x 1 MiB over HTTP against the in-process S3 server,
+/// witnessed by a scripted metrics endpoint that plays `rdma` and `requests`
+/// (before, after). Returns the exit code, stdout and the record.
+fn witnessed_fetch(bucket: &str, rdma: Vec<common::Answer>, requests: Vec<common::Answer>, extra: &[&str]) -> (Option<i32>, String, Value, common::ScriptedMetrics) {
+    let s = common::server();
+    let m = common::scripted_metrics(vec![("/rdma", rdma), ("/requests", requests)]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (u1, u2) = (format!("{}/rdma", m.base), format!("{}/requests", m.base));
+    let mut args = http_args(&s.endpoint, bucket);
+    args.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "3", "--warmup", "0s", "--prepare",
+                 "--metrics-url", &u1, "--metrics-url", &u2]);
+    args.extend_from_slice(extra);
+    let o = s3rdma(&args, tmp.path());
+    let files = results_in(&tmp.path().join("results"));
+    assert_eq!(files.len(), 1, "the run happened, so its record is written: {}", stderr(&o));
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned(), rec, m)
+}
+
+#[test]
+fn witness_verifies_rdma_when_the_server_accounts_the_payload() {
+    let before = 1_000_000;
+    let (code, out, rec, m) = witnessed_fetch(
+        "wit-verified",
+        vec![common::Answer::text(rdma_body(before)), common::Answer::text(rdma_body(before + 3 * MIB))],
+        vec![common::Answer::text(requests_body(500)), common::Answer::text(requests_body(900))],
+        &["--require-rdma", "--metrics-token", "tok-123"],
+    );
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(rec["rdma_witness"]["verdict"], "rdma-verified");
+    assert_eq!(rec["rdma_witness"]["cells"][0]["rdma_share"], 1.0);
+    let w = &rec["results"][0]["repeats"][0]["witness"];
+    assert_eq!(w["payload_bytes"], 3 * MIB);
+    assert_eq!(w["rdma_read_bytes"], (3 * MIB) as f64);
+    assert_eq!(w["http_sent_bytes"], 400.0);
+    assert!(out.contains("rdma-verified (100% RDMA)"), "{out}");
+    assert!(m.auth_seen.lock().unwrap().iter().all(|a| a == "Bearer tok-123"));
+    assert!(!serde_json::to_string(&rec).unwrap().contains("tok-123"), "token recorded");
+}
+
+#[test]
+fn witness_catches_partial_fallback_and_require_rdma_exits_3() {
+    let (code, out, rec, m) = witnessed_fetch(
+        "wit-partial",
+        vec![common::Answer::text(rdma_body(0)), common::Answer::text(rdma_body(MIB))],
+        vec![common::Answer::text(requests_body(0)), common::Answer::text(requests_body(2 * MIB))],
+        &["--require-rdma"],
+    );
+    assert_eq!(code, Some(3), "{out}");
+    assert_eq!(rec["rdma_witness"]["verdict"], "partial-fallback");
+    let share = rec["rdma_witness"]["cells"][0]["rdma_share"].as_f64().unwrap();
+    assert!((share - 1.0 / 3.0).abs() < 1e-9, "{share}");
+    assert!(out.contains("partial-fallback (33% RDMA)"), "{out}");
+    // No --metrics-token: a JWT made from the access/secret key is sent.
+    let auth = m.auth_seen.lock().unwrap();
+    assert!(!auth.is_empty() && auth.iter().all(|a| a.starts_with("Bearer ey")), "{auth:?}");
+}
+
+#[test]
+fn witness_is_unverified_on_reset_or_error_page() {
+    let (code, _, rec, _) = witnessed_fetch(
+        "wit-reset",
+        vec![common::Answer::text(rdma_body(50 * MIB)), common::Answer::text(rdma_body(10))],
+        vec![common::Answer::text(requests_body(0))],
+        &[],
+    );
+    assert_eq!(code, Some(0), "without --require-rdma the run succeeds");
+    assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
+    assert!(rec["rdma_witness"]["reason"].as_str().unwrap().contains("went backwards"));
+
+    let xml = common::Answer { status: 403, content_type: "application/xml", body: "<Error><Code>AccessDenied</Code></Error>".into() };
+    let (code, _, rec, _) = witnessed_fetch("wit-403", vec![xml], vec![common::Answer::text(requests_body(0))], &["--require-rdma"]);
+    assert_eq!(code, Some(3));
+    assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
+    let reason = rec["rdma_witness"]["reason"].as_str().unwrap();
+    assert!(reason.contains("HTTP 403") && reason.contains("--metrics-token"), "{reason}");
+}
+
+#[test]
+fn witness_says_not_applicable_for_plain_http() {
+    let (code, out, rec, _) = witnessed_fetch(
+        "wit-http",
+        vec![common::Answer::text("# no rdma series on a plain MinIO\n")],
+        vec![common::Answer::text(requests_body(0)), common::Answer::text(requests_body(3 * MIB + 4000))],
+        &[],
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(rec["rdma_witness"]["verdict"], "not-applicable");
+    assert!(out.contains("not-applicable"));
+}
+
+#[test]
+fn witness_against_a_server_without_metrics_is_unverified() {
+    // The in-process s3s server has no /minio/metrics: the default targets
+    // (derived from --endpoint) answer with an S3 error page.
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = http_args(&s.endpoint, "wit-nometrics");
+    args.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--json"]);
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
+    let reason = rec["rdma_witness"]["reason"].as_str().unwrap();
+    assert!(reason.contains("/minio/metrics/v3/api/") && reason.contains("answered HTTP 4"), "{reason}");
+    let targets = rec["rdma_witness"]["config"]["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 2);
+    assert_eq!(rec["rdma_witness"]["config"]["auth"], "generated-jwt");
+}
+
+#[test]
+fn verify_round_trip_over_http_and_local() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = http_args(&s.endpoint, "verify-http");
+    args[0] = "verify";
+    args.extend(["--prepare", "--size", "3MiB"]);
+    let o = s3rdma(&args, tmp.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    for step in ["[1] ", "[2] PASS", "[3] WARN metrics unreadable", "[4] PASS PUT 3145728 B", "[5] PASS GET 3145728 B into a fresh buffer: bytes match"] {
+        assert!(out.contains(step), "missing {step:?} in\n{out}");
+    }
+    assert!(out.contains("RESULT: PASS - round trip over http verified; RDMA not applicable"), "{out}");
+    assert!(!s.root.join("verify-http/s3rdma-verify/probe.bin").exists(), "probe deleted");
+    // Missing bucket without --prepare: step 2 fails, RESULT FAIL, exit 1.
+    let mut args = http_args(&s.endpoint, "verify-missing");
+    args[0] = "verify";
+    let o = s3rdma(&args, tmp.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("[2] FAIL bucket 'verify-missing' does not exist") && out.contains("RESULT: FAIL"), "{out}");
+    // Local, as JSON.
+    let o = s3rdma(&["verify", "--root", "d", "--prepare", "--size", "1MiB", "--json"], tmp.path());
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["benchmark"], "verify");
+    assert_eq!(rec["results"]["pass"], true);
+    assert_eq!(rec["results"]["data_match"], true);
+    assert_eq!(rec["rdma_witness"]["verdict"], "not-applicable");
 }

@@ -21,9 +21,10 @@ use super::{Latency, Spread};
 use crate::cli::FetchArgs;
 use crate::error::{Error, Result, StoreError};
 use crate::mem::Buffer;
-use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo, witness_not_implemented};
+use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore, TransferPath};
+use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
 
 /// Figures of one timed repeat of one cell.
 #[derive(Debug, Clone, Serialize)]
@@ -60,6 +61,8 @@ pub struct RepeatResult {
     pub transfer_paths: BTreeMap<String, u64>,
     /// Everything the sampler measured.
     pub sampler: SamplerReport,
+    /// The server's account of this window's transport.
+    pub witness: WitnessReport,
 }
 
 /// Median and range over repeats of one cell.
@@ -73,6 +76,12 @@ pub struct CellSummary {
     pub client_cpu_cores: Spread,
     pub gbps_per_core: Option<Spread>,
     pub host_cpu_cores: Spread,
+    /// Worst verdict over the repeats.
+    pub witness_verdict: Verdict,
+    /// The reason that goes with it.
+    pub witness_reason: String,
+    /// Median RDMA share over repeats, where counters were read.
+    pub rdma_share: Option<Spread>,
 }
 
 /// One (size, streams) cell.
@@ -254,7 +263,7 @@ async fn run_streams(
     }
 }
 
-fn summarize_repeat(repeat: u32, ops: &[OpSample], wall: Duration, s: SamplerReport) -> RepeatResult {
+fn summarize_repeat(repeat: u32, ops: &[OpSample], wall: Duration, s: SamplerReport, w: WitnessReport) -> RepeatResult {
     let bytes: u64 = ops.iter().map(|o| o.bytes).sum();
     let wall_s = wall.as_secs_f64().max(1e-9);
     let gbps = bytes as f64 / wall_s / 1e9;
@@ -281,10 +290,14 @@ fn summarize_repeat(repeat: u32, ops: &[OpSample], wall: Duration, s: SamplerRep
         nic_tx_bytes: s.nic_tx_bytes,
         transfer_paths: paths,
         sampler: s,
+        witness: w,
     }
 }
 
 fn summarize_cell(reps: &[RepeatResult]) -> CellSummary {
+    let labels: Vec<String> = reps.iter().map(|r| format!("repeat {}", r.repeat)).collect();
+    let (verdict, reason) =
+        witness::worst(labels.iter().map(String::as_str).zip(reps.iter().map(|r| &r.witness))).expect("at least one repeat");
     let sp = |f: fn(&RepeatResult) -> f64| Spread::of(reps.iter().map(f)).expect("at least one repeat");
     let opt = |f: fn(&RepeatResult) -> Option<f64>| {
         let v: Vec<f64> = reps.iter().filter_map(f).collect();
@@ -299,6 +312,9 @@ fn summarize_cell(reps: &[RepeatResult]) -> CellSummary {
         client_cpu_cores: sp(|r| r.client_cpu_cores),
         gbps_per_core: opt(|r| r.gbps_per_core),
         host_cpu_cores: sp(|r| r.host_cpu_cores),
+        witness_verdict: verdict,
+        witness_reason: reason,
+        rdma_share: opt(|r| r.witness.rdma_share),
     }
 }
 
@@ -308,6 +324,7 @@ async fn run_cell(
     size: u64,
     streams: u32,
     args: &FetchArgs,
+    witness: &Witness,
 ) -> Result<CellResult> {
     // Buffers are allocated (and their pages touched) before any timed window.
     let mut buffers: Vec<Buffer> = (0..streams).map(|_| Buffer::host(size as usize)).collect();
@@ -336,12 +353,17 @@ async fn run_cell(
             Some(k) => Stop::Iters(k),
             None => Stop::At(Instant::now() + args.run.duration),
         };
+        // Counters are scraped outside the sampler's window: the scrape's own
+        // CPU and bytes do not count against the transport.
+        let window = witness.begin().await;
         let sampler = Sampler::start();
         let res = run_streams(store, keys, &mut buffers, stop, &counter).await;
         let s = sampler.finish();
         ticker.abort();
         let (ops, wall) = res?;
-        repeats.push(summarize_repeat(rep, &ops, wall, s));
+        let read_bytes = ops.iter().map(|o| o.bytes).sum();
+        let w = witness.end(window, Payload { read_bytes, write_bytes: 0 }).await;
+        repeats.push(summarize_repeat(rep, &ops, wall, s, w));
     }
     pb.finish_and_clear();
     let summary = summarize_cell(&repeats);
@@ -367,7 +389,7 @@ pub fn table(cells: &[CellResult]) -> Table {
     if has_ttfb {
         header.extend(["TTFB p50 ms", "p99"]);
     }
-    header.extend(["client cores", "GB/s/core", "host cores", "NIC rx MB"]);
+    header.extend(["client cores", "GB/s/core", "host cores", "NIC rx MB", "witness"]);
     t.set_header(header);
     for c in cells {
         let ranged = c.repeats.len() > 1;
@@ -395,6 +417,10 @@ pub fn table(cells: &[CellResult]) -> Table {
         row.push(c.summary.gbps_per_core.map_or("-".into(), |s| fmt_spread(&s, 2, false)));
         row.push(fmt_spread(&c.summary.host_cpu_cores, 2, false));
         row.push(format!("{:.1}", mid.nic_rx_bytes as f64 / 1e6));
+        row.push(match &c.summary.rdma_share {
+            Some(sh) => format!("{} ({:.0}% RDMA)", c.summary.witness_verdict.as_str(), sh.median * 100.0),
+            None => c.summary.witness_verdict.as_str().to_string(),
+        });
         t.add_row(row.into_iter().map(|s| Cell::new(s).set_alignment(CellAlignment::Right)));
     }
     t
@@ -403,6 +429,7 @@ pub fn table(cells: &[CellResult]) -> Table {
 /// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
 pub async fn run(args: FetchArgs) -> Result<()> {
     check_args(&args)?;
+    let witness = Witness::new(&args.store, &args.witness)?;
     let started = chrono::Utc::now();
     let store: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store)?);
     let prepare = args.run.prepare_for(&args.store);
@@ -416,9 +443,23 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let mut cells = Vec::new();
     for (size, keys) in &key_sets {
         for &c in &args.concurrency {
-            cells.push(run_cell(&store, keys, *size, c, &args).await?);
+            cells.push(run_cell(&store, keys, *size, c, &args, &witness).await?);
         }
     }
+    let cell_labels: Vec<String> =
+        cells.iter().map(|c| format!("{} x {} streams", human_bytes(c.size_bytes), c.concurrency)).collect();
+    let cell_reports: Vec<&WitnessReport> = cells
+        .iter()
+        .map(|c| c.repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| &r.witness).expect("at least one repeat"))
+        .collect();
+    let (verdict, reason) =
+        witness::worst(cell_labels.iter().map(String::as_str).zip(cell_reports.iter().copied())).expect("at least one cell");
+    let rdma_witness = json!({
+        "verdict": verdict, "reason": reason, "config": witness.describe(),
+        "cells": cells.iter().map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency,
+            "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
+            "rdma_share": c.summary.rdma_share.map(|s| s.median)})).collect::<Vec<_>>(),
+    });
     let record = RunRecord {
         schema_version: SCHEMA_VERSION,
         benchmark: "fetch".into(),
@@ -436,7 +477,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             "repeats": args.run.repeats, "prepare": prepare,
         }),
         results: serde_json::to_value(&cells).map_err(|e| Error::Runtime(format!("cannot encode results: {e}")))?,
-        rdma_witness: witness_not_implemented(),
+        rdma_witness,
     };
     let path = record.write(&args.output.results_dir, started)?;
     if args.output.json {
@@ -447,9 +488,15 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
         }
         println!("{}", table(&cells));
-        println!("witness: unverified (witness not implemented)");
+        println!("witness: {} ({reason})", verdict.as_str());
     }
     eprintln!("wrote {}", path.display());
+    if args.witness.require_rdma && verdict != Verdict::RdmaVerified {
+        return Err(Error::WitnessFailed(format!(
+            "--require-rdma: witness verdict {} for {reason}",
+            verdict.as_str()
+        )));
+    }
     Ok(())
 }
 
@@ -476,7 +523,8 @@ mod tests {
             wall_s: 2.0, process_user_s: 0.5, process_sys_s: 0.5, client_cpu_cores: 0.5, host_cpu_cores: 1.0,
             host_logical_cpus: 2, nic_rx_bytes: 0, nic_tx_bytes: 0, nics: Default::default(),
         };
-        let r = summarize_repeat(1, &ops, Duration::from_secs(2), s);
+        let w = witness::judge(witness::Expect::Local, Payload::default(), Err(String::new()), Default::default());
+        let r = summarize_repeat(1, &ops, Duration::from_secs(2), s, w);
         assert_eq!(r.bytes, 2_000_000_000);
         assert!((r.throughput_gbps - 1.0).abs() < 1e-12);
         assert!((r.ops_per_s - 2.0).abs() < 1e-12);

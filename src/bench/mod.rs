@@ -2,6 +2,7 @@
 //! statistics every bench reports live here.
 
 pub mod fetch;
+pub mod verify;
 
 use serde::Serialize;
 use std::time::Duration;

@@ -61,3 +61,74 @@ pub fn dead_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
+
+/// One scripted answer of the fake metrics endpoint.
+#[derive(Clone)]
+pub struct Answer {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: String,
+}
+
+impl Answer {
+    /// 200 with Prometheus text.
+    pub fn text(body: impl Into<String>) -> Self {
+        Answer { status: 200, content_type: "text/plain; version=0.0.4; charset=utf-8", body: body.into() }
+    }
+}
+
+/// A tiny HTTP endpoint that answers each path with the next scripted answer
+/// for that path (repeating the last one), and remembers every request's
+/// Authorization header. Plain std networking on 127.0.0.1: enough for a
+/// scrape, and no server framework to configure.
+pub struct ScriptedMetrics {
+    pub base: String,
+    pub auth_seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+pub fn scripted_metrics(script: Vec<(&'static str, Vec<Answer>)>) -> ScriptedMetrics {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let auth_seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = auth_seen.clone();
+    let mut script: std::collections::HashMap<String, (Vec<Answer>, usize)> =
+        script.into_iter().map(|(p, a)| (p.to_string(), (a, 0))).collect();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if h.to_ascii_lowercase().starts_with("authorization:") {
+                    seen.lock().unwrap().push(h[14..].trim().to_string());
+                }
+            }
+            let a = match script.get_mut(&path) {
+                Some((answers, i)) => {
+                    let a = answers[(*i).min(answers.len() - 1)].clone();
+                    *i += 1;
+                    a
+                }
+                None => Answer { status: 404, content_type: "text/plain", body: "no such path".into() },
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+                a.status,
+                a.content_type,
+                a.body.len(),
+                a.body
+            );
+        }
+    });
+    ScriptedMetrics { base, auth_seen }
+}
