@@ -56,6 +56,8 @@ pub enum Backend {
     Local,
     /// Any S3 endpoint over HTTP(S) through aws-sdk-s3.
     Http,
+    /// S3 over RDMA through libminiocpp's C ABI (AIStor + cuObject).
+    Rdma,
 }
 
 impl Backend {
@@ -64,6 +66,7 @@ impl Backend {
         match self {
             Backend::Local => "local",
             Backend::Http => "http",
+            Backend::Rdma => "rdma",
         }
     }
 }
@@ -121,6 +124,23 @@ pub struct StoreArgs {
     /// http: TCP/TLS connect timeout, e.g. 5s.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub connect_timeout: Duration,
+    /// rdma: path of libminiocpp.so built with -DMINIO_CPP_ENABLE_RDMA=ON
+    /// (default: the system library search path).
+    #[arg(long, env = "MINIOCPP_LIB")]
+    pub rdma_lib: Option<PathBuf>,
+    /// rdma: ranged-read window for transfers above one RDMA transfer (4 GiB - 1).
+    #[arg(long, value_parser = parse_bytes, default_value = "1GiB")]
+    pub window: u64,
+    /// rdma: behave as if the library lacked miniocpp_get_object_range
+    /// (large objects and ranged reads then go over HTTP).
+    #[arg(long)]
+    pub rdma_no_range: bool,
+    /// rdma: worker threads, one client each (default: the largest --concurrency).
+    #[arg(long, value_parser = parse_positive)]
+    pub rdma_threads: Option<u32>,
+    /// rdma: largest single transfer; lowered only to test windowing.
+    #[arg(long, value_parser = parse_bytes, default_value = "4294967295", hide = true)]
+    pub rdma_max_transfer: u64,
 }
 
 /// How long and how often a bench runs.

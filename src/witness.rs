@@ -102,6 +102,7 @@ impl From<Backend> for Expect {
         match b {
             Backend::Local => Expect::Local,
             Backend::Http => Expect::Http,
+            Backend::Rdma => Expect::Rdma,
         }
     }
 }

@@ -23,6 +23,7 @@ use crate::error::{Error, Result, StoreError};
 use crate::mem::Buffer;
 use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo};
 use crate::sampler::{Sampler, SamplerReport};
+use crate::store::rdma::CallCounts;
 use crate::store::{self, ObjectStore, TransferPath};
 use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
 
@@ -63,6 +64,8 @@ pub struct RepeatResult {
     pub sampler: SamplerReport,
     /// The server's account of this window's transport.
     pub witness: WitnessReport,
+    /// Return codes of the transport library in this window (rdma only).
+    pub rdma_calls: Option<CallCounts>,
 }
 
 /// Median and range over repeats of one cell.
@@ -291,6 +294,7 @@ fn summarize_repeat(repeat: u32, ops: &[OpSample], wall: Duration, s: SamplerRep
         transfer_paths: paths,
         sampler: s,
         witness: w,
+        rdma_calls: None,
     }
 }
 
@@ -356,6 +360,7 @@ async fn run_cell(
         // Counters are scraped outside the sampler's window: the scrape's own
         // CPU and bytes do not count against the transport.
         let window = witness.begin().await;
+        let calls0 = store.call_counts();
         let sampler = Sampler::start();
         let res = run_streams(store, keys, &mut buffers, stop, &counter).await;
         let s = sampler.finish();
@@ -363,7 +368,9 @@ async fn run_cell(
         let (ops, wall) = res?;
         let read_bytes = ops.iter().map(|o| o.bytes).sum();
         let w = witness.end(window, Payload { read_bytes, write_bytes: 0 }).await;
-        repeats.push(summarize_repeat(rep, &ops, wall, s, w));
+        let mut r = summarize_repeat(rep, &ops, wall, s, w);
+        r.rdma_calls = store.call_counts().zip(calls0).map(|(now, then)| now.since(&then));
+        repeats.push(r);
     }
     pb.finish_and_clear();
     let summary = summarize_cell(&repeats);
@@ -431,7 +438,19 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     check_args(&args)?;
     let witness = Witness::new(&args.store, &args.witness)?;
     let started = chrono::Utc::now();
-    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store)?);
+    let mut store_args = args.store.clone();
+    // One RDMA worker (and client) per stream of the widest cell.
+    store_args.rdma_threads = store_args.rdma_threads.or(args.concurrency.iter().max().copied());
+    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&store_args)?);
+    let mut warnings: Vec<String> = Vec::new();
+    for &size in &args.sizes {
+        for w in store.preflight(size) {
+            if !warnings.contains(&w) {
+                eprintln!("warning: {w}");
+                warnings.push(w);
+            }
+        }
+    }
     let prepare = args.run.prepare_for(&args.store);
     store.ensure_bucket(prepare).await?;
     let mut key_sets = Vec::new();
@@ -468,7 +487,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         tag: args.output.tag.clone(),
         tool: ToolInfo::current(),
         host: HostInfo::collect(),
-        environment: json!({"store": store.describe(), "dest": "host"}),
+        environment: json!({"store": store.describe(), "dest": "host", "witness": witness.describe(), "warnings": warnings}),
         params: json!({
             "sizes_bytes": args.sizes, "concurrency": args.concurrency, "objects": args.objects,
             "prefix": args.prefix, "bucket": args.store.bucket,
@@ -489,6 +508,12 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         }
         println!("{}", table(&cells));
         println!("witness: {} ({reason})", verdict.as_str());
+        if let Some(total) = store.call_counts() {
+            println!(
+                "libminiocpp return codes: {} calls, {} ok, {} errors (-1), {} declined (-2), {} invalid (-3)",
+                total.rdma_calls, total.rdma_ok, total.rdma_errors, total.rdma_declined, total.rdma_invalid
+            );
+        }
     }
     eprintln!("wrote {}", path.display());
     if args.witness.require_rdma && verdict != Verdict::RdmaVerified {

@@ -191,7 +191,22 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     let gpu = check_environment(&mut s, backend, Path::new("/sys/class/infiniband"));
 
     let witness = Witness::new(&args.store, &args.witness)?;
-    let store = store::open(&args.store)?;
+    let mut store_args = args.store.clone();
+    store_args.rdma_threads = store_args.rdma_threads.or(Some(1));
+    let store = match store::open(&store_args) {
+        Ok(st) => st,
+        Err(e) => {
+            // The rdma library failed to load: that is step 1's finding, not a usage slip.
+            if !quiet {
+                println!("[1] FAIL {e}");
+                println!("RESULT: FAIL - {}", e.to_string().lines().next().unwrap_or_default());
+            }
+            return Err(e.into());
+        }
+    };
+    for w in store.preflight(args.size) {
+        s.add(1, Status::Warn, w, Some("use a libminiocpp built with RDMA on a host with an RDMA NIC".into()));
+    }
     store::check_key(&args.key).map_err(|e| Error::Usage(format!("invalid --key: {e}")))?;
     let mut put_report: Option<WitnessReport> = None;
     let mut get_report: Option<WitnessReport> = None;

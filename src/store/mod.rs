@@ -10,6 +10,7 @@
 
 pub mod http;
 pub mod local;
+pub mod rdma;
 
 use std::fmt;
 use std::ops::Range;
@@ -103,6 +104,16 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
     /// Delete an object. Deleting a missing object succeeds, as in S3.
     async fn delete(&self, key: &str) -> Result<(), StoreError>;
+
+    /// Warnings to print before a run that reads objects of `object_size`
+    /// bytes (e.g. "these will go over HTTP"). None for most backends.
+    fn preflight(&self, _object_size: u64) -> Vec<String> {
+        Vec::new()
+    }
+    /// Counts of the transport library's return codes so far (rdma only).
+    fn call_counts(&self) -> Option<rdma::CallCounts> {
+        None
+    }
 }
 
 /// Open the store `args` names, bound to `args.bucket`. Nothing is sent over
@@ -114,6 +125,7 @@ pub fn open(args: &StoreArgs) -> Result<Box<dyn ObjectStore>, StoreError> {
     match args.backend {
         Backend::Local => Ok(Box::new(local::LocalStore::new(args)?)),
         Backend::Http => Ok(Box::new(http::HttpStore::new(args)?)),
+        Backend::Rdma => Ok(Box::new(rdma::RdmaStore::new(args)?)),
     }
 }
 

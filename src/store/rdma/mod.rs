@@ -1,0 +1,506 @@
+//! The `rdma` backend: S3 over RDMA through libminiocpp's C ABI (GPU-Direct
+//! via NVIDIA cuObject on an AIStor RDMA server).
+//!
+//! Data calls run on a fixed set of worker OS threads, each owning one client
+//! (and, once device memory exists, binding the CUDA context before its first
+//! call: older cuObject builds segfault in a thread without one). Blocking FFI
+//! never runs on tokio's workers; the async trait methods hand a job to a
+//! worker and await its answer. A job's buffer stays borrowed by the awaiting
+//! future until the worker is done with it; a future dropped early waits for
+//! the worker before releasing the buffer (so the library never writes into
+//! freed memory).
+//!
+//! Control-plane calls (bucket check, HEAD, LIST, DELETE) and every transfer
+//! the C ABI cannot carry go over HTTP through the `http` backend, and their
+//! [`Transfer::path`] says `http`. One RDMA transfer moves at most 4 GiB - 1
+//! (the cuObject descriptor's size field is 32 bits, DESIGN.md): larger reads
+//! are split into `--window` ranged reads when `miniocpp_get_object_range`
+//! exists (minio-cpp PR #258), else they go over HTTP and the run says so up
+//! front.
+
+pub mod ffi;
+
+use std::ffi::CString;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use serde_json::json;
+
+use super::http::HttpStore;
+use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, resolve_range};
+use crate::cli::{Backend, StoreArgs};
+use crate::error::StoreError;
+use crate::mem::Buffer;
+use ffi::{Lib, LibInfo};
+
+/// Largest single RDMA transfer: 4 GiB - 1 (32-bit descriptor size field).
+pub const MAX_TRANSFER: u64 = (4 << 30) - 1;
+
+/// Counts of the C ABI's return codes over a run (or a window, by difference).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CallCounts {
+    /// Data calls made through the C ABI.
+    pub rdma_calls: u64,
+    /// Calls that returned bytes (>= 0).
+    pub rdma_ok: u64,
+    /// Calls that returned -1.
+    pub rdma_errors: u64,
+    /// Calls that returned -2 (declined; the transfer was redone over HTTP).
+    pub rdma_declined: u64,
+    /// Calls that returned -3.
+    pub rdma_invalid: u64,
+}
+
+impl CallCounts {
+    /// `self - earlier`, field by field.
+    pub fn since(&self, earlier: &CallCounts) -> CallCounts {
+        CallCounts {
+            rdma_calls: self.rdma_calls - earlier.rdma_calls,
+            rdma_ok: self.rdma_ok - earlier.rdma_ok,
+            rdma_errors: self.rdma_errors - earlier.rdma_errors,
+            rdma_declined: self.rdma_declined - earlier.rdma_declined,
+            rdma_invalid: self.rdma_invalid - earlier.rdma_invalid,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    calls: AtomicU64,
+    ok: AtomicU64,
+    errors: AtomicU64,
+    declined: AtomicU64,
+    invalid: AtomicU64,
+}
+
+impl Counters {
+    fn record(&self, rc: isize) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let c = match rc {
+            n if n >= 0 => &self.ok,
+            -2 => &self.declined,
+            -3 => &self.invalid,
+            _ => &self.errors,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    fn snapshot(&self) -> CallCounts {
+        CallCounts {
+            rdma_calls: self.calls.load(Ordering::Relaxed),
+            rdma_ok: self.ok.load(Ordering::Relaxed),
+            rdma_errors: self.errors.load(Ordering::Relaxed),
+            rdma_declined: self.declined.load(Ordering::Relaxed),
+            rdma_invalid: self.invalid.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Signalled by the worker when it no longer touches a job's buffer.
+#[derive(Default)]
+struct Completion {
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Completion {
+    fn finish(&self) {
+        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.cv.notify_all();
+    }
+    fn wait(&self) {
+        let mut d = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*d {
+            d = self.cv.wait(d).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Sets the completion however the worker leaves the job (even by panic).
+struct FinishOnDrop(Arc<Completion>);
+impl Drop for FinishOnDrop {
+    fn drop(&mut self) {
+        self.0.finish();
+    }
+}
+
+/// Held by the awaiting future: dropping it before the answer blocks until the
+/// worker is done with the buffer.
+struct WaitOnDrop(Arc<Completion>);
+impl Drop for WaitOnDrop {
+    fn drop(&mut self) {
+        self.0.wait();
+    }
+}
+
+enum Op {
+    Get { key: CString, offset: Option<u64>, ptr: *mut u8, len: usize },
+    Put { key: CString, ptr: *const u8, len: usize },
+}
+
+struct Job {
+    op: Op,
+    done: Arc<Completion>,
+    reply: tokio::sync::oneshot::Sender<(isize, Option<String>)>,
+}
+
+// SAFETY: the raw pointers in `Op` point into a buffer the submitting future
+// keeps exclusively borrowed until `done` is signalled (see WaitOnDrop).
+unsafe impl Send for Op {}
+
+struct ClientArgs {
+    endpoint: CString,
+    region: CString,
+    access_key: CString,
+    secret_key: CString,
+    use_https: i32,
+}
+
+fn worker(lib: Lib, args: Arc<ClientArgs>, bucket: CString, jobs: Arc<Mutex<Receiver<Job>>>, ready: Sender<Result<(), String>>) {
+    // SAFETY: all strings are valid NUL-terminated C strings for the call.
+    let client = unsafe {
+        (lib.client_new)(
+            args.endpoint.as_ptr(),
+            args.region.as_ptr(),
+            args.access_key.as_ptr(),
+            args.secret_key.as_ptr(),
+            std::ptr::null(),
+            args.use_https,
+        )
+    };
+    if client.is_null() {
+        let _ = ready.send(Err(format!("miniocpp_client_new failed: {}", lib.last_error())));
+        return;
+    }
+    let _ = ready.send(Ok(()));
+    loop {
+        let job = match jobs.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => break,
+        };
+        let Ok(job) = job else { break };
+        let finish = FinishOnDrop(job.done.clone());
+        let mut etag = [0 as std::ffi::c_char; 64];
+        let mut checksum = [0 as std::ffi::c_char; 64];
+        // SAFETY: the buffers are valid for `len` bytes and exclusively ours
+        // until `finish` drops; strings are valid C strings.
+        let rc = unsafe {
+            match &job.op {
+                Op::Get { key, offset: None, ptr, len } => {
+                    (lib.get_object)(client, bucket.as_ptr(), key.as_ptr(), *ptr as _, *len, std::ptr::null(), std::ptr::null_mut())
+                }
+                Op::Get { key, offset: Some(off), ptr, len } => match lib.get_object_range {
+                    Some(f) => f(client, bucket.as_ptr(), key.as_ptr(), *ptr as _, *len, *off),
+                    None => -3,
+                },
+                Op::Put { key, ptr, len } => (lib.put_object)(
+                    client,
+                    bucket.as_ptr(),
+                    key.as_ptr(),
+                    *ptr as _,
+                    *len,
+                    std::ptr::null(),
+                    std::ptr::null_mut(),
+                    etag.as_mut_ptr(),
+                    checksum.as_mut_ptr(),
+                ),
+            }
+        };
+        let err = (rc < 0).then(|| lib.last_error());
+        drop(finish);
+        let _ = job.reply.send((rc, err));
+    }
+    // Teardown order: no call is in flight (the loop ended), so the client goes now.
+    // SAFETY: client came from client_new and is freed once.
+    unsafe { (lib.client_free)(client) };
+}
+
+/// A bucket reached through libminiocpp's C ABI (data) and HTTP (control).
+pub struct RdmaStore {
+    http: HttpStore,
+    lib: Lib,
+    info: LibInfo,
+    jobs: Option<Sender<Job>>,
+    workers: Vec<JoinHandle<()>>,
+    counters: Counters,
+    window: u64,
+    max_transfer: u64,
+    use_range: bool,
+}
+
+impl std::fmt::Debug for RdmaStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RdmaStore").field("info", &self.info).field("workers", &self.workers.len()).finish()
+    }
+}
+
+impl RdmaStore {
+    /// Load the library, start `--rdma-threads` workers (each creating its
+    /// client) and the HTTP control plane.
+    ///
+    /// Errors: [`StoreError::Config`] for a library that cannot be loaded or
+    /// lacks required symbols (one line each), missing credentials, or a
+    /// client the library refuses to create.
+    pub fn new(args: &StoreArgs) -> Result<Self, StoreError> {
+        let http = HttpStore::new(args)?;
+        let path = ffi::lib_path(args.rdma_lib.as_deref());
+        let (lib, info) = Lib::load(&path).map_err(StoreError::Config)?;
+        let endpoint = http.location();
+        let (scheme, hostport) = endpoint.split_once("://").unwrap_or(("https", endpoint.as_str()));
+        let c = |s: &str, what: &str| {
+            CString::new(s).map_err(|_| StoreError::Config(format!("{what} contains a NUL byte")))
+        };
+        let cargs = Arc::new(ClientArgs {
+            endpoint: c(hostport, "--endpoint")?,
+            region: c(&args.region, "--region")?,
+            access_key: c(args.access_key.as_deref().unwrap_or_default(), "--access-key")?,
+            secret_key: c(args.secret_key.as_deref().unwrap_or_default(), "--secret-key")?,
+            use_https: i32::from(scheme == "https"),
+        });
+        let bucket = c(&args.bucket, "--bucket")?;
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let threads = args.rdma_threads.unwrap_or(8).max(1);
+        let mut workers = Vec::new();
+        let (rtx, rrx) = std::sync::mpsc::channel();
+        for i in 0..threads {
+            let (cargs, bucket, rx, rtx) = (cargs.clone(), bucket.clone(), rx.clone(), rtx.clone());
+            let h = std::thread::Builder::new()
+                .name(format!("s3rdma-rdma-{i}"))
+                .spawn(move || worker(lib, cargs, bucket, rx, rtx))
+                .map_err(|e| StoreError::Config(format!("cannot start RDMA worker thread: {e}")))?;
+            workers.push(h);
+        }
+        drop(rtx);
+        let mut store = RdmaStore {
+            http,
+            lib,
+            info,
+            jobs: Some(tx),
+            workers,
+            counters: Counters::default(),
+            window: args.window.min(MAX_TRANSFER),
+            max_transfer: args.rdma_max_transfer.clamp(1, MAX_TRANSFER),
+            use_range: !args.rdma_no_range,
+        };
+        for _ in 0..threads {
+            match rrx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    store.shutdown();
+                    return Err(StoreError::Config(e));
+                }
+                Err(_) => {
+                    store.shutdown();
+                    return Err(StoreError::Config("an RDMA worker thread died while creating its client".into()));
+                }
+            }
+        }
+        store.use_range &= store.lib.get_object_range.is_some();
+        Ok(store)
+    }
+
+    fn shutdown(&mut self) {
+        self.jobs.take();
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    /// Run one job on a worker and wait for its return code.
+    async fn call(&self, op: Op) -> Result<(isize, Option<String>), StoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let done = Arc::new(Completion::default());
+        let jobs = self.jobs.as_ref().ok_or_else(|| self.other("RDMA", "", "store is shut down".into()))?;
+        jobs.send(Job { op, done: done.clone(), reply: tx })
+            .map_err(|_| self.other("RDMA", "", "all RDMA worker threads have exited".into()))?;
+        let _guard = WaitOnDrop(done);
+        let (rc, err) = rx.await.map_err(|_| self.other("RDMA", "", "an RDMA worker thread died mid-call".into()))?;
+        self.counters.record(rc);
+        Ok((rc, err))
+    }
+
+    fn other(&self, op: &'static str, key: &str, detail: String) -> StoreError {
+        StoreError::Other { op, key: key.into(), location: self.http.location(), detail }
+    }
+
+    fn key_c(&self, key: &str) -> Result<CString, StoreError> {
+        check_key(key)?;
+        CString::new(key).map_err(|_| StoreError::InvalidKey { key: key.into(), why: "keys must not contain NUL" })
+    }
+
+    /// Turn a failed data call into the error every backend gives: NotFound,
+    /// BadRange, BufferTooSmall where a HEAD explains it, else the library's message.
+    async fn explain(&self, key: &str, range: Option<Range<u64>>, cap: u64, rc: isize, err: Option<String>) -> StoreError {
+        let meta = match self.http.head(key).await {
+            Ok(m) => m,
+            Err(e @ StoreError::NotFound { .. }) => return e,
+            Err(_) => ObjectMeta { key: key.into(), size: u64::MAX },
+        };
+        if meta.size != u64::MAX {
+            if let Err(e) = resolve_range(key, range.clone(), meta.size) {
+                return e;
+            }
+            let need = range.map_or(meta.size, |r| r.end - r.start);
+            if need > cap {
+                return StoreError::BufferTooSmall { key: key.into(), needed: need, capacity: cap };
+            }
+        }
+        let code = match rc {
+            -2 => "declined (-2)",
+            -3 => "invalid argument (-3)",
+            _ => "failed (-1)",
+        };
+        self.other("GET", key, format!("libminiocpp {code}: {}", err.unwrap_or_default()))
+    }
+
+    /// Read `range` in windows of at most `--window` bytes, one after another
+    /// into consecutive slices of `dst` (never two transfers into one buffer at once).
+    async fn read_windows(&self, key: &str, range: Range<u64>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+        let kc = self.key_c(key)?;
+        let buf = dst.as_host_mut().expect("host buffer");
+        let mut off = range.start;
+        while off < range.end {
+            let n = (range.end - off).min(self.window) as usize;
+            let slot = &mut buf[(off - range.start) as usize..][..n];
+            let (rc, err) = self.call(Op::Get { key: kc.clone(), offset: Some(off), ptr: slot.as_mut_ptr(), len: n }).await?;
+            if rc != n as isize {
+                if rc >= 0 {
+                    return Err(StoreError::ShortBody { key: key.into(), location: self.http.location(), got: rc as u64, expected: n as u64 });
+                }
+                return Err(self.explain(key, Some(off..off + n as u64), n as u64, rc, err).await);
+            }
+            off += n as u64;
+        }
+        Ok(Transfer { bytes: range.end - range.start, path: TransferPath::Rdma, first_byte: None })
+    }
+
+    /// One whole-object GET into the first `len` bytes of `dst`; a decline (-2)
+    /// is redone over HTTP and says so in its path.
+    async fn get_whole(&self, key: &str, kc: CString, len: usize, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+        let ptr = dst.as_host_mut().expect("host buffer").as_mut_ptr();
+        let (rc, err) = self.call(Op::Get { key: kc, offset: None, ptr, len }).await?;
+        match rc {
+            n if n >= 0 => Ok(Transfer { bytes: n as u64, path: TransferPath::Rdma, first_byte: None }),
+            -2 => self.http.get_into(key, None, dst).await,
+            _ => Err(self.explain(key, None, len as u64, rc, err).await),
+        }
+    }
+
+    /// Figures of the C ABI's return codes so far.
+    pub fn counts(&self) -> CallCounts {
+        self.counters.snapshot()
+    }
+}
+
+impl Drop for RdmaStore {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[async_trait]
+impl ObjectStore for RdmaStore {
+    fn backend(&self) -> Backend {
+        Backend::Rdma
+    }
+    fn bucket(&self) -> &str {
+        self.http.bucket()
+    }
+    fn location(&self) -> String {
+        self.http.location()
+    }
+    fn describe(&self) -> serde_json::Value {
+        json!({"backend": "rdma", "library": self.info, "worker_threads": self.workers.len(),
+               "window_bytes": self.window, "max_transfer_bytes": self.max_transfer,
+               "ranged_windows": self.use_range, "control_plane": self.http.describe()})
+    }
+    fn preflight(&self, object_size: u64) -> Vec<String> {
+        let mut w = Vec::new();
+        if !self.info.rdma_available {
+            w.push(format!(
+                "{} reports RDMA unavailable (miniocpp_rdma_available() = 0): transfers will go over HTTP; the witness will show it",
+                self.info.path
+            ));
+        }
+        if object_size > self.max_transfer && !self.use_range {
+            w.push(format!(
+                "objects of {object_size} bytes exceed one RDMA transfer ({} bytes) and {}: they will be read over HTTP",
+                self.max_transfer,
+                if self.lib.get_object_range.is_none() {
+                    "the library lacks miniocpp_get_object_range (minio-cpp PR #258)"
+                } else {
+                    "--rdma-no-range is set"
+                }
+            ));
+        }
+        w
+    }
+    fn call_counts(&self) -> Option<CallCounts> {
+        Some(self.counts())
+    }
+
+    async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
+        self.http.ensure_bucket(create).await
+    }
+    async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
+        self.http.head(key).await
+    }
+
+    async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+        let kc = self.key_c(key)?;
+        let cap = dst.len() as u64;
+        match range {
+            None if cap <= self.max_transfer => self.get_whole(key, kc, cap as usize, dst).await,
+            None => {
+                // The buffer could hold more than one transfer: the size decides.
+                let size = self.http.head(key).await?.size;
+                check_capacity(key, size, dst)?;
+                if size <= self.max_transfer {
+                    self.get_whole(key, kc, size as usize, dst).await
+                } else if self.use_range {
+                    self.read_windows(key, 0..size, dst).await
+                } else {
+                    self.http.get_into(key, None, dst).await
+                }
+            }
+            Some(r) => {
+                if r.start >= r.end {
+                    let size = self.http.head(key).await?.size;
+                    return Err(StoreError::BadRange { key: key.into(), range: r, size });
+                }
+                check_capacity(key, r.end - r.start, dst)?;
+                if self.use_range { self.read_windows(key, r, dst).await } else { self.http.get_into(key, Some(r), dst).await }
+            }
+        }
+    }
+
+    async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError> {
+        let kc = self.key_c(key)?;
+        let data = src.as_host().expect("host buffer");
+        if data.len() as u64 > self.max_transfer {
+            // One descriptor cannot carry it; older builds segfault trying (seeds/000).
+            return self.http.put_from(key, src).await;
+        }
+        let (rc, err) = self.call(Op::Put { key: kc, ptr: data.as_ptr(), len: data.len() }).await?;
+        match rc {
+            n if n >= 0 => Ok(Transfer { bytes: data.len() as u64, path: TransferPath::Rdma, first_byte: None }),
+            -2 => self.http.put_from(key, src).await,
+            _ => {
+                let code = if rc == -3 { "invalid argument (-3)" } else { "failed (-1)" };
+                Err(self.other("PUT", key, format!("libminiocpp {code}: {}", err.unwrap_or_default())))
+            }
+        }
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        self.http.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.http.delete(key).await
+    }
+}

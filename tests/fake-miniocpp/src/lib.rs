@@ -1,0 +1,279 @@
+//! A test double of libminiocpp's C ABI (minio-cpp `include/miniocpp/c_api.h`,
+//! built with `-DMINIO_CPP_ENABLE_RDMA=ON`): the same symbols and calling
+//! conventions, implemented by plain HTTP S3 (aws-sdk-s3) into the caller's
+//! buffer. It proves s3rdma's binding, threading and error paths. It never
+//! uses RDMA and `miniocpp_rdma_available()` says so, so the witness must
+//! call every run through it `full-fallback` (or `unverified` without metrics).
+//!
+//! Failure injection by environment variable, read on every call:
+//! - `FAKE_MINIOCPP_RETURN=-1|-2|-3`: every data call returns that code
+//!   (-1 with a last-error message).
+//! - `FAKE_MINIOCPP_FAIL_ABOVE=N`: data calls on more than N bytes return -1.
+//! - `FAKE_MINIOCPP_NO_RANGE=1`: `miniocpp_get_object_range` returns -3, as a
+//!   build without PR #258 would refuse (s3rdma's `--rdma-no-range` is the
+//!   binding-side switch).
+//!
+//! Device memory is not handled yet: the caller's pointer must be host memory.
+
+#![allow(clippy::missing_safety_doc)]
+
+use std::cell::RefCell;
+use std::ffi::{CStr, CString, c_char, c_int, c_void};
+use std::sync::OnceLock;
+
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation};
+
+/// Opaque client handle.
+pub struct Client {
+    s3: aws_sdk_s3::Client,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+fn set_error(msg: impl Into<String>) {
+    let s = CString::new(msg.into().replace('\0', " ")).unwrap_or_default();
+    LAST_ERROR.with(|e| *e.borrow_mut() = s);
+}
+
+fn rt() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime"))
+}
+
+unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a str> {
+    if p.is_null() { None } else { unsafe { CStr::from_ptr(p) }.to_str().ok() }
+}
+
+/// Injected return code, if any.
+fn injected(size: usize) -> Option<isize> {
+    if let Ok(v) = std::env::var("FAKE_MINIOCPP_RETURN") {
+        let code: isize = v.parse().unwrap_or(-1);
+        if code == -1 {
+            set_error("injected failure (FAKE_MINIOCPP_RETURN=-1)");
+        }
+        return Some(code);
+    }
+    if let Some(n) = std::env::var("FAKE_MINIOCPP_FAIL_ABOVE").ok().and_then(|v| v.parse::<usize>().ok())
+        && size > n
+    {
+        set_error(format!("injected failure: {size} bytes is above FAKE_MINIOCPP_FAIL_ABOVE={n}"));
+        return Some(-1);
+    }
+    None
+}
+
+fn guard(f: impl FnOnce() -> isize) -> isize {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
+        set_error("panic inside fake-miniocpp");
+        -1
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn miniocpp_client_new(
+    endpoint: *const c_char,
+    region: *const c_char,
+    access_key: *const c_char,
+    secret_key: *const c_char,
+    session_token: *const c_char,
+    use_https: c_int,
+) -> *mut Client {
+    let (Some(ep), Some(ak), Some(sk)) = (unsafe { cstr(endpoint) }, unsafe { cstr(access_key) }, unsafe { cstr(secret_key) }) else {
+        set_error("endpoint, access_key and secret_key are required");
+        return std::ptr::null_mut();
+    };
+    let region = unsafe { cstr(region) }.unwrap_or("us-east-1").to_string();
+    let token = unsafe { cstr(session_token) }.map(String::from);
+    let scheme = if use_https != 0 { "https" } else { "http" };
+    let conf = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new(region))
+        .endpoint_url(format!("{scheme}://{ep}"))
+        .credentials_provider(Credentials::new(ak, sk, token, None, "fake-miniocpp"))
+        .force_path_style(true)
+        .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
+        .build();
+    Box::into_raw(Box::new(Client { s3: aws_sdk_s3::Client::from_conf(conf) }))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn miniocpp_client_free(client: *mut Client) {
+    if !client.is_null() {
+        drop(unsafe { Box::from_raw(client) });
+    }
+}
+
+async fn get(c: &Client, bucket: &str, key: &str, range: Option<String>, dst: &mut [u8]) -> Result<usize, String> {
+    let resp = c.s3.get_object().bucket(bucket).key(key).set_range(range).send().await.map_err(|e| {
+        let mut s: &dyn std::error::Error = &e;
+        while let Some(n) = s.source() {
+            s = n;
+        }
+        format!("GetObject {bucket}/{key}: {s}")
+    })?;
+    let mut body = resp.body;
+    let mut off = 0;
+    let cap = dst.len();
+    while let Some(chunk) = body.try_next().await.map_err(|e| format!("body: {e}"))? {
+        let slot = dst.get_mut(off..off + chunk.len()).ok_or_else(|| format!("object {bucket}/{key} is larger than the {cap} byte buffer"))?;
+        slot.copy_from_slice(&chunk);
+        off += chunk.len();
+    }
+    Ok(off)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn miniocpp_get_object(
+    client: *mut Client,
+    bucket: *const c_char,
+    object: *const c_char,
+    buf: *mut c_void,
+    size: usize,
+    _write_cb: *const c_void,
+    _userdata: *mut c_void,
+) -> isize {
+    guard(|| {
+        let (Some(c), Some(b), Some(k)) = (unsafe { client.as_ref() }, unsafe { cstr(bucket) }, unsafe { cstr(object) }) else {
+            set_error("client, bucket and object are required");
+            return -3;
+        };
+        if buf.is_null() {
+            set_error("callback mode is not implemented by the fake");
+            return -3;
+        }
+        if let Some(code) = injected(size) {
+            return code;
+        }
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size) };
+        match rt().block_on(get(c, b, k, None, dst)) {
+            Ok(n) => n as isize,
+            Err(e) => {
+                set_error(e);
+                -1
+            }
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn miniocpp_get_object_range(
+    client: *mut Client,
+    bucket: *const c_char,
+    object: *const c_char,
+    buf: *mut c_void,
+    size: usize,
+    offset: u64,
+) -> isize {
+    guard(|| {
+        if std::env::var_os("FAKE_MINIOCPP_NO_RANGE").is_some() {
+            set_error("ranged GET not supported by this build (FAKE_MINIOCPP_NO_RANGE)");
+            return -3;
+        }
+        let (Some(c), Some(b), Some(k)) = (unsafe { client.as_ref() }, unsafe { cstr(bucket) }, unsafe { cstr(object) }) else {
+            set_error("client, bucket and object are required");
+            return -3;
+        };
+        if buf.is_null() || size == 0 {
+            set_error("buffer and a non-zero size are required");
+            return -3;
+        }
+        if let Some(code) = injected(size) {
+            return code;
+        }
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size) };
+        let range = format!("bytes={offset}-{}", offset + size as u64 - 1);
+        match rt().block_on(get(c, b, k, Some(range), dst)) {
+            Ok(n) => n as isize,
+            Err(e) => {
+                set_error(e);
+                -1
+            }
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn miniocpp_put_object(
+    client: *mut Client,
+    bucket: *const c_char,
+    object: *const c_char,
+    buf: *const c_void,
+    size: usize,
+    _read_cb: *const c_void,
+    _userdata: *mut c_void,
+    etag_out: *mut c_char,
+    checksum_out: *mut c_char,
+) -> isize {
+    guard(|| {
+        let (Some(c), Some(b), Some(k)) = (unsafe { client.as_ref() }, unsafe { cstr(bucket) }, unsafe { cstr(object) }) else {
+            set_error("client, bucket and object are required");
+            return -3;
+        };
+        if buf.is_null() && size > 0 {
+            set_error("callback mode is not implemented by the fake");
+            return -3;
+        }
+        if let Some(code) = injected(size) {
+            return code;
+        }
+        let data = if size == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(buf as *const u8, size) } };
+        let body = aws_sdk_s3::primitives::ByteStream::from(bytes::Bytes::copy_from_slice(data));
+        match rt().block_on(c.s3.put_object().bucket(b).key(k).body(body).send()) {
+            Ok(out) => {
+                for (dst, val) in [(etag_out, out.e_tag().unwrap_or("")), (checksum_out, "")] {
+                    if !dst.is_null() {
+                        let v = val.as_bytes();
+                        let n = v.len().min(63);
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(v.as_ptr(), dst as *mut u8, n);
+                            *dst.add(n) = 0;
+                        }
+                    }
+                }
+                size as isize
+            }
+            Err(e) => {
+                set_error(format!("PutObject {b}/{k}: {e}"));
+                -1
+            }
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn miniocpp_alloc_aligned(size: usize) -> *mut c_void {
+    let mut p = std::ptr::null_mut();
+    if unsafe { libc::posix_memalign(&mut p, 4096, size.max(1)) } != 0 {
+        return std::ptr::null_mut();
+    }
+    p
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn miniocpp_free_aligned(p: *mut c_void) {
+    unsafe { libc::free(p) };
+}
+
+/// The fake never does RDMA.
+#[unsafe(no_mangle)]
+pub extern "C" fn miniocpp_rdma_available() -> c_int {
+    0
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn miniocpp_rdma_nic_count() -> c_int {
+    0
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn miniocpp_rdma_healthy_nic_count() -> c_int {
+    0
+}
+
+/// Thread-local, valid until the next call on this thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn miniocpp_last_error() -> *const c_char {
+    LAST_ERROR.with(|e| e.borrow().as_ptr())
+}
