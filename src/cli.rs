@@ -24,19 +24,19 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Raw storage read throughput: parallel GETs of whole objects into memory (the seeds' B1).
+    /// Raw storage read throughput: concurrent GETs of whole objects into memory.
     Fetch(FetchArgs),
     /// Bring-up check: PASS only when the server's counters prove RDMA carried the bytes.
     Verify(VerifyArgs),
-    /// Checkpoint save/restore from GPU memory (the seeds' B4/B5).
+    /// (not implemented yet) Checkpoint save/restore from GPU memory.
     Ckpt(NotYetArgs),
-    /// Tokenized int32 loader throughput (the seeds' B7).
+    /// (not implemented yet) Tokenized int32 loader throughput.
     Tokens(NotYetArgs),
-    /// Model weights (safetensors) into GPU memory: cold start (the seeds' B8).
+    /// (not implemented yet) Model weights (safetensors) into GPU memory: cold start.
     Weights(NotYetArgs),
-    /// ResNet-50 training step-time breakdown by backend (the seeds' B3).
+    /// (not implemented yet) ResNet-50 training step-time breakdown by backend.
     Train(NotYetArgs),
-    /// Compare result records side by side.
+    /// (not implemented yet) Compare result records side by side.
     Report(NotYetArgs),
 }
 
@@ -110,7 +110,7 @@ pub struct StoreArgs {
     pub secret_key: Option<String>,
     /// http: one GET is split into ranged GETs of this many bytes; PUTs above it
     /// go multipart with parts of max(this, 5 MiB). IEC (MiB) or decimal (MB).
-    #[arg(long, value_parser = parse_bytes, default_value = "8MiB")]
+    #[arg(long, value_parser = parse_part_size, default_value = "8MiB")]
     pub part_size: u64,
     /// http: ranged GETs (or part uploads) in flight per object.
     #[arg(long, value_parser = parse_positive, default_value_t = 8)]
@@ -122,8 +122,11 @@ pub struct StoreArgs {
     #[arg(long, value_parser = parse_positive, default_value_t = 3)]
     pub attempts: u32,
     /// http: TCP/TLS connect timeout, e.g. 5s.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    #[arg(long, value_parser = parse_positive_duration, default_value = "5s")]
     pub connect_timeout: Duration,
+    /// http: longest wait for a response to start once a request is sent, e.g. 30s.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
+    pub read_timeout: Duration,
     /// rdma: path of libminiocpp.so built with -DMINIO_CPP_ENABLE_RDMA=ON
     /// (default: the system library search path).
     #[arg(long, env = "MINIOCPP_LIB")]
@@ -147,7 +150,7 @@ pub struct StoreArgs {
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// Timed window per cell and repeat, e.g. 5s, 500ms.
-    #[arg(long, value_parser = parse_duration, default_value = "2s", conflicts_with = "iters")]
+    #[arg(long, value_parser = parse_positive_duration, default_value = "2s", conflicts_with = "iters")]
     pub duration: Duration,
     /// Instead of --duration: GETs per stream per cell and repeat.
     #[arg(long, value_parser = parse_positive)]
@@ -274,6 +277,27 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         Ok(n) => Ok(n),
         Err(_) => Err(format!("cannot parse size '{s}': use e.g. 16MiB, 64MB, 1GiB or a number of bytes")),
     }
+}
+
+/// Smallest `--part-size`: 64 KiB. Smaller parts make a GET thousands of
+/// requests and a run take minutes whatever --duration says.
+pub const MIN_PART_SIZE: u64 = 64 << 10;
+
+fn parse_part_size(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if n < MIN_PART_SIZE {
+        return Err(format!("part size '{s}' is below the 64KiB minimum: use e.g. 8MiB"));
+    }
+    Ok(n)
+}
+
+/// A duration that must be above zero.
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("duration '{s}' must be above zero"));
+    }
+    Ok(d)
 }
 
 /// Parse a duration such as `5s`, `500ms` or `2m` (humantime).

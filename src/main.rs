@@ -10,11 +10,17 @@ fn main() {
         0 => "s3rdma=warn",
         1 => "s3rdma=info",
         2 => "s3rdma=debug",
-        _ => "trace",
+        // Dependencies' traces (the SDK's include the access key id) only through RUST_LOG.
+        _ => "s3rdma=trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr)
+        .init();
 
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,

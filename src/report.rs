@@ -150,10 +150,24 @@ pub struct RunRecord {
     pub rdma_witness: Value,
 }
 
+/// Make sure `dir` exists and takes a new file, before a run spends its time:
+/// a run whose record cannot be written should fail at once, not at the end.
+pub fn check_results_dir(dir: &Path) -> Result<()> {
+    let fail = |e: std::io::Error| {
+        Error::Runtime(format!("cannot write results into {}: {e}: pass --results-dir DIR", dir.display()))
+    };
+    fs::create_dir_all(dir).map_err(fail)?;
+    let probe = dir.join(format!(".s3rdma-write-test-{}", std::process::id()));
+    fs::File::create(&probe).map_err(fail)?;
+    let _ = fs::remove_file(&probe);
+    Ok(())
+}
+
 impl RunRecord {
     /// Write to `<dir>/<benchmark>-<backend>-<UTC yyyymmddThhmmssZ>[-tag].json`
     /// through a temporary file in the same directory and a rename, so a
-    /// reader never sees half a record. A name already taken gets `-2`, `-3`...
+    /// reader never sees half a record. A name already taken (two runs in one
+    /// second) gets `-2`, `-3`...
     /// Returns the path written.
     pub fn write(&self, dir: &Path, started: chrono::DateTime<chrono::Utc>) -> Result<PathBuf> {
         fs::create_dir_all(dir).map_err(|e| {

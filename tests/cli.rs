@@ -370,3 +370,147 @@ fn verify_round_trip_over_http_and_local() {
     assert_eq!(rec["results"]["data_match"], true);
     assert_eq!(rec["rdma_witness"]["verdict"], "not-applicable");
 }
+
+// ---- rdma backend through the test double ----------------------------------
+
+fn rdma_args<'a>(endpoint: &'a str, bucket: &'a str, lib: &'a str) -> Vec<&'a str> {
+    let mut a = http_args(endpoint, bucket);
+    a[2] = "rdma";
+    a.extend(["--rdma-lib", lib]);
+    a
+}
+
+fn s3rdma_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_s3rdma"));
+    c.args(args).current_dir(cwd);
+    for k in ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "RUST_LOG", "MINIOCPP_LIB"] {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run s3rdma")
+}
+
+#[test]
+fn rdma_fetch_end_to_end_is_full_fallback_under_the_witness() {
+    let s = common::server();
+    let lib = common::fake_lib();
+    let lib = lib.to_str().unwrap();
+    let m = common::scripted_metrics(vec![
+        ("/rdma", vec![common::Answer::text(rdma_body(77))]),
+        ("/requests", vec![common::Answer::text(requests_body(0)), common::Answer::text(requests_body(8 * MIB + 9000))]),
+    ]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (u1, u2) = (format!("{}/rdma", m.base), format!("{}/requests", m.base));
+    let mut args = rdma_args(&s.endpoint, "rdma-e2e", lib);
+    args.extend(["--sizes", "1MiB", "--concurrency", "4", "--iters", "2", "--warmup", "0s", "--prepare",
+                 "--metrics-url", &u1, "--metrics-url", &u2, "--require-rdma"]);
+    let o = s3rdma(&args, tmp.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
+    assert!(out.contains("full-fallback (0% RDMA)"), "{out}");
+    assert!(out.contains("libminiocpp return codes: 12 calls, 12 ok, 0 errors (-1), 0 declined (-2), 0 invalid (-3)"), "{out}");
+    assert!(stderr(&o).contains("reports RDMA unavailable"), "{}", stderr(&o));
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&results_in(&tmp.path().join("results"))[0]).unwrap()).unwrap();
+    assert_eq!(rec["backend"], "rdma");
+    let r = &rec["results"][0]["repeats"][0];
+    assert_eq!(r["rdma_calls"]["rdma_calls"], 8, "4 streams x 2 GETs in the timed window");
+    assert_eq!(r["transfer_paths"]["rdma"], 8 * MIB);
+    assert_eq!(r["witness"]["verdict"], "full-fallback");
+    let env = &rec["environment"]["store"]["library"];
+    assert_eq!(env["has_get_object_range"], true);
+    assert_eq!(env["rdma_available"], false);
+    // Without metrics the same run is unverified.
+    let mut args = rdma_args(&s.endpoint, "rdma-e2e", lib);
+    args.extend(["--sizes", "1MiB", "--concurrency", "2", "--iters", "1", "--warmup", "0s", "--json"]);
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
+}
+
+#[test]
+fn rdma_return_codes_are_counted_and_reported() {
+    let s = common::server();
+    let lib = common::fake_lib();
+    let lib = lib.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut prep = rdma_args(&s.endpoint, "rdma-codes", lib);
+    prep.extend(["--sizes", "64KiB,1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare"]);
+    assert!(s3rdma(&prep, tmp.path()).status.success());
+    let run = |env: &[(&str, &str)]| {
+        let mut a = rdma_args(&s.endpoint, "rdma-codes", lib);
+        a.extend(["--sizes", "64KiB,1MiB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--json"]);
+        s3rdma_env(&a, tmp.path(), env)
+    };
+    // -2: declined, redone over HTTP, counted.
+    let o = run(&[("FAKE_MINIOCPP_RETURN", "-2")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &rec["results"][0]["repeats"][0];
+    assert_eq!(r["rdma_calls"]["rdma_declined"], 4);
+    assert_eq!(r["transfer_paths"]["http"], 4 * 65536, "declined transfers went over HTTP");
+    // -1 with the library's message, -3 invalid argument: runtime errors, no record.
+    let o = run(&[("FAKE_MINIOCPP_RETURN", "-1")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("libminiocpp failed (-1): injected failure"), "{}", stderr(&o));
+    let o = run(&[("FAKE_MINIOCPP_RETURN", "-3")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("invalid argument (-3)"), "{}", stderr(&o));
+    // Failing only above a size: the 64 KiB cell runs, the 1 MiB cell fails.
+    let o = run(&[("FAKE_MINIOCPP_FAIL_ABOVE", "100000")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("above FAKE_MINIOCPP_FAIL_ABOVE=100000"), "{}", stderr(&o));
+}
+
+#[test]
+fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
+    let s = common::server();
+    let lib = common::fake_lib();
+    let lib = lib.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    // A 1 MiB transfer ceiling stands in for 4 GiB - 1: 3 MiB objects need windows.
+    let base = |extra: &[&'static str]| {
+        let mut a = rdma_args(&s.endpoint, "rdma-windows", lib);
+        a.extend(["--sizes", "3MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare",
+                  "--rdma-max-transfer", "1MiB", "--window", "512KiB", "--json"]);
+        a.extend_from_slice(extra);
+        a
+    };
+    let o = s3rdma(&base(&[]), tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &rec["results"][0]["repeats"][0];
+    assert_eq!(r["rdma_calls"]["rdma_calls"], 6, "3 MiB in 512 KiB windows");
+    assert_eq!(r["transfer_paths"]["rdma"], 3 * MIB);
+    // Without ranged reads the run says up front that they go over HTTP.
+    let o = s3rdma(&base(&["--rdma-no-range"]), tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: objects of 3145728 bytes exceed one RDMA transfer (1048576 bytes) and --rdma-no-range is set: they will be read over HTTP"), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["results"][0]["repeats"][0]["transfer_paths"]["http"], 3 * MIB);
+    assert!(rec["environment"]["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("over HTTP")));
+}
+
+#[test]
+fn rdma_library_load_errors_are_clear() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let res = tmp.path().join("results");
+    let o = s3rdma(&rdma_args(&s.endpoint, "rdma-load", "/nonexistent/libminiocpp.so"), tmp.path());
+    assert_fails(&o, 2, "cannot load libminiocpp from '/nonexistent/libminiocpp.so'", &res);
+    assert!(stderr(&o).contains("--rdma-lib"));
+    // A real shared library that is not libminiocpp: one line per missing symbol.
+    let libz = ["/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib64/libz.so.1"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(libz) = libz else {
+        println!("SKIP missing-symbol case: no libz.so.1 on this host");
+        return;
+    };
+    let o = s3rdma(&rdma_args(&s.endpoint, "rdma-load", libz), tmp.path());
+    assert_fails(&o, 2, "lacks miniocpp_get_object: was it built with -DMINIO_CPP_ENABLE_RDMA=ON?", &res);
+    let lacks = stderr(&o).lines().filter(|l| l.contains("lacks miniocpp_")).count();
+    assert_eq!(lacks, 8, "{}", stderr(&o));
+}

@@ -139,6 +139,13 @@ fn progress_bar() -> ProgressBar {
 }
 
 fn check_args(args: &FetchArgs) -> Result<()> {
+    crate::report::check_results_dir(&args.output.results_dir)?;
+    if args.store.backend == crate::cli::Backend::Local && args.store.endpoint.is_some() {
+        eprintln!("warning: --endpoint (or AWS_ENDPOINT_URL) is set but --backend is local: pass --backend http to use it");
+    }
+    if args.prefix.is_empty() {
+        return Err(Error::Usage("--prefix must not be empty".into()));
+    }
     store::check_key(&object_key(&args.prefix, 1, 0))
         .map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", args.prefix)))?;
     let max_size = *args.sizes.iter().max().expect("clap gives at least one size");
@@ -187,6 +194,7 @@ async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, pr
     if missing.is_empty() {
         return Ok(());
     }
+    eprintln!("prepare: writing {} object(s) of {} to {}", missing.len(), human_bytes(size), store.location());
     let pb = progress_bar();
     let mut buf = Buffer::host(size as usize);
     let mut rng = SmallRng::from_os_rng();
@@ -221,6 +229,7 @@ async fn run_streams(
                 Stop::At(t) => (Some(t), u32::MAX),
                 Stop::Iters(k) => (None, k),
             };
+            let expect = buf.len() as u64;
             tokio::spawn(async move {
                 barrier.wait().await;
                 let mut ops = Vec::new();
@@ -233,6 +242,16 @@ async fn run_streams(
                     let key = &keys[(s + i as usize * n) % keys.len()];
                     let t = Instant::now();
                     match store.get_into(key, None, &mut buf).await {
+                        Ok(tr) if tr.bytes != expect => {
+                            failed.store(true, Ordering::Relaxed);
+                            result = Err(StoreError::ShortBody {
+                                key: key.clone(),
+                                location: store.location(),
+                                got: tr.bytes,
+                                expected: expect,
+                            });
+                            break;
+                        }
                         Ok(tr) => {
                             counter.fetch_add(tr.bytes, Ordering::Relaxed);
                             ops.push(OpSample { latency: t.elapsed(), ttfb: tr.first_byte, bytes: tr.bytes, path: tr.path });
@@ -433,11 +452,24 @@ pub fn table(cells: &[CellResult]) -> Table {
     t
 }
 
+/// Drop repeated list entries, keeping the first of each (a cell runs once).
+fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
+    let mut seen = Vec::new();
+    v.retain(|x| {
+        let new = !seen.contains(x);
+        seen.push(*x);
+        new
+    });
+}
+
 /// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
 pub async fn run(args: FetchArgs) -> Result<()> {
     check_args(&args)?;
     let witness = Witness::new(&args.store, &args.witness)?;
     let started = chrono::Utc::now();
+    let mut args = args;
+    dedup(&mut args.sizes);
+    dedup(&mut args.concurrency);
     let mut store_args = args.store.clone();
     // One RDMA worker (and client) per stream of the widest cell.
     store_args.rdma_threads = store_args.rdma_threads.or(args.concurrency.iter().max().copied());
@@ -507,6 +539,9 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
         }
         println!("{}", table(&cells));
+        if args.run.repeats > 1 {
+            println!("GB/s: median (min–max) over repeats; latency columns: the median-throughput repeat");
+        }
         println!("witness: {} ({reason})", verdict.as_str());
         if let Some(total) = store.call_counts() {
             println!(

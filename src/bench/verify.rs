@@ -181,6 +181,7 @@ fn likely_trap(steps: &[Step], gpu: bool) -> String {
 
 /// Run `s3rdma verify`.
 pub async fn run(args: VerifyArgs) -> Result<()> {
+    crate::report::check_results_dir(&args.output.results_dir)?;
     let started = chrono::Utc::now();
     let backend = args.store.backend;
     let quiet = args.output.json;

@@ -63,12 +63,7 @@ impl HttpStore {
             ));
         };
         let endpoint = match args.endpoint.as_deref().map(str::trim) {
-            Some(e) if e.starts_with("http://") || e.starts_with("https://") => e.trim_end_matches('/').to_string(),
-            Some(e) => {
-                return Err(StoreError::Config(format!(
-                    "invalid --endpoint '{e}': use http://host:port or https://host"
-                )));
-            }
+            Some(e) => check_endpoint(e)?,
             None => format!("https://s3.{}.amazonaws.com", args.region),
         };
         let mut conf = aws_sdk_s3::Config::builder()
@@ -82,7 +77,9 @@ impl HttpStore {
                 ChecksumMode::WhenSupported => ResponseChecksumValidation::WhenSupported,
             })
             .retry_config(RetryConfig::standard().with_max_attempts(args.attempts))
-            .timeout_config(TimeoutConfig::builder().connect_timeout(args.connect_timeout).build());
+            .timeout_config(
+                TimeoutConfig::builder().connect_timeout(args.connect_timeout).read_timeout(args.read_timeout).build(),
+            );
         if args.endpoint.is_some() {
             conf = conf.endpoint_url(&endpoint);
         }
@@ -240,6 +237,30 @@ impl HttpStore {
     }
 }
 
+/// An endpoint must be `http(s)://host[:port]`: no credentials, path or query
+/// (a path would silently become part of every key). Returns it without a trailing '/'.
+fn check_endpoint(e: &str) -> Result<String, StoreError> {
+    let bad = |why: &str| {
+        // Never echo what may be user:password@ back.
+        let shown = if e.contains('@') { "<endpoint with credentials>" } else { e };
+        StoreError::Config(format!("invalid --endpoint '{shown}': {why}: use http://host:port or https://host"))
+    };
+    let url = reqwest::Url::parse(e).map_err(|err| bad(&err.to_string()))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("credentials belong in --access-key/--secret-key, not the URL"));
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("no path or query allowed"));
+    }
+    Ok(e.trim_end_matches('/').to_string())
+}
+
 /// The innermost cause of an error chain: the part a user can act on
 /// ("Connection refused (os error 111)").
 fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
@@ -276,7 +297,7 @@ impl ObjectStore for HttpStore {
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
         let err = match self.client.head_bucket().bucket(&self.bucket).send().await {
             Ok(_) => return Ok(()),
-            Err(e) => self.map_err("HeadBucket", "", e),
+            Err(e) => self.map_err("HeadBucket", &self.bucket, e),
         };
         match err {
             StoreError::NotFound { .. } | StoreError::NoSuchBucket { .. } if create => {
@@ -291,7 +312,7 @@ impl ObjectStore for HttpStore {
                 match req.send().await {
                     Ok(_) => Ok(()),
                     Err(e) if e.code() == Some("BucketAlreadyOwnedByYou") => Ok(()),
-                    Err(e) => Err(self.map_err("CreateBucket", "", e)),
+                    Err(e) => Err(self.map_err("CreateBucket", &self.bucket, e)),
                 }
             }
             StoreError::NotFound { .. } => {
@@ -438,6 +459,17 @@ impl ObjectStore for HttpStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoints_are_checked() {
+        assert_eq!(check_endpoint("http://127.0.0.1:9000/").unwrap(), "http://127.0.0.1:9000");
+        assert!(check_endpoint("https://s3.example.com").is_ok());
+        for bad in ["http://", "http://127.0.0.1:99999", "http://h:1/path", "http://h:1/?x=1", "ftp://h", "h:9000"] {
+            assert!(check_endpoint(bad).is_err(), "{bad} accepted");
+        }
+        let e = check_endpoint("http://AK:SECRET@h:1").unwrap_err().to_string();
+        assert!(!e.contains("SECRET"), "{e}");
+    }
 
     #[test]
     fn content_range_total() {

@@ -136,11 +136,18 @@ pub fn check_bucket_name(bucket: &str) -> Result<(), StoreError> {
     let ok_chars = bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
     let ok_ends = bucket.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && bucket.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric());
-    if (3..=63).contains(&bucket.len()) && ok_chars && ok_ends {
+    // S3's further rules: no "..", not an IPv4 address, no reserved prefixes/suffixes.
+    let ip_like = bucket.split('.').count() == 4 && bucket.split('.').all(|p| p.parse::<u8>().is_ok());
+    let reserved = bucket.contains("..")
+        || bucket.starts_with("xn--")
+        || bucket.starts_with("sthree-")
+        || bucket.ends_with("-s3alias")
+        || bucket.ends_with("--ol-s3");
+    if (3..=63).contains(&bucket.len()) && ok_chars && ok_ends && !ip_like && !reserved {
         Ok(())
     } else {
         Err(StoreError::Config(format!(
-            "invalid bucket name '{bucket}': use 3-63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit"
+            "invalid bucket name '{bucket}': use 3-63 lowercase letters, digits, '-' or '.', starting and ending with a letter or digit (S3 naming rules: no '..', no IP address, no xn-- prefix)"
         )))
     }
 }
@@ -209,7 +216,7 @@ mod tests {
     #[test]
     fn bucket_names_are_checked() {
         assert!(check_bucket_name("s3rdma-bench").is_ok());
-        for b in ["ab", "Upper", "-x-", "a_b", ""] {
+        for b in ["ab", "Upper", "-x-", "a_b", "", "a..b", "192.168.1.1", "xn--abc", "abc-s3alias"] {
             assert!(check_bucket_name(b).is_err(), "{b:?} accepted");
         }
     }

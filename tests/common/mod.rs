@@ -132,3 +132,26 @@ pub fn scripted_metrics(script: Vec<(&'static str, Vec<Answer>)>) -> ScriptedMet
     });
     ScriptedMetrics { base, auth_seen }
 }
+
+/// The fake libminiocpp (tests/fake-miniocpp), built on first use. It is built
+/// together with the main crate (`--workspace`) so both share one feature set
+/// and cargo does not compile the SDK twice.
+pub fn fake_lib() -> PathBuf {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
+        let lib = target.join("release/libfake_miniocpp.so");
+        if !lib.exists() {
+            let st = std::process::Command::new(env!("CARGO"))
+                .args(["build", "--release", "--workspace"])
+                .current_dir(&root)
+                .status()
+                .expect("run cargo");
+            assert!(st.success(), "building tests/fake-miniocpp failed");
+        }
+        assert!(lib.exists(), "{} missing after the build", lib.display());
+        lib
+    })
+    .clone()
+}

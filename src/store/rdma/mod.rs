@@ -369,10 +369,12 @@ impl RdmaStore {
             let slot = &mut buf[(off - range.start) as usize..][..n];
             let (rc, err) = self.call(Op::Get { key: kc.clone(), offset: Some(off), ptr: slot.as_mut_ptr(), len: n }).await?;
             if rc != n as isize {
-                if rc >= 0 {
+                // A range past the end, a missing object: the same errors as every backend.
+                let e = self.explain(key, Some(off..off + n as u64), n as u64, rc, err).await;
+                if rc >= 0 && matches!(e, StoreError::Other { .. }) {
                     return Err(StoreError::ShortBody { key: key.into(), location: self.http.location(), got: rc as u64, expected: n as u64 });
                 }
-                return Err(self.explain(key, Some(off..off + n as u64), n as u64, rc, err).await);
+                return Err(e);
             }
             off += n as u64;
         }
