@@ -84,7 +84,7 @@ pub enum ChecksumMode {
 /// Which store to use and how to reach it.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
-    /// Transport: local (a directory) or http (any S3 endpoint).
+    /// Transport: local (a directory), http (any S3 endpoint) or rdma (libminiocpp, GPU-Direct S3 over RDMA).
     #[arg(long, value_enum, default_value_t = Backend::Local)]
     pub backend: Backend,
     /// Bucket to read and write.
@@ -132,7 +132,7 @@ pub struct StoreArgs {
     #[arg(long, env = "MINIOCPP_LIB")]
     pub rdma_lib: Option<PathBuf>,
     /// rdma: ranged-read window for transfers above one RDMA transfer (4 GiB - 1).
-    #[arg(long, value_parser = parse_bytes, default_value = "1GiB")]
+    #[arg(long, value_parser = parse_window, default_value = "1GiB")]
     pub window: u64,
     /// rdma: behave as if the library lacked miniocpp_get_object_range
     /// (large objects and ranged reads then go over HTTP).
@@ -287,6 +287,15 @@ fn parse_part_size(s: &str) -> Result<u64, String> {
     let n = parse_bytes(s)?;
     if n < MIN_PART_SIZE {
         return Err(format!("part size '{s}' is below the 64KiB minimum: use e.g. 8MiB"));
+    }
+    Ok(n)
+}
+
+/// `--window`: 1 MiB up to one RDMA transfer (4 GiB - 1).
+fn parse_window(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if !(1 << 20..=(4u64 << 30) - 1).contains(&n) {
+        return Err(format!("window '{s}' must be between 1MiB and 4GiB - 1 byte (one RDMA transfer)"));
     }
     Ok(n)
 }

@@ -87,3 +87,13 @@ impl Error {
 
 /// Result alias for subcommands.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The innermost cause of an error chain: the part a user can act on
+/// ("Connection refused (os error 111)").
+pub fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut e = err;
+    while let Some(s) = e.source() {
+        e = s;
+    }
+    e.to_string()
+}

@@ -27,7 +27,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::cli::{Backend, StoreArgs, WitnessArgs};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, root_cause};
 
 /// RDMA counter group path on every AIStor node.
 pub const RDMA_PATH: &str = "/minio/metrics/v3/api/rdma";
@@ -114,6 +114,9 @@ pub struct Payload {
     pub read_bytes: u64,
     /// Bytes written (PUT / UploadPart: client -> server).
     pub write_bytes: u64,
+    /// Of those, bytes the client itself sent over HTTP (declined RDMA calls,
+    /// transfers beyond one RDMA transfer): they can never count as RDMA.
+    pub client_http_bytes: u64,
 }
 
 /// Counter deltas over a window, summed over nodes. `None` = series not present.
@@ -141,14 +144,9 @@ pub struct WitnessReport {
     pub payload_write_bytes: u64,
     /// (RDMA read + write bytes) / payload, when counters were read.
     pub rdma_share: Option<f64>,
-    pub rdma_read_bytes: Option<f64>,
-    pub rdma_read_ops: Option<f64>,
-    pub rdma_write_bytes: Option<f64>,
-    pub rdma_write_ops: Option<f64>,
-    pub http_sent_bytes: Option<f64>,
-    pub http_received_bytes: Option<f64>,
-    /// Every `minio_api_rdma_*` series delta by name.
-    pub rdma_series: BTreeMap<String, f64>,
+    /// The counter deltas (flattened into the record: `rdma_read_bytes`, ...).
+    #[serde(flatten)]
+    pub counters: Deltas,
     /// RDMA NIC error counter deltas.
     pub fabric: FabricReport,
 }
@@ -170,13 +168,7 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
         payload_read_bytes: payload.read_bytes,
         payload_write_bytes: payload.write_bytes,
         rdma_share: None,
-        rdma_read_bytes: None,
-        rdma_read_ops: None,
-        rdma_write_bytes: None,
-        rdma_write_ops: None,
-        http_sent_bytes: None,
-        http_received_bytes: None,
-        rdma_series: BTreeMap::new(),
+        counters: Deltas::default(),
         fabric,
     };
     if expect == Expect::Local {
@@ -191,13 +183,7 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
             return r;
         }
     };
-    r.rdma_read_bytes = d.rdma_read_bytes;
-    r.rdma_read_ops = d.rdma_read_ops;
-    r.rdma_write_bytes = d.rdma_write_bytes;
-    r.rdma_write_ops = d.rdma_write_ops;
-    r.http_sent_bytes = d.http_sent_bytes;
-    r.http_received_bytes = d.http_received_bytes;
-    r.rdma_series = d.rdma_series.clone();
+    r.counters = d.clone();
     let has_rdma = d.rdma_read_bytes.is_some() || d.rdma_write_bytes.is_some();
     let has_http = d.http_sent_bytes.is_some() || d.http_received_bytes.is_some();
     if !has_rdma && !has_http {
@@ -231,27 +217,49 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
         };
         return r;
     }
-    let rdma = d.rdma_read_bytes.unwrap_or(0.0) + d.rdma_write_bytes.unwrap_or(0.0);
-    let share = rdma / total as f64;
+    // Each direction is judged on its own counter: RDMA reads cannot vouch
+    // for a PUT, nor RDMA writes for a GET. The share is the smaller of the two.
+    let mut shares = Vec::new();
+    if payload.read_bytes > 0 {
+        shares.push(("read", d.rdma_read_bytes.unwrap_or(0.0), payload.read_bytes));
+    }
+    if payload.write_bytes > 0 {
+        shares.push(("write", d.rdma_write_bytes.unwrap_or(0.0), payload.write_bytes));
+    }
+    let (dir, rdma, dir_total) = shares
+        .iter()
+        .copied()
+        .min_by(|a, b| (a.1 / a.2 as f64).total_cmp(&(b.1 / b.2 as f64)))
+        .expect("payload is non-zero");
+    let share = rdma / dir_total as f64;
     r.rdma_share = Some(share);
-    let pct = share * 100.0;
-    (r.verdict, r.reason) = if share >= VERIFIED_SHARE {
+    let pct = pct_floor(share);
+    let http_note = if has_http { format!("; HTTP carried {http_carried:.0}") } else { "; no HTTP counters scraped".into() };
+    let client_http = payload.client_http_bytes;
+    (r.verdict, r.reason) = if expect != Expect::Rdma {
+        let note = if share >= NOISE_SHARE { " (RDMA traffic of other clients?)" } else { "" };
+        (Verdict::NotApplicable, format!("http backend; server accounted {rdma:.0} {dir} bytes as RDMA{note}"))
+    } else if client_http as f64 >= VERIFIED_SHARE * total as f64 {
+        (Verdict::FullFallback, format!("the client itself moved {client_http} of {total} bytes over HTTP (declined or beyond one RDMA transfer)"))
+    } else if share >= VERIFIED_SHARE && client_http as f64 <= NOISE_SHARE * total as f64 {
         let extra = if share > 1.01 { " (more than this client moved: other clients active on the server?)" } else { "" };
-        (Verdict::RdmaVerified, format!("server accounted {rdma:.0} of {total} payload bytes as RDMA ({pct:.1}%){extra}"))
-    } else if share >= NOISE_SHARE {
-        (
-            Verdict::PartialFallback,
-            format!("server accounted only {rdma:.0} of {total} payload bytes as RDMA ({pct:.1}%); HTTP carried {http_carried:.0}"),
-        )
-    } else if expect != Expect::Rdma {
-        (Verdict::NotApplicable, format!("http backend; server accounted {rdma:.0} bytes as RDMA ({pct:.1}%)"))
+        (Verdict::RdmaVerified, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){extra}"))
+    } else if share >= NOISE_SHARE || client_http > 0 {
+        let why = if client_http > 0 {
+            format!("; the client itself moved {client_http} bytes over HTTP (declined or beyond one RDMA transfer)")
+        } else {
+            String::new()
+        };
+        (Verdict::PartialFallback, format!("server accounted only {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){http_note}{why}"))
     } else {
-        (
-            Verdict::FullFallback,
-            format!("server accounted {rdma:.0} of {total} payload bytes as RDMA ({pct:.1}%); HTTP carried {http_carried:.0}: silent fallback"),
-        )
+        (Verdict::FullFallback, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){http_note}: silent fallback"))
     };
     r
+}
+
+/// A share as a percentage rounded down to 0.1, so 98.99 % never prints as 99.0 %.
+pub fn pct_floor(share: f64) -> String {
+    format!("{:.1}", (share * 1000.0).floor() / 10.0)
 }
 
 /// One series: which target, which sample name, which labels (sorted).
@@ -453,10 +461,21 @@ impl Witness {
         if store.backend != Backend::Local {
             if !args.metrics_url.is_empty() {
                 for u in &args.metrics_url {
-                    reqwest::Url::parse(u)
-                        .ok()
-                        .filter(|p| p.scheme() == "http" || p.scheme() == "https")
-                        .ok_or_else(|| Error::Usage(format!("invalid --metrics-url '{u}': use http(s)://host:port/path")))?;
+                    let ok = reqwest::Url::parse(u).ok().filter(|p| {
+                        (p.scheme() == "http" || p.scheme() == "https")
+                            && p.host_str().is_some_and(|h| !h.is_empty())
+                            && p.username().is_empty()
+                            && p.password().is_none()
+                    });
+                    if ok.is_none() {
+                        let shown = if u.contains('@') { "<url with credentials>" } else { u.as_str() };
+                        return Err(Error::Usage(format!(
+                            "invalid --metrics-url '{shown}': use http(s)://host:port/path, with no credentials in it (use --metrics-token)"
+                        )));
+                    }
+                    if targets.contains(u) {
+                        return Err(Error::Usage(format!("--metrics-url '{u}' is given twice: its counters would be counted twice")));
+                    }
                     targets.push(u.clone());
                 }
             } else {
@@ -474,13 +493,25 @@ impl Witness {
                     args.servers.clone()
                 };
                 for s in servers {
-                    if s.is_empty() || s.contains('/') {
-                        return Err(Error::Usage(format!("invalid --servers entry '{s}': use host:port")));
+                    let valid = s
+                        .rsplit_once(':')
+                        .is_some_and(|(h, p)| !h.is_empty() && !h.contains(['/', ' ', '@']) && p.parse::<u16>().is_ok_and(|p| p > 0));
+                    if !valid {
+                        return Err(Error::Usage(format!("invalid --servers entry '{s}': use host:port, e.g. aistor1:9000")));
                     }
-                    targets.push(format!("{scheme}://{s}{RDMA_PATH}"));
+                    let t = format!("{scheme}://{s}{RDMA_PATH}");
+                    if targets.contains(&t) {
+                        return Err(Error::Usage(format!("--servers lists '{s}' twice: its counters would be counted twice")));
+                    }
+                    targets.push(t);
                     targets.push(format!("{scheme}://{s}{REQUESTS_PATH}"));
                 }
             }
+        }
+        if let Some(t) = &args.metrics_token
+            && (t.is_empty() || t.chars().any(|c| c.is_control() || c == ' '))
+        {
+            return Err(Error::Usage("--metrics-token (or S3RDMA_METRICS_TOKEN) is empty or holds spaces or control characters".into()));
         }
         let (auth, bearer) = match (&args.metrics_token, &store.access_key, &store.secret_key) {
             (Some(t), _, _) => (MetricsAuth::Token, Some(t.clone())),
@@ -562,14 +593,6 @@ impl Witness {
         };
         judge(self.expect, payload, deltas, fabric)
     }
-}
-
-fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut e = err;
-    while let Some(s) = e.source() {
-        e = s;
-    }
-    e.to_string()
 }
 
 /// The worst verdict of several windows, with the reason of the first window
@@ -655,7 +678,7 @@ mod tests {
         let reset = snap(&[(1e6, 1.0, 0.0, 1000.0)]);
         let e = diff(&before, &reset).unwrap_err();
         assert!(e.contains("went backwards") && e.contains("minio_api_rdma_read_bytes_total{server=\"node1:9000\"}"), "{e}");
-        let r = judge(Expect::Rdma, Payload { read_bytes: 1, write_bytes: 0 }, Err(e), FabricReport::default());
+        let r = judge(Expect::Rdma, Payload { read_bytes: 1, ..Default::default() }, Err(e), FabricReport::default());
         assert_eq!(r.verdict, Verdict::Unverified);
         assert!(r.rdma_share.is_none());
         // Node 2 answered before, not after (its series are gone).
@@ -682,7 +705,7 @@ mod tests {
 
     fn judged(expect: Expect, read: u64, rdma: f64, sent: f64) -> WitnessReport {
         let d = Deltas { rdma_read_bytes: Some(rdma), http_sent_bytes: Some(sent), ..Default::default() };
-        judge(expect, Payload { read_bytes: read, write_bytes: 0 }, Ok(d), FabricReport::default())
+        judge(expect, Payload { read_bytes: read, ..Default::default() }, Ok(d), FabricReport::default())
     }
 
     #[test]
@@ -698,15 +721,17 @@ mod tests {
         assert!(third.reason.contains("33.3%"), "{}", third.reason);
         assert_eq!(judged(Expect::Rdma, 1000, 0.0, 1000.0).verdict, Verdict::FullFallback);
         assert_eq!(judged(Expect::Http, 1000, 0.0, 1000.0).verdict, Verdict::NotApplicable);
-        assert_eq!(judged(Expect::Http, 1000, 1000.0, 0.0).verdict, Verdict::RdmaVerified, "evidence wins");
-        let l = judge(Expect::Local, Payload { read_bytes: 5, write_bytes: 0 }, Err("x".into()), FabricReport::default());
+        let other = judged(Expect::Http, 1000, 1000.0, 0.0);
+        assert_eq!(other.verdict, Verdict::NotApplicable, "an http run is never rdma-verified");
+        assert!(other.reason.contains("other clients"), "{}", other.reason);
+        let l = judge(Expect::Local, Payload { read_bytes: 5, ..Default::default() }, Err("x".into()), FabricReport::default());
         assert_eq!(l.verdict, Verdict::NotApplicable);
     }
 
     #[test]
     fn missing_rdma_series_needs_http_evidence_for_full_fallback() {
         let d = |sent| Deltas { http_sent_bytes: Some(sent), ..Default::default() };
-        let p = Payload { read_bytes: 1000, write_bytes: 0 };
+        let p = Payload { read_bytes: 1000, ..Default::default() };
         assert_eq!(judge(Expect::Rdma, p, Ok(d(1000.0)), FabricReport::default()).verdict, Verdict::FullFallback);
         assert_eq!(judge(Expect::Rdma, p, Ok(d(10.0)), FabricReport::default()).verdict, Verdict::Unverified);
         assert_eq!(judge(Expect::Http, p, Ok(d(1000.0)), FabricReport::default()).verdict, Verdict::NotApplicable);
@@ -716,11 +741,44 @@ mod tests {
     }
 
     #[test]
+    fn each_direction_needs_its_own_counter() {
+        // A GET cannot be proven by RDMA writes, a PUT not by RDMA reads.
+        let d = Deltas { rdma_read_bytes: Some(0.0), rdma_write_bytes: Some(1000.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { read_bytes: 1000, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::FullFallback);
+        let d = Deltas { rdma_read_bytes: Some(1000.0), rdma_write_bytes: Some(0.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { write_bytes: 1000, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::FullFallback);
+        // Both directions in one window: the weaker one decides.
+        let d = Deltas { rdma_read_bytes: Some(1000.0), rdma_write_bytes: Some(500.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { read_bytes: 1000, write_bytes: 1000, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!((r.verdict, r.rdma_share), (Verdict::PartialFallback, Some(0.5)));
+    }
+
+    #[test]
+    fn bytes_the_client_sent_over_http_are_never_rdma() {
+        let d = || Deltas { rdma_read_bytes: Some(1000.0), ..Default::default() };
+        let all = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 1000 };
+        assert_eq!(judge(Expect::Rdma, all, Ok(d()), FabricReport::default()).verdict, Verdict::FullFallback);
+        let some = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 300 };
+        assert_eq!(judge(Expect::Rdma, some, Ok(d()), FabricReport::default()).verdict, Verdict::PartialFallback);
+    }
+
+    #[test]
+    fn percentages_round_down() {
+        assert_eq!(pct_floor(0.9899998), "98.9");
+        assert_eq!(pct_floor(1.0), "100.0");
+        let r = judged(Expect::Rdma, 10_000_000, 9_899_998.0, 0.0);
+        assert_eq!(r.verdict, Verdict::PartialFallback);
+        assert!(r.reason.contains("(98.9%)"), "{}", r.reason);
+    }
+
+    #[test]
     fn writes_count_rdma_write_bytes() {
         let d = Deltas { rdma_write_bytes: Some(4096.0), rdma_write_ops: Some(1.0), ..Default::default() };
-        let r = judge(Expect::Rdma, Payload { read_bytes: 0, write_bytes: 4096 }, Ok(d), FabricReport::default());
+        let r = judge(Expect::Rdma, Payload { write_bytes: 4096, ..Default::default() }, Ok(d), FabricReport::default());
         assert_eq!(r.verdict, Verdict::RdmaVerified);
-        assert_eq!(r.rdma_write_ops, Some(1.0));
+        assert_eq!(r.counters.rdma_write_ops, Some(1.0));
     }
 
     #[test]

@@ -203,6 +203,14 @@ fn usage_errors_exit_2() {
         &res,
     );
     assert_fails(&s3rdma(&["fetch", "--bucket", "Bad_Bucket"], tmp.path()), 2, "invalid bucket name", &res);
+    let h = ["fetch", "--backend", "http", "--endpoint", "http://127.0.0.1:1", "--access-key", "a", "--secret-key", "b"];
+    let with = |extra: &[&'static str]| [&h[..], extra].concat();
+    assert_fails(&s3rdma(&with(&["--metrics-url", "http://127.0.0.1:2/m", "--metrics-url", "http://127.0.0.1:2/m"]), tmp.path()), 2, "given twice", &res);
+    assert_fails(&s3rdma(&with(&["--servers", "127.0.0.1"]), tmp.path()), 2, "invalid --servers entry '127.0.0.1'", &res);
+    assert_fails(&s3rdma(&with(&["--metrics-url", "http://u:p@127.0.0.1:2/m"]), tmp.path()), 2, "no credentials", &res);
+    assert_fails(&s3rdma(&with(&["--metrics-token", ""]), tmp.path()), 2, "--metrics-token", &res);
+    assert_fails(&s3rdma(&with(&["--part-size", "1"]), tmp.path()), 2, "64KiB minimum", &res);
+    assert_fails(&s3rdma(&["fetch", "--duration", "0s"], tmp.path()), 2, "above zero", &res);
     assert_fails(&s3rdma(&["fetch", "--sizes", "1TiB", "--concurrency", "64"], tmp.path()), 2, "lower --sizes", &res);
     for sub in ["ckpt", "tokens", "weights", "train", "report"] {
         assert_fails(&s3rdma(&[sub, "--anything"], tmp.path()), 2, "not implemented yet", &res);
@@ -229,7 +237,8 @@ fn requests_body(sent: u64) -> String {
     format!("minio_api_requests_traffic_sent_bytes{{server=\"n1:9000\",type=\"s3\"}} {sent}\n")
 }
 
-/// A fetch of exactly 3 x 1 MiB over HTTP against the in-process S3 server,
+/// A fetch of exactly 3 x 1 MiB over rdma (the test double; `--http` in
+/// `extra` for plain http) against the in-process S3 server,
 /// witnessed by a scripted metrics endpoint that plays `rdma` and `requests`
 /// (before, after). Returns the exit code, stdout and the record.
 fn witnessed_fetch(bucket: &str, rdma: Vec<common::Answer>, requests: Vec<common::Answer>, extra: &[&str]) -> (Option<i32>, String, Value, common::ScriptedMetrics) {
@@ -237,10 +246,13 @@ fn witnessed_fetch(bucket: &str, rdma: Vec<common::Answer>, requests: Vec<common
     let m = common::scripted_metrics(vec![("/rdma", rdma), ("/requests", requests)]);
     let tmp = tempfile::tempdir().unwrap();
     let (u1, u2) = (format!("{}/rdma", m.base), format!("{}/requests", m.base));
-    let mut args = http_args(&s.endpoint, bucket);
+    let lib = common::fake_lib();
+    let plain_http = extra.contains(&"--http");
+    let extra: Vec<&str> = extra.iter().copied().filter(|a| *a != "--http").collect();
+    let mut args = if plain_http { http_args(&s.endpoint, bucket) } else { rdma_args(&s.endpoint, bucket, lib.to_str().unwrap()) };
     args.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "3", "--warmup", "0s", "--prepare",
                  "--metrics-url", &u1, "--metrics-url", &u2]);
-    args.extend_from_slice(extra);
+    args.extend_from_slice(&extra);
     let o = s3rdma(&args, tmp.path());
     let files = results_in(&tmp.path().join("results"));
     assert_eq!(files.len(), 1, "the run happened, so its record is written: {}", stderr(&o));
@@ -264,7 +276,7 @@ fn witness_verifies_rdma_when_the_server_accounts_the_payload() {
     assert_eq!(w["payload_bytes"], 3 * MIB);
     assert_eq!(w["rdma_read_bytes"], (3 * MIB) as f64);
     assert_eq!(w["http_sent_bytes"], 400.0);
-    assert!(out.contains("rdma-verified (100% RDMA)"), "{out}");
+    assert!(out.contains("rdma-verified (100.0% RDMA)"), "{out}");
     assert!(m.auth_seen.lock().unwrap().iter().all(|a| a == "Bearer tok-123"));
     assert!(!serde_json::to_string(&rec).unwrap().contains("tok-123"), "token recorded");
 }
@@ -281,7 +293,7 @@ fn witness_catches_partial_fallback_and_require_rdma_exits_3() {
     assert_eq!(rec["rdma_witness"]["verdict"], "partial-fallback");
     let share = rec["rdma_witness"]["cells"][0]["rdma_share"].as_f64().unwrap();
     assert!((share - 1.0 / 3.0).abs() < 1e-9, "{share}");
-    assert!(out.contains("partial-fallback (33% RDMA)"), "{out}");
+    assert!(out.contains("partial-fallback (33.3% RDMA)"), "{out}");
     // No --metrics-token: a JWT made from the access/secret key is sent.
     let auth = m.auth_seen.lock().unwrap();
     assert!(!auth.is_empty() && auth.iter().all(|a| a.starts_with("Bearer ey")), "{auth:?}");
@@ -313,7 +325,7 @@ fn witness_says_not_applicable_for_plain_http() {
         "wit-http",
         vec![common::Answer::text("# no rdma series on a plain MinIO\n")],
         vec![common::Answer::text(requests_body(0)), common::Answer::text(requests_body(3 * MIB + 4000))],
-        &[],
+        &["--http"],
     );
     assert_eq!(code, Some(0));
     assert_eq!(rec["rdma_witness"]["verdict"], "not-applicable");
@@ -409,8 +421,8 @@ fn rdma_fetch_end_to_end_is_full_fallback_under_the_witness() {
     let o = s3rdma(&args, tmp.path());
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
-    assert!(out.contains("full-fallback (0% RDMA)"), "{out}");
-    assert!(out.contains("libminiocpp return codes: 12 calls, 12 ok, 0 errors (-1), 0 declined (-2), 0 invalid (-3)"), "{out}");
+    assert!(out.contains("full-fallback (0.0% RDMA)"), "{out}");
+    assert!(out.contains("libminiocpp return codes in the timed windows: 8 calls, 8 ok, 0 errors (-1), 0 declined (-2), 0 invalid (-3)"), "{out}");
     assert!(stderr(&o).contains("reports RDMA unavailable"), "{}", stderr(&o));
     let rec: Value = serde_json::from_str(&std::fs::read_to_string(&results_in(&tmp.path().join("results"))[0]).unwrap()).unwrap();
     assert_eq!(rec["backend"], "rdma");
@@ -470,11 +482,11 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
     let lib = common::fake_lib();
     let lib = lib.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    // A 1 MiB transfer ceiling stands in for 4 GiB - 1: 3 MiB objects need windows.
+    // A 2 MiB transfer ceiling stands in for 4 GiB - 1: 3 MiB objects need windows.
     let base = |extra: &[&'static str]| {
         let mut a = rdma_args(&s.endpoint, "rdma-windows", lib);
         a.extend(["--sizes", "3MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare",
-                  "--rdma-max-transfer", "1MiB", "--window", "512KiB", "--json"]);
+                  "--rdma-max-transfer", "2MiB", "--window", "1MiB", "--json"]);
         a.extend_from_slice(extra);
         a
     };
@@ -482,12 +494,12 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     let r = &rec["results"][0]["repeats"][0];
-    assert_eq!(r["rdma_calls"]["rdma_calls"], 6, "3 MiB in 512 KiB windows");
+    assert_eq!(r["rdma_calls"]["rdma_calls"], 3, "3 MiB in 1 MiB windows");
     assert_eq!(r["transfer_paths"]["rdma"], 3 * MIB);
     // Without ranged reads the run says up front that they go over HTTP.
     let o = s3rdma(&base(&["--rdma-no-range"]), tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("warning: objects of 3145728 bytes exceed one RDMA transfer (1048576 bytes) and --rdma-no-range is set: they will be read over HTTP"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: objects of 3145728 bytes exceed one RDMA transfer (2097152 bytes) and --rdma-no-range is set: they will be read over HTTP"), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["results"][0]["repeats"][0]["transfer_paths"]["http"], 3 * MIB);
     assert!(rec["environment"]["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("over HTTP")));

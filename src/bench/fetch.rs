@@ -85,6 +85,8 @@ pub struct CellSummary {
     pub witness_reason: String,
     /// Median RDMA share over repeats, where counters were read.
     pub rdma_share: Option<Spread>,
+    /// RDMA share of the repeat the verdict comes from (the worst).
+    pub witness_share: Option<f64>,
 }
 
 /// One (size, streams) cell.
@@ -338,6 +340,7 @@ fn summarize_cell(reps: &[RepeatResult]) -> CellSummary {
         witness_verdict: verdict,
         witness_reason: reason,
         rdma_share: opt(|r| r.witness.rdma_share),
+        witness_share: reps.iter().min_by_key(|r| r.witness.verdict).and_then(|r| r.witness.rdma_share),
     }
 }
 
@@ -386,7 +389,9 @@ async fn run_cell(
         ticker.abort();
         let (ops, wall) = res?;
         let read_bytes = ops.iter().map(|o| o.bytes).sum();
-        let w = witness.end(window, Payload { read_bytes, write_bytes: 0 }).await;
+        let client_http_bytes =
+            ops.iter().filter(|o| matches!(o.path, TransferPath::Http | TransferPath::HttpStaged)).map(|o| o.bytes).sum();
+        let w = witness.end(window, Payload { read_bytes, write_bytes: 0, client_http_bytes }).await;
         let mut r = summarize_repeat(rep, &ops, wall, s, w);
         r.rdma_calls = store.call_counts().zip(calls0).map(|(now, then)| now.since(&then));
         repeats.push(r);
@@ -443,8 +448,8 @@ pub fn table(cells: &[CellResult]) -> Table {
         row.push(c.summary.gbps_per_core.map_or("-".into(), |s| fmt_spread(&s, 2, false)));
         row.push(fmt_spread(&c.summary.host_cpu_cores, 2, false));
         row.push(format!("{:.1}", mid.nic_rx_bytes as f64 / 1e6));
-        row.push(match &c.summary.rdma_share {
-            Some(sh) => format!("{} ({:.0}% RDMA)", c.summary.witness_verdict.as_str(), sh.median * 100.0),
+        row.push(match c.summary.witness_share {
+            Some(sh) => format!("{} ({}% RDMA)", c.summary.witness_verdict.as_str(), witness::pct_floor(sh)),
             None => c.summary.witness_verdict.as_str().to_string(),
         });
         t.add_row(row.into_iter().map(|s| Cell::new(s).set_alignment(CellAlignment::Right)));
@@ -509,7 +514,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         "verdict": verdict, "reason": reason, "config": witness.describe(),
         "cells": cells.iter().map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency,
             "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
-            "rdma_share": c.summary.rdma_share.map(|s| s.median)})).collect::<Vec<_>>(),
+            "rdma_share": c.summary.witness_share})).collect::<Vec<_>>(),
     });
     let record = RunRecord {
         schema_version: SCHEMA_VERSION,
@@ -543,9 +548,17 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             println!("GB/s: median (min–max) over repeats; latency columns: the median-throughput repeat");
         }
         println!("witness: {} ({reason})", verdict.as_str());
-        if let Some(total) = store.call_counts() {
+        let windows: Vec<CallCounts> = cells.iter().flat_map(|c| c.repeats.iter().filter_map(|r| r.rdma_calls)).collect();
+        if !windows.is_empty() {
+            let total = windows.iter().fold(CallCounts::default(), |a, w| CallCounts {
+                rdma_calls: a.rdma_calls + w.rdma_calls,
+                rdma_ok: a.rdma_ok + w.rdma_ok,
+                rdma_errors: a.rdma_errors + w.rdma_errors,
+                rdma_declined: a.rdma_declined + w.rdma_declined,
+                rdma_invalid: a.rdma_invalid + w.rdma_invalid,
+            });
             println!(
-                "libminiocpp return codes: {} calls, {} ok, {} errors (-1), {} declined (-2), {} invalid (-3)",
+                "libminiocpp return codes in the timed windows: {} calls, {} ok, {} errors (-1), {} declined (-2), {} invalid (-3)",
                 total.rdma_calls, total.rdma_ok, total.rdma_errors, total.rdma_declined, total.rdma_invalid
             );
         }

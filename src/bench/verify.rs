@@ -81,12 +81,6 @@ pub fn cufile_rdma_addrs(text: &str) -> std::result::Result<Option<Vec<String>>,
     Ok(list.and_then(|l| l.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()))
 }
 
-/// Path of the first loaded library whose file name contains `needle`, from /proc/self/maps.
-fn loaded_path(needle: &str) -> Option<String> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains(needle)).map(String::from)
-}
-
 fn check_environment(s: &mut Steps, backend: Backend, ib_root: &Path) -> bool {
     let not_rdma = backend == Backend::Http || backend == Backend::Local;
     let rdma_note = if not_rdma { " (needed only for GPU-Direct RDMA)" } else { "" };
@@ -138,7 +132,7 @@ fn check_environment(s: &mut Steps, backend: Backend, ib_root: &Path) -> bool {
     // SAFETY: loading libcufile runs its initialisers only; nothing is called.
     match unsafe { libloading::Library::new("libcufile.so.0") } {
         Ok(lib) => {
-            let path = loaded_path("libcufile").unwrap_or_else(|| "libcufile.so.0".into());
+            let path = crate::store::rdma::ffi::loaded_path("libcufile").unwrap_or_else(|| "libcufile.so.0".into());
             if path.contains("site-packages") || path.contains("torch") {
                 s.add(1, Status::Warn, format!("libcufile loads first from {path}"), Some(
                     "PyTorch bundles cuFile 1.15 and cuObject needs >= 1.18 under the same SONAME: LD_PRELOAD the newer libcufile".into(),
@@ -159,7 +153,7 @@ fn delta_text(bytes: Option<f64>, ops: Option<f64>) -> String {
     match (bytes, ops) {
         (Some(b), Some(o)) => format!("{b:.0} B in {o:.0} ops"),
         (Some(b), None) => format!("{b:.0} B"),
-        _ => "no counter".into(),
+        _ => "none (no RDMA counter at the metrics targets)".into(),
     }
 }
 
@@ -197,12 +191,13 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     let store = match store::open(&store_args) {
         Ok(st) => st,
         Err(e) => {
-            // The rdma library failed to load: that is step 1's finding, not a usage slip.
+            // The rdma library failed to load: that is step 1's finding (exit 1), not a usage slip.
             if !quiet {
                 println!("[1] FAIL {e}");
+                println!("        fix: point --rdma-lib at a libminiocpp built with -DMINIO_CPP_ENABLE_RDMA=ON whose dependencies resolve (`ldd` it)");
                 println!("RESULT: FAIL - {}", e.to_string().lines().next().unwrap_or_default());
             }
-            return Err(e.into());
+            return Err(Error::Runtime(e.to_string()));
         }
     };
     for w in store.preflight(args.size) {
@@ -219,7 +214,8 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
             true
         }
         Err(e) => {
-            s.add(2, Status::Fail, e.to_string(), Some("fix the endpoint, credentials or bucket named above".into()));
+            let fix = if backend == Backend::Local { "fix --root or --bucket, or pass --prepare" } else { "fix the endpoint, credentials or bucket named above" };
+            s.add(2, Status::Fail, e.to_string(), Some(fix.into()));
             false
         }
     };
@@ -231,7 +227,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         } else {
             let probe = witness.end(witness.begin().await, Payload::default()).await;
             let readable = !probe.reason.contains("metrics target") && !probe.reason.contains("no minio_api");
-            let rdma_series = !probe.rdma_series.is_empty() || probe.rdma_read_bytes.is_some();
+            let rdma_series = !probe.counters.rdma_series.is_empty() || probe.counters.rdma_read_bytes.is_some();
             match (readable, rdma_series) {
                 (true, true) => s.add(3, Status::Pass, "metrics reachable, RDMA counters present", None),
                 (true, false) => s.add(3, Status::Warn, "metrics reachable, no minio_api_rdma_* counters yet", Some(
@@ -250,16 +246,21 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         let w = witness.begin().await;
         match store.put_from(&args.key, &src).await {
             Ok(t) => {
-                let r = witness.end(w, Payload { read_bytes: 0, write_bytes: t.bytes }).await;
+                let http = if matches!(t.path, crate::store::TransferPath::Http | crate::store::TransferPath::HttpStaged) { t.bytes } else { 0 };
+                let r = witness.end(w, Payload { read_bytes: 0, write_bytes: t.bytes, client_http_bytes: http }).await;
                 let server = if backend == Backend::Local {
                     String::new()
                 } else {
-                    format!("; server RDMA write delta {}", delta_text(r.rdma_write_bytes, r.rdma_write_ops))
+                    format!("; server RDMA write delta {}", delta_text(r.counters.rdma_write_bytes, r.counters.rdma_write_ops))
                 };
                 let text =
                     format!("PUT {} B from {mem_kind}{server}; witness {} ({})", t.bytes, r.verdict.as_str(), r.reason);
-                // The transfer itself passed; whether RDMA carried it is judged in RESULT.
-                s.add(4, Status::Pass, text, None);
+                // On an rdma run a PUT the server did not account as RDMA is not a pass.
+                if backend == Backend::Rdma && r.verdict != Verdict::RdmaVerified {
+                    s.add(4, Status::Warn, text, Some("the PUT completed but RDMA did not carry it: see RESULT".into()));
+                } else {
+                    s.add(4, Status::Pass, text, None);
+                }
                 put_report = Some(r);
             }
             Err(e) => s.add(4, Status::Fail, format!("PUT '{}' failed: {e}", args.key), None),
@@ -271,13 +272,14 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
             let w = witness.begin().await;
             match store.get_into(&args.key, None, &mut dst).await {
                 Ok(t) => {
-                    let r = witness.end(w, Payload { read_bytes: t.bytes, write_bytes: 0 }).await;
+                    let http = if matches!(t.path, crate::store::TransferPath::Http | crate::store::TransferPath::HttpStaged) { t.bytes } else { 0 };
+                    let r = witness.end(w, Payload { read_bytes: t.bytes, write_bytes: 0, client_http_bytes: http }).await;
                     let ok = t.bytes == args.size && dst.as_host() == src.as_host();
                     matched = Some(ok);
                     let server = if backend == Backend::Local {
                         String::new()
                     } else {
-                        format!("; server RDMA read delta {}", delta_text(r.rdma_read_bytes, r.rdma_read_ops))
+                        format!("; server RDMA read delta {}", delta_text(r.counters.rdma_read_bytes, r.counters.rdma_read_ops))
                     };
                     let text = format!(
                         "GET {} B into a fresh buffer: bytes {}{server}; witness {} ({})",
@@ -286,7 +288,9 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
                         r.verdict.as_str(),
                         r.reason
                     );
-                    if ok {
+                    if ok && backend == Backend::Rdma && r.verdict != Verdict::RdmaVerified {
+                        s.add(5, Status::Warn, text, Some("the GET completed but RDMA did not carry it: see RESULT".into()));
+                    } else if ok {
                         s.add(5, Status::Pass, text, None);
                     } else {
                         s.add(5, Status::Fail, text, Some("the store returned different bytes than were written: check the server and any proxy in between".into()));
@@ -312,8 +316,14 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     } else if rdma_ok {
         (true, "PASS - GPU-Direct RDMA is live".into(), None)
     } else {
-        let v = [&put_report, &get_report].iter().filter_map(|r| r.as_ref()).map(|r| r.verdict).min().unwrap_or(Verdict::Unverified);
-        let trap = likely_trap(&s.steps, gpu);
+        let worst = [&put_report, &get_report].iter().filter_map(|r| r.as_ref()).min_by_key(|r| r.verdict).cloned();
+        let v = worst.as_ref().map_or(Verdict::Unverified, |r| r.verdict);
+        let unavailable = s.steps.iter().any(|x| x.text.contains("reports RDMA unavailable"));
+        let trap = match &worst {
+            Some(r) if r.verdict == Verdict::Unverified => format!("no proof either way: {}", r.reason),
+            _ if unavailable => "the library reports RDMA unavailable (miniocpp_rdma_available() = 0): no RDMA NIC, or cuObject not initialised".into(),
+            _ => likely_trap(&s.steps, gpu),
+        };
         (false, format!("FAIL - verdict {}: most likely: {trap}", v.as_str()), Some(Error::WitnessFailed(format!("verify: RDMA not proven ({})", v.as_str()))))
     };
     if !quiet {

@@ -32,7 +32,7 @@ use serde_json::json;
 
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, resolve_range};
 use crate::cli::{Backend, ChecksumMode, StoreArgs};
-use crate::error::StoreError;
+use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
 
 /// S3's smallest part for multipart upload (all parts but the last), 5 MiB
@@ -259,16 +259,6 @@ fn check_endpoint(e: &str) -> Result<String, StoreError> {
         return Err(bad("no path or query allowed"));
     }
     Ok(e.trim_end_matches('/').to_string())
-}
-
-/// The innermost cause of an error chain: the part a user can act on
-/// ("Connection refused (os error 111)").
-fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut e = err;
-    while let Some(s) = e.source() {
-        e = s;
-    }
-    e.to_string()
 }
 
 /// Total object size from a `Content-Range: bytes a-b/total` header.

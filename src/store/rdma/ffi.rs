@@ -99,7 +99,12 @@ impl Lib {
     pub fn load(path: &Path) -> Result<(Lib, LibInfo), String> {
         // SAFETY: loading runs the library's initialisers; that is the point.
         let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
-            format!("cannot load libminiocpp from '{}': {e}: pass --rdma-lib PATH or set MINIOCPP_LIB", path.display())
+            let cause = crate::error::root_cause(&e);
+            let detail = if cause == e.to_string() { cause } else { format!("{e}: {cause}") };
+            format!(
+                "cannot load libminiocpp from '{}' ({detail}): check the path (--rdma-lib or MINIOCPP_LIB) and that its dependencies resolve (`ldd` it)",
+                path.display()
+            )
         })?;
         let lib: &'static libloading::Library = Box::leak(Box::new(lib));
         let missing: Vec<String> = REQUIRED
