@@ -185,6 +185,32 @@ impl RunArgs {
     }
 }
 
+/// Where the bytes land, and how device reads are staged.
+#[derive(Debug, Clone, Args)]
+pub struct MemArgs {
+    /// Destination memory: host (pageable), pinned (page-locked host), device
+    /// (GPU memory; staged through pinned bounce buffers on local and http,
+    /// GPU-Direct on rdma).
+    #[arg(long, value_enum, default_value_t = crate::mem::Dest::Host)]
+    pub dest: crate::mem::Dest,
+    /// GPU ordinal for --dest pinned|device.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Staged device reads: pinned bounce buffers per stream (half fill while half copy).
+    #[arg(long, value_parser = parse_bounce, default_value_t = 4)]
+    pub bounce_buffers: u32,
+    /// Staged device reads: bytes per bounce buffer (one ranged read each).
+    #[arg(long, value_parser = parse_part_size, default_value = "8MiB")]
+    pub stage_chunk: u64,
+}
+
+fn parse_bounce(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (2..=64).contains(&n) && n % 2 == 0 => Ok(n),
+        _ => Err(format!("'{s}': bounce buffers must be an even number from 2 to 64")),
+    }
+}
+
 /// Where the witness scrapes the server's counters, and what it demands.
 #[derive(Debug, Clone, Args)]
 pub struct WitnessArgs {
@@ -228,6 +254,8 @@ pub struct FetchArgs {
     pub run: RunArgs,
     #[command(flatten)]
     pub witness: WitnessArgs,
+    #[command(flatten)]
+    pub mem: MemArgs,
     #[command(flatten)]
     pub output: OutputArgs,
     /// Object sizes, comma-separated, e.g. 1MiB,16MiB,64MiB (IEC) or 1MB (decimal).

@@ -1,12 +1,20 @@
-//! Memory that transfers read into and write from.
+//! Memory that transfers read into and write from: page-aligned host memory,
+//! pinned (page-locked) host memory (`cuMemHostAlloc`) and device memory
+//! (`cuMemAlloc`), through cudarc's driver API loaded at run time, so the
+//! binary builds and runs with no CUDA installed.
 //!
-//! Today only page-aligned host memory exists; pinned host memory
-//! (`cuMemHostAlloc`) and device memory (`cuMemAlloc`) join [`Buffer`] with the
-//! GPU-memory issue, and every backend already takes a `&mut Buffer`, so no
-//! signature changes when they do.
+//! The driver calls are made through cudarc's `result` layer rather than its
+//! safe layer: the safe layer tracks events per allocation and would
+//! serialise the staged pipeline's copies on different streams into one
+//! device buffer; here each copy's ordering is explicit (one stream per
+//! bounce buffer, synchronised before the bounce buffer is reused).
+//! No managed memory anywhere. Every CUDA call is checked.
 
 use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::driver::{result, sys};
 
 /// Alignment of host buffers in bytes: one 4 KiB page, which is what O_DIRECT
 /// needs on every common Linux filesystem and what `cuMemHostRegister` wants.
@@ -17,6 +25,10 @@ pub const HOST_ALIGN: usize = 4096;
 pub enum Buffer {
     /// Pageable host memory, page-aligned.
     Host(HostBuffer),
+    /// Page-locked host memory (DMA-able by the GPU and the NIC).
+    Pinned(PinnedBuffer),
+    /// Device memory on one GPU, with bounce buffers for staged writes.
+    Device(DeviceBuffer),
 }
 
 impl Buffer {
@@ -30,6 +42,8 @@ impl Buffer {
     pub fn len(&self) -> usize {
         match self {
             Buffer::Host(h) => h.len,
+            Buffer::Pinned(p) => p.len,
+            Buffer::Device(d) => d.len,
         }
     }
 
@@ -38,17 +52,21 @@ impl Buffer {
         self.len() == 0
     }
 
-    /// Which kind of memory this is, as recorded in results (`host`).
+    /// Which kind of memory this is, as recorded in results (`host`, `pinned`, `device`).
     pub fn kind(&self) -> &'static str {
         match self {
             Buffer::Host(_) => "host",
+            Buffer::Pinned(_) => "pinned",
+            Buffer::Device(_) => "device",
         }
     }
 
-    /// The bytes, when the CPU can address them directly (host memory).
+    /// The bytes, when the CPU can address them directly (host or pinned memory).
     pub fn as_host(&self) -> Option<&[u8]> {
         match self {
             Buffer::Host(h) => Some(h.as_slice()),
+            Buffer::Pinned(p) => Some(p.as_slice()),
+            Buffer::Device(_) => None,
         }
     }
 
@@ -56,6 +74,8 @@ impl Buffer {
     pub fn as_host_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Buffer::Host(h) => Some(h.as_mut_slice()),
+            Buffer::Pinned(p) => Some(p.as_mut_slice()),
+            Buffer::Device(_) => None,
         }
     }
 
@@ -64,7 +84,274 @@ impl Buffer {
     pub fn as_host_mut_padded(&mut self) -> Option<&mut [u8]> {
         match self {
             Buffer::Host(h) => Some(h.as_mut_padded()),
+            // cuMemHostAlloc memory is page-aligned; its padding is not ours to use.
+            Buffer::Pinned(p) => Some(p.as_mut_slice()),
+            Buffer::Device(_) => None,
         }
+    }
+
+    /// Allocate a buffer of `len` bytes of the kind `dest` names. Device
+    /// buffers get `bounce` pinned bounce buffers of `chunk` bytes for the
+    /// staged pipeline when `bounce > 0`.
+    ///
+    /// Errors: one line when `dest` needs a GPU and none is usable.
+    pub fn for_dest(dest: Dest, gpu: Option<&Arc<Gpu>>, len: usize, bounce: usize, chunk: usize) -> Result<Buffer, String> {
+        match (dest, gpu) {
+            (Dest::Host, _) => Ok(Buffer::host(len)),
+            (Dest::Pinned, Some(g)) => Ok(Buffer::Pinned(PinnedBuffer::new(g, len)?)),
+            (Dest::Device, Some(g)) => Ok(Buffer::Device(DeviceBuffer::new(g, len, bounce, chunk)?)),
+            (d, None) => Err(format!("--dest {} needs a GPU, and none was opened", d.name())),
+        }
+    }
+}
+
+/// Where a bench puts the bytes it reads (`--dest`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dest {
+    /// Pageable host memory.
+    Host,
+    /// Page-locked host memory.
+    Pinned,
+    /// GPU device memory.
+    Device,
+}
+
+impl Dest {
+    /// The name as typed and recorded.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dest::Host => "host",
+            Dest::Pinned => "pinned",
+            Dest::Device => "device",
+        }
+    }
+}
+
+fn cuda_err(what: &str, e: cudarc::driver::DriverError) -> String {
+    format!("{what} failed: {e:?}")
+}
+
+/// One GPU's primary context. CUDA contexts are per thread: call
+/// [`Gpu::bind`] on a thread before it makes CUDA calls (the rdma workers do
+/// it once; async code does it before each batch, since tasks move between threads).
+#[derive(Debug)]
+pub struct Gpu {
+    /// `--device` ordinal.
+    pub ordinal: usize,
+    /// Device name.
+    pub name: String,
+    /// Device memory in bytes.
+    pub total_mem: u64,
+    dev: sys::CUdevice,
+    ctx: sys::CUcontext,
+}
+
+// SAFETY: a primary context may be made current on any thread; the handle is
+// only passed to cuCtxSetCurrent.
+unsafe impl Send for Gpu {}
+unsafe impl Sync for Gpu {}
+
+static ACTIVE_GPU: OnceLock<Arc<Gpu>> = OnceLock::new();
+static OPEN_GPUS: Mutex<Vec<Arc<Gpu>>> = Mutex::new(Vec::new());
+
+impl Gpu {
+    /// Open GPU `ordinal` (its primary context) and bind it to this thread.
+    /// The first GPU opened becomes the process's active GPU (see [`bind_active_gpu`]).
+    ///
+    /// Errors: one line, never a panic, when there is no driver library
+    /// (checked before cudarc's first call, which would panic), no such
+    /// device, or a driver call fails.
+    pub fn open(ordinal: usize) -> Result<Arc<Gpu>, String> {
+        if let Some(g) = OPEN_GPUS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|g| g.ordinal == ordinal) {
+            g.bind()?;
+            return Ok(g.clone());
+        }
+        let info = cuda_probe()?;
+        let Some((name, total_mem)) = info.devices.get(ordinal).cloned() else {
+            return Err(format!("--device {ordinal}: this host has {} GPU(s), numbered from 0", info.devices.len()));
+        };
+        let dev = result::device::get(ordinal as i32).map_err(|e| cuda_err("cuDeviceGet", e))?;
+        // SAFETY: dev is valid; the primary context is released in Drop.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| cuda_err("cuDevicePrimaryCtxRetain", e))?;
+        let g = Arc::new(Gpu { ordinal, name, total_mem, dev, ctx });
+        g.bind()?;
+        let _ = ACTIVE_GPU.set(g.clone());
+        OPEN_GPUS.lock().unwrap_or_else(|e| e.into_inner()).push(g.clone());
+        Ok(g)
+    }
+
+    /// Make this GPU's context current on the calling thread.
+    pub fn bind(&self) -> Result<(), String> {
+        // SAFETY: ctx is a retained primary context.
+        unsafe { result::ctx::set_current(self.ctx) }.map_err(|e| cuda_err("cuCtxSetCurrent", e))
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // SAFETY: retained in open().
+        let _ = unsafe { result::primary_ctx::release(self.dev) };
+    }
+}
+
+/// Bind the process's active GPU (if one was opened) to this thread; the rdma
+/// workers call it before their first transfer (older cuObject builds
+/// segfault in a thread with no context).
+pub fn bind_active_gpu() -> Result<(), String> {
+    match ACTIVE_GPU.get() {
+        Some(g) => g.bind(),
+        None => Ok(()),
+    }
+}
+
+/// Page-locked host memory from `cuMemHostAlloc` (flags 0: cached, not
+/// write-combined, so the CPU can also read it at full speed).
+pub struct PinnedBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+    gpu: Arc<Gpu>,
+}
+
+// SAFETY: exclusively owned, like HostBuffer.
+unsafe impl Send for PinnedBuffer {}
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    /// Allocate and touch `len` bytes.
+    pub fn new(gpu: &Arc<Gpu>, len: usize) -> Result<Self, String> {
+        gpu.bind()?;
+        // SAFETY: a size > 0; freed in Drop with cuMemFreeHost.
+        let raw = unsafe { result::malloc_host(len.max(1), 0) }.map_err(|e| cuda_err(&format!("cuMemHostAlloc({len} bytes)"), e))?;
+        let ptr = NonNull::new(raw as *mut u8).ok_or("cuMemHostAlloc returned NULL")?;
+        // SAFETY: valid for len.max(1) bytes; touching faults the pages in now.
+        unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len.max(1)) };
+        Ok(PinnedBuffer { ptr, len, gpu: gpu.clone() })
+    }
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: valid and initialised for len bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above; &mut self is exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        // SAFETY: allocated by cuMemHostAlloc in new(); no copy uses it any more
+        // (DeviceBuffer synchronises its streams before dropping its bounce buffers).
+        let _ = unsafe { result::free_host(self.ptr.as_ptr() as *mut std::ffi::c_void) };
+    }
+}
+
+impl std::fmt::Debug for PinnedBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedBuffer").field("len", &self.len).finish()
+    }
+}
+
+/// Device memory from `cuMemAlloc`, plus the staged pipeline's bounce
+/// buffers (pinned) and one copy stream per bounce buffer.
+pub struct DeviceBuffer {
+    dptr: sys::CUdeviceptr,
+    len: usize,
+    gpu: Arc<Gpu>,
+    /// Pinned bounce buffers (empty when the transport writes device memory itself).
+    pub bounce: Vec<Buffer>,
+    streams: Vec<sys::CUstream>,
+}
+
+// SAFETY: exclusively owned; CUDA handles are usable from any thread with the context bound.
+unsafe impl Send for DeviceBuffer {}
+unsafe impl Sync for DeviceBuffer {}
+
+impl DeviceBuffer {
+    /// Allocate `len` bytes on `gpu` (zeroed, so it is really backed before
+    /// any timed window) and `bounce` pinned bounce buffers of `chunk` bytes.
+    pub fn new(gpu: &Arc<Gpu>, len: usize, bounce: usize, chunk: usize) -> Result<Self, String> {
+        gpu.bind()?;
+        // SAFETY: size > 0; freed in Drop.
+        let dptr = unsafe { result::malloc_sync(len.max(1)) }.map_err(|e| {
+            cuda_err(&format!("cuMemAlloc({len} bytes) on GPU {}", gpu.ordinal), e)
+        })?;
+        let mut d = DeviceBuffer { dptr, len, gpu: gpu.clone(), bounce: Vec::new(), streams: Vec::new() };
+        // SAFETY: dptr is valid for len bytes.
+        unsafe { sys::cuMemsetD8_v2(dptr, 0, len.max(1)) }.result().map_err(|e| cuda_err("cuMemsetD8", e))?;
+        for _ in 0..bounce {
+            d.bounce.push(Buffer::Pinned(PinnedBuffer::new(gpu, chunk)?));
+            let s = result::stream::create(result::stream::StreamKind::NonBlocking).map_err(|e| cuda_err("cuStreamCreate", e))?;
+            d.streams.push(s);
+        }
+        Ok(d)
+    }
+
+    /// The device address and length.
+    pub fn device_ptr(&self) -> (u64, usize) {
+        (self.dptr as u64, self.len)
+    }
+
+    /// The GPU this lives on.
+    pub fn gpu(&self) -> &Arc<Gpu> {
+        &self.gpu
+    }
+
+    /// Enqueue a copy of `src` (bounce buffer `i`) to byte `offset` of this
+    /// buffer on bounce buffer `i`'s stream.
+    ///
+    /// Errors: offset + len beyond the buffer, or the driver's error.
+    pub fn copy_in_async(&mut self, i: usize, offset: usize, len: usize) -> Result<(), String> {
+        if offset + len > self.len {
+            return Err(format!("copy of {len} bytes at {offset} overruns the {} byte device buffer", self.len));
+        }
+        self.gpu.bind()?;
+        let src = self.bounce[i].as_host().expect("bounce buffers are pinned");
+        // SAFETY: dst range checked above; src is pinned and is not written
+        // again before wait(i) (the staged pipeline's contract).
+        unsafe { result::memcpy_htod_async(self.dptr + offset as u64, &src[..len], self.streams[i]) }
+            .map_err(|e| cuda_err("cuMemcpyHtoDAsync", e))
+    }
+
+    /// Wait for bounce buffer `i`'s copies.
+    pub fn wait(&self, i: usize) -> Result<(), String> {
+        self.gpu.bind()?;
+        // SAFETY: a stream created in new().
+        unsafe { result::stream::synchronize(self.streams[i]) }.map_err(|e| cuda_err("cuStreamSynchronize", e))
+    }
+
+    /// Copy `len` bytes at `offset` back to the host (verification, tests).
+    pub fn read_back(&self, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+        if offset + dst.len() > self.len {
+            return Err("read_back beyond the buffer".into());
+        }
+        self.gpu.bind()?;
+        for i in 0..self.streams.len() {
+            self.wait(i)?;
+        }
+        // SAFETY: range checked; synchronous copy.
+        unsafe { result::memcpy_dtoh_sync(dst, self.dptr + offset as u64) }.map_err(|e| cuda_err("cuMemcpyDtoH", e))
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        let _ = self.gpu.bind();
+        for (i, s) in self.streams.iter().enumerate() {
+            let _ = self.wait(i);
+            // SAFETY: created in new(), idle after the wait.
+            let _ = unsafe { result::stream::destroy(*s) };
+        }
+        self.bounce.clear();
+        // SAFETY: allocated in new(); no copy is in flight.
+        let _ = unsafe { result::free_sync(self.dptr) };
+    }
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer").field("len", &self.len).field("bounce", &self.bounce.len()).finish()
     }
 }
 

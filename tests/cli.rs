@@ -211,6 +211,7 @@ fn usage_errors_exit_2() {
     assert_fails(&s3rdma(&with(&["--metrics-token", ""]), tmp.path()), 2, "--metrics-token", &res);
     assert_fails(&s3rdma(&with(&["--part-size", "1"]), tmp.path()), 2, "64KiB minimum", &res);
     assert_fails(&s3rdma(&["fetch", "--duration", "0s"], tmp.path()), 2, "above zero", &res);
+    assert_fails(&s3rdma(&["fetch", "--bounce-buffers", "3"], tmp.path()), 2, "even number", &res);
     assert_fails(&s3rdma(&["fetch", "--sizes", "1TiB", "--concurrency", "64"], tmp.path()), 2, "lower --sizes", &res);
     for sub in ["ckpt", "tokens", "weights", "train", "report"] {
         assert_fails(&s3rdma(&[sub, "--anything"], tmp.path()), 2, "not implemented yet", &res);
@@ -525,4 +526,19 @@ fn rdma_library_load_errors_are_clear() {
     assert_fails(&o, 2, "lacks miniocpp_get_object: was it built with -DMINIO_CPP_ENABLE_RDMA=ON?", &res);
     let lacks = stderr(&o).lines().filter(|l| l.contains("lacks miniocpp_")).count();
     assert_eq!(lacks, 8, "{}", stderr(&o));
+}
+
+#[test]
+fn device_destinations_need_a_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    if s3rdma::mem::cuda_probe().is_ok() {
+        println!("SKIP device_destinations_need_a_gpu: this host has a GPU (the device run covers --dest device)");
+        return;
+    }
+    for dest in ["device", "pinned"] {
+        let o = s3rdma(&["fetch", "--dest", dest, "--sizes", "1MiB", "--iters", "1"], tmp.path());
+        assert_fails(&o, 1, &format!("--dest {dest}: no CUDA driver library"), &tmp.path().join("results"));
+        assert!(stderr(&o).contains("use --dest host"), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
 }

@@ -20,7 +20,7 @@ use serde_json::json;
 use super::{Latency, Spread};
 use crate::cli::FetchArgs;
 use crate::error::{Error, Result, StoreError};
-use crate::mem::Buffer;
+use crate::mem::{Buffer, Dest, Gpu};
 use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::rdma::CallCounts;
@@ -243,7 +243,9 @@ async fn run_streams(
                     // Streams start on different objects and walk them round-robin.
                     let key = &keys[(s + i as usize * n) % keys.len()];
                     let t = Instant::now();
-                    match store.get_into(key, None, &mut buf).await {
+                    // Device reads name the range so the staged pipeline needs no HEAD.
+                    let range = matches!(buf, Buffer::Device(_)).then(|| 0..expect);
+                    match store::read_into(store.as_ref(), key, range, &mut buf).await {
                         Ok(tr) if tr.bytes != expect => {
                             failed.store(true, Ordering::Relaxed);
                             result = Err(StoreError::ShortBody {
@@ -351,9 +353,14 @@ async fn run_cell(
     streams: u32,
     args: &FetchArgs,
     witness: &Witness,
+    gpu: Option<&Arc<Gpu>>,
 ) -> Result<CellResult> {
     // Buffers are allocated (and their pages touched) before any timed window.
-    let mut buffers: Vec<Buffer> = (0..streams).map(|_| Buffer::host(size as usize)).collect();
+    let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
+    let mut buffers: Vec<Buffer> = (0..streams)
+        .map(|_| Buffer::for_dest(args.mem.dest, gpu, size as usize, bounce, args.mem.stage_chunk as usize))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest.name())))?;
     let counter = Arc::new(AtomicU64::new(0));
     let pb = progress_bar();
     let mut repeats = Vec::new();
@@ -475,6 +482,11 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let mut args = args;
     dedup(&mut args.sizes);
     dedup(&mut args.concurrency);
+    // The GPU is opened before the store, so rdma workers can bind its context.
+    let gpu = match args.mem.dest {
+        Dest::Host => None,
+        d => Some(Gpu::open(args.mem.device).map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name())))?),
+    };
     let mut store_args = args.store.clone();
     // One RDMA worker (and client) per stream of the widest cell.
     store_args.rdma_threads = store_args.rdma_threads.or(args.concurrency.iter().max().copied());
@@ -499,7 +511,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let mut cells = Vec::new();
     for (size, keys) in &key_sets {
         for &c in &args.concurrency {
-            cells.push(run_cell(&store, keys, *size, c, &args, &witness).await?);
+            cells.push(run_cell(&store, keys, *size, c, &args, &witness, gpu.as_ref()).await?);
         }
     }
     let cell_labels: Vec<String> =
@@ -524,7 +536,15 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         tag: args.output.tag.clone(),
         tool: ToolInfo::current(),
         host: HostInfo::collect(),
-        environment: json!({"store": store.describe(), "dest": "host", "witness": witness.describe(), "warnings": warnings}),
+        environment: json!({
+            "store": store.describe(), "dest": args.mem.dest, "witness": witness.describe(), "warnings": warnings,
+            "gpu": gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name, "memory_bytes": g.total_mem})),
+            "device_path": match (args.mem.dest, store.writes_device()) {
+                (Dest::Device, true) => json!({"mode": "direct"}),
+                (Dest::Device, false) => json!({"mode": "staged", "bounce_buffers": args.mem.bounce_buffers, "chunk_bytes": args.mem.stage_chunk}),
+                _ => serde_json::Value::Null,
+            },
+        }),
         params: json!({
             "sizes_bytes": args.sizes, "concurrency": args.concurrency, "objects": args.objects,
             "prefix": args.prefix, "bucket": args.store.bucket,
@@ -539,7 +559,14 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     if args.output.json {
         println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
     } else {
-        println!("fetch over {} ({}), bucket '{}'", store.backend().name(), store.location(), store.bucket());
+        println!(
+            "fetch over {} ({}), bucket '{}', into {} memory{}",
+            store.backend().name(),
+            store.location(),
+            store.bucket(),
+            args.mem.dest.name(),
+            gpu.as_ref().map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default()
+        );
         if store.backend() == crate::cli::Backend::Local && !args.store.direct {
             println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
         }

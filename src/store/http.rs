@@ -370,7 +370,7 @@ impl ObjectStore for HttpStore {
         if first.content_length.is_some_and(|n| n as u64 != first_len as u64) {
             return Err(self.short(key, first.content_length.unwrap_or(0).max(0) as u64, first_len as u64));
         }
-        let buf = &mut dst.as_host_mut().expect("host buffer")[..len as usize];
+        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[..len as usize];
         let (head, rest) = buf.split_at_mut(first_len);
         let part = self.part_size as usize;
         let rest_start = full.start + first_len as u64;
@@ -390,7 +390,7 @@ impl ObjectStore for HttpStore {
 
     async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError> {
         check_key(key)?;
-        let data = src.as_host().expect("host buffer");
+        let data = src.as_host().ok_or_else(|| StoreError::Config("PUT from device memory is not supported on this backend yet: use a host or pinned source".into()))?;
         let part = self.part_size.max(MIN_MULTIPART_PART) as usize;
         if data.len() > part {
             self.put_multipart(key, data, part).await?;

@@ -93,7 +93,7 @@ impl LocalStore {
                 self.io("cannot open", key, e)
             }
         })?;
-        let buf = dst.as_host_mut_padded().expect("host buffer");
+        let buf = dst.as_host_mut_padded().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?;
         let want = if direct { len.div_ceil(HOST_ALIGN) * HOST_ALIGN } else { len };
         let mut done = 0usize;
         while done < len {
@@ -193,7 +193,7 @@ impl ObjectStore for LocalStore {
     async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError> {
         let path = self.path(key)?;
         self.bucket_exists()?;
-        let data = src.as_host().expect("host buffer");
+        let data = src.as_host().ok_or_else(|| StoreError::Config("PUT from device memory is not supported on this backend yet: use a host or pinned source".into()))?;
         blocking(|| self.write_atomic(key, &path, data))?;
         Ok(Transfer { bytes: data.len() as u64, path: TransferPath::Local, first_byte: None })
     }

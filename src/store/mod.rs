@@ -114,6 +114,85 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn call_counts(&self) -> Option<rdma::CallCounts> {
         None
     }
+    /// True when `get_into` can write device memory itself (GPU-Direct);
+    /// otherwise [`read_into`] stages device reads through pinned bounce buffers.
+    fn writes_device(&self) -> bool {
+        false
+    }
+}
+
+/// Read into any kind of buffer: straight through `get_into` for host and
+/// pinned memory and for backends that write device memory themselves; for
+/// device memory on other backends, through the staged pipeline
+/// ([`staged_read`]). Benches call this, not `get_into`.
+pub async fn read_into(store: &dyn ObjectStore, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+    match dst {
+        Buffer::Device(d) if !store.writes_device() => staged_read(store, key, range, d).await,
+        _ => store.get_into(key, range, dst).await,
+    }
+}
+
+/// Split `range` into consecutive chunks of at most `chunk` bytes.
+pub fn chunks(range: Range<u64>, chunk: u64) -> Vec<Range<u64>> {
+    let mut out = Vec::new();
+    let mut off = range.start;
+    while off < range.end {
+        let end = (off + chunk.max(1)).min(range.end);
+        out.push(off..end);
+        off = end;
+    }
+    out
+}
+
+/// The staged pipeline: the object is read in bounce-buffer-sized ranged
+/// reads, half of the bounce buffers filling while the other half's
+/// host-to-device copies run on their own streams, so transport reads and
+/// PCIe copies overlap. A bounce buffer is refilled only after its stream has
+/// finished the previous copy out of it.
+pub async fn staged_read(store: &dyn ObjectStore, key: &str, range: Option<Range<u64>>, dst: &mut crate::mem::DeviceBuffer) -> Result<Transfer, StoreError> {
+    let cuda = |e: String| StoreError::Other { op: "GET", key: key.into(), location: store.location(), detail: e };
+    let range = match range {
+        Some(r) => r,
+        None => 0..store.head(key).await?.size,
+    };
+    let len = range.end - range.start;
+    if len > dst.device_ptr().1 as u64 {
+        return Err(StoreError::BufferTooSmall { key: key.into(), needed: len, capacity: dst.device_ptr().1 as u64 });
+    }
+    let n = dst.bounce.len();
+    if n < 2 {
+        return Err(StoreError::Config("staged device reads need at least 2 bounce buffers (--bounce-buffers)".into()));
+    }
+    let chunk = dst.bounce[0].len() as u64;
+    let half = n / 2;
+    let plan = chunks(range.clone(), chunk);
+    let path = match store.backend() {
+        Backend::Local => TransferPath::Local,
+        _ => TransferPath::HttpStaged,
+    };
+    let t0 = std::time::Instant::now();
+    let mut first_byte = None;
+    for (g, group) in plan.chunks(half).enumerate() {
+        let set = (g % 2) * half;
+        for i in set..set + group.len() {
+            dst.wait(i).map_err(cuda)?;
+        }
+        let reads = dst.bounce[set..set + group.len()]
+            .iter_mut()
+            .zip(group)
+            .map(|(b, r)| store.get_into(key, Some(r.clone()), b));
+        let done = futures::future::try_join_all(reads).await?;
+        if first_byte.is_none() {
+            first_byte = done.iter().filter_map(|t| t.first_byte).min().or(Some(t0.elapsed()));
+        }
+        for (j, r) in group.iter().enumerate() {
+            dst.copy_in_async(set + j, (r.start - range.start) as usize, (r.end - r.start) as usize).map_err(cuda)?;
+        }
+    }
+    for i in 0..n {
+        dst.wait(i).map_err(cuda)?;
+    }
+    Ok(Transfer { bytes: len, path, first_byte })
 }
 
 /// Open the store `args` names, bound to `args.bucket`. Nothing is sent over
@@ -196,6 +275,13 @@ pub fn check_capacity(key: &str, needed: u64, dst: &Buffer) -> Result<(), StoreE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunk_plan_covers_the_range_exactly() {
+        assert_eq!(chunks(10..35, 10), vec![10..20, 20..30, 30..35]);
+        assert_eq!(chunks(0..8, 8), vec![0..8]);
+        assert!(chunks(5..5, 4).is_empty());
+    }
 
     #[test]
     fn keys_are_checked() {

@@ -161,6 +161,12 @@ struct ClientArgs {
 }
 
 fn worker(lib: Lib, args: Arc<ClientArgs>, bucket: CString, jobs: Arc<Mutex<Receiver<Job>>>, ready: Sender<Result<(), String>>) {
+    // cuFile needs a bound CUDA context in each thread (seeds/000: a fresh
+    // thread segfaults without one); a no-op when no GPU is in use.
+    if let Err(e) = crate::mem::bind_active_gpu() {
+        let _ = ready.send(Err(format!("cannot bind the CUDA context in an RDMA worker: {e}")));
+        return;
+    }
     // SAFETY: all strings are valid NUL-terminated C strings for the call.
     let client = unsafe {
         (lib.client_new)(
@@ -362,12 +368,14 @@ impl RdmaStore {
     /// into consecutive slices of `dst` (never two transfers into one buffer at once).
     async fn read_windows(&self, key: &str, range: Range<u64>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
         let kc = self.key_c(key)?;
-        let buf = dst.as_host_mut().expect("host buffer");
+        // An address, not a pointer, across the awaits (raw pointers are not Send).
+        let base = data_ptr(dst) as usize;
         let mut off = range.start;
         while off < range.end {
             let n = (range.end - off).min(self.window) as usize;
-            let slot = &mut buf[(off - range.start) as usize..][..n];
-            let (rc, err) = self.call(Op::Get { key: kc.clone(), offset: Some(off), ptr: slot.as_mut_ptr(), len: n }).await?;
+            // Within dst: the callers checked its capacity.
+            let op = Op::Get { key: kc.clone(), offset: Some(off), ptr: (base + (off - range.start) as usize) as *mut u8, len: n };
+            let (rc, err) = self.call(op).await?;
             if rc != n as isize {
                 // A range past the end, a missing object: the same errors as every backend.
                 let e = self.explain(key, Some(off..off + n as u64), n as u64, rc, err).await;
@@ -384,11 +392,11 @@ impl RdmaStore {
     /// One whole-object GET into the first `len` bytes of `dst`; a decline (-2)
     /// is redone over HTTP and says so in its path.
     async fn get_whole(&self, key: &str, kc: CString, len: usize, dst: &mut Buffer) -> Result<Transfer, StoreError> {
-        let ptr = dst.as_host_mut().expect("host buffer").as_mut_ptr();
+        let ptr = data_ptr(dst);
         let (rc, err) = self.call(Op::Get { key: kc, offset: None, ptr, len }).await?;
         match rc {
             n if n >= 0 => Ok(Transfer { bytes: n as u64, path: TransferPath::Rdma, first_byte: None }),
-            -2 => self.http.get_into(key, None, dst).await,
+            -2 => super::read_into(&self.http, key, None, dst).await,
             _ => Err(self.explain(key, None, len as u64, rc, err).await),
         }
     }
@@ -396,6 +404,14 @@ impl RdmaStore {
     /// Figures of the C ABI's return codes so far.
     pub fn counts(&self) -> CallCounts {
         self.counters.snapshot()
+    }
+}
+
+/// Where the library writes: host bytes or the device address (GPU-Direct).
+fn data_ptr(dst: &mut Buffer) -> *mut u8 {
+    match dst {
+        Buffer::Device(d) => d.device_ptr().0 as *mut u8,
+        other => other.as_host_mut().expect("host or pinned buffer").as_mut_ptr(),
     }
 }
 
@@ -445,6 +461,10 @@ impl ObjectStore for RdmaStore {
     fn call_counts(&self) -> Option<CallCounts> {
         Some(self.counts())
     }
+    fn writes_device(&self) -> bool {
+        // GPU-Direct: the library takes device pointers itself.
+        true
+    }
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
         self.http.ensure_bucket(create).await
@@ -467,7 +487,7 @@ impl ObjectStore for RdmaStore {
                 } else if self.use_range {
                     self.read_windows(key, 0..size, dst).await
                 } else {
-                    self.http.get_into(key, None, dst).await
+                    super::read_into(&self.http, key, None, dst).await
                 }
             }
             Some(r) => {
@@ -476,21 +496,25 @@ impl ObjectStore for RdmaStore {
                     return Err(StoreError::BadRange { key: key.into(), range: r, size });
                 }
                 check_capacity(key, r.end - r.start, dst)?;
-                if self.use_range { self.read_windows(key, r, dst).await } else { self.http.get_into(key, Some(r), dst).await }
+                if self.use_range { self.read_windows(key, r, dst).await } else { super::read_into(&self.http, key, Some(r), dst).await }
             }
         }
     }
 
     async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError> {
         let kc = self.key_c(key)?;
-        let data = src.as_host().expect("host buffer");
-        if data.len() as u64 > self.max_transfer {
+        let len = src.len();
+        if len as u64 > self.max_transfer {
             // One descriptor cannot carry it; older builds segfault trying (seeds/000).
             return self.http.put_from(key, src).await;
         }
-        let (rc, err) = self.call(Op::Put { key: kc, ptr: data.as_ptr(), len: data.len() }).await?;
+        let ptr = match src {
+            Buffer::Device(d) => d.device_ptr().0 as *const u8,
+            other => other.as_host().expect("host or pinned buffer").as_ptr(),
+        };
+        let (rc, err) = self.call(Op::Put { key: kc, ptr, len }).await?;
         match rc {
-            n if n >= 0 => Ok(Transfer { bytes: data.len() as u64, path: TransferPath::Rdma, first_byte: None }),
+            n if n >= 0 => Ok(Transfer { bytes: len as u64, path: TransferPath::Rdma, first_byte: None }),
             -2 => self.http.put_from(key, src).await,
             _ => {
                 let code = if rc == -3 { "invalid argument (-3)" } else { "failed (-1)" };

@@ -13,7 +13,9 @@
 //!   build without PR #258 would refuse (s3rdma's `--rdma-no-range` is the
 //!   binding-side switch).
 //!
-//! Device memory is not handled yet: the caller's pointer must be host memory.
+//! Device pointers (the caller's CUDA context bound on the calling thread)
+//! are served through a host copy and `cuMemcpyHtoD`/`DtoH`, so the double
+//! also runs with `--dest device` on a GPU machine.
 
 #![allow(clippy::missing_safety_doc)]
 
@@ -62,6 +64,40 @@ fn injected(size: usize) -> Option<isize> {
         return Some(-1);
     }
     None
+}
+
+/// True when `p` is CUDA device memory (false without a driver or for host memory).
+fn is_device_ptr(p: *const c_void) -> bool {
+    use cudarc::driver::sys;
+    // SAFETY: only probes for the library.
+    if p.is_null() || !unsafe { sys::is_culib_present() } {
+        return false;
+    }
+    let mut t: std::ffi::c_uint = 0;
+    // SAFETY: t is a valid out-pointer for this attribute; an unknown pointer yields an error code.
+    let r = unsafe {
+        sys::cuPointerGetAttribute(
+            &mut t as *mut _ as *mut c_void,
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+            p as sys::CUdeviceptr,
+        )
+    };
+    r == sys::CUresult::CUDA_SUCCESS && t == sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as std::ffi::c_uint
+}
+
+/// Run `read` into the caller's buffer, through a host copy when it is device memory.
+fn into_caller(buf: *mut c_void, size: usize, read: impl FnOnce(&mut [u8]) -> Result<usize, String>) -> Result<usize, String> {
+    if is_device_ptr(buf) {
+        let mut host = vec![0u8; size];
+        let n = read(&mut host)?;
+        // SAFETY: buf is device memory of at least size bytes (the caller's contract).
+        unsafe { cudarc::driver::result::memcpy_htod_sync(buf as cudarc::driver::sys::CUdeviceptr, &host[..n]) }
+            .map_err(|e| format!("cuMemcpyHtoD: {e:?}"))?;
+        Ok(n)
+    } else {
+        // SAFETY: host memory of size bytes (the caller's contract).
+        read(unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size) })
+    }
 }
 
 fn guard(f: impl FnOnce() -> isize) -> isize {
@@ -146,8 +182,7 @@ pub unsafe extern "C" fn miniocpp_get_object(
         if let Some(code) = injected(size) {
             return code;
         }
-        let dst = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size) };
-        match rt().block_on(get(c, b, k, None, dst)) {
+        match into_caller(buf, size, |dst| rt().block_on(get(c, b, k, None, dst))) {
             Ok(n) => n as isize,
             Err(e) => {
                 set_error(e);
@@ -182,9 +217,8 @@ pub unsafe extern "C" fn miniocpp_get_object_range(
         if let Some(code) = injected(size) {
             return code;
         }
-        let dst = unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, size) };
         let range = format!("bytes={offset}-{}", offset + size as u64 - 1);
-        match rt().block_on(get(c, b, k, Some(range), dst)) {
+        match into_caller(buf, size, |dst| rt().block_on(get(c, b, k, Some(range), dst))) {
             Ok(n) => n as isize,
             Err(e) => {
                 set_error(e);
@@ -218,8 +252,21 @@ pub unsafe extern "C" fn miniocpp_put_object(
         if let Some(code) = injected(size) {
             return code;
         }
-        let data = if size == 0 { &[][..] } else { unsafe { std::slice::from_raw_parts(buf as *const u8, size) } };
-        let body = aws_sdk_s3::primitives::ByteStream::from(bytes::Bytes::copy_from_slice(data));
+        let body = if size == 0 {
+            bytes::Bytes::new()
+        } else if is_device_ptr(buf) {
+            let mut host = vec![0u8; size];
+            // SAFETY: buf is device memory of size bytes (the caller's contract).
+            if let Err(e) = unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut host, buf as cudarc::driver::sys::CUdeviceptr) } {
+                set_error(format!("cuMemcpyDtoH: {e:?}"));
+                return -1;
+            }
+            bytes::Bytes::from(host)
+        } else {
+            // SAFETY: host memory of size bytes (the caller's contract).
+            bytes::Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(buf as *const u8, size) })
+        };
+        let body = aws_sdk_s3::primitives::ByteStream::from(body);
         match rt().block_on(c.s3.put_object().bucket(b).key(k).body(body).send()) {
             Ok(out) => {
                 for (dst, val) in [(etag_out, out.e_tag().unwrap_or("")), (checksum_out, "")] {
