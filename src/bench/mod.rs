@@ -3,6 +3,7 @@
 
 pub mod fetch;
 pub mod verify;
+pub mod weights;
 
 use serde::Serialize;
 use std::time::Duration;

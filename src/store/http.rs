@@ -325,7 +325,7 @@ impl ObjectStore for HttpStore {
         Ok(ObjectMeta { key: key.into(), size: out.content_length.unwrap_or(0).max(0) as u64 })
     }
 
-    async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         check_key(key)?;
         if let Some(r) = &range
             && r.start >= r.end
@@ -365,12 +365,12 @@ impl ObjectStore for HttpStore {
         })?;
         let full = resolve_range(key, range, total)?;
         let len = full.end - full.start;
-        check_capacity(key, len, dst)?;
+        check_capacity(key, len, at, dst)?;
         let first_len = (first_end.min(full.end) - full.start) as usize;
         if first.content_length.is_some_and(|n| n as u64 != first_len as u64) {
             return Err(self.short(key, first.content_length.unwrap_or(0).max(0) as u64, first_len as u64));
         }
-        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[..len as usize];
+        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..at + len as usize];
         let (head, rest) = buf.split_at_mut(first_len);
         let part = self.part_size as usize;
         let rest_start = full.start + first_len as u64;

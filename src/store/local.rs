@@ -75,9 +75,9 @@ impl LocalStore {
     /// Read `range` of `path` into `dst` with pread, O_DIRECT when asked and the
     /// offset is page-aligned (the padded tail of the buffer takes the last
     /// partial block; the file's end shortens the read).
-    fn read_range(&self, key: &str, path: &Path, range: Range<u64>, dst: &mut Buffer) -> Result<u64, StoreError> {
+    fn read_range(&self, key: &str, path: &Path, range: Range<u64>, dst: &mut Buffer, at: usize) -> Result<u64, StoreError> {
         let len = (range.end - range.start) as usize;
-        let direct = self.direct && range.start % HOST_ALIGN as u64 == 0;
+        let direct = self.direct && range.start % HOST_ALIGN as u64 == 0 && at % HOST_ALIGN == 0;
         let mut opts = OpenOptions::new();
         opts.read(true);
         if direct {
@@ -93,8 +93,9 @@ impl LocalStore {
                 self.io("cannot open", key, e)
             }
         })?;
-        let buf = dst.as_host_mut_padded().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?;
-        let want = if direct { len.div_ceil(HOST_ALIGN) * HOST_ALIGN } else { len };
+        let buf = &mut dst.as_host_mut_padded().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..];
+        // O_DIRECT reads whole blocks; the tail block may run into the padding.
+        let want = if direct { (len.div_ceil(HOST_ALIGN) * HOST_ALIGN).min(buf.len()) } else { len };
         let mut done = 0usize;
         while done < len {
             let n = (want - done).min(IO_BLOCK);
@@ -181,12 +182,12 @@ impl ObjectStore for LocalStore {
         Ok(ObjectMeta { key: key.into(), size: md.len() })
     }
 
-    async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         let size = self.head(key).await?.size;
         let range = resolve_range(key, range, size)?;
-        check_capacity(key, range.end - range.start, dst)?;
+        check_capacity(key, range.end - range.start, at, dst)?;
         let path = self.path(key)?;
-        let bytes = if range.is_empty() { 0 } else { blocking(|| self.read_range(key, &path, range, dst))? };
+        let bytes = if range.is_empty() { 0 } else { blocking(|| self.read_range(key, &path, range, dst, at))? };
         Ok(Transfer { bytes, path: TransferPath::Local, first_byte: None })
     }
 

@@ -93,10 +93,16 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Size of one object.
     async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError>;
     /// Read the object, or `range` of it (end exclusive, non-empty, within the
-    /// object), into `dst[0..n]`, where `n` is the number of bytes read.
-    /// `dst` must be at least `n` bytes long ([`StoreError::BufferTooSmall`] otherwise).
-    async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer)
+    /// object), into `dst[at..at + n]`, where `n` is the number of bytes read.
+    /// `dst` must hold `at + n` bytes ([`StoreError::BufferTooSmall`] otherwise).
+    /// Host and pinned buffers on every backend; device buffers only where
+    /// [`ObjectStore::writes_device`] (others go through [`read_into_at`]).
+    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize)
     -> Result<Transfer, StoreError>;
+    /// [`ObjectStore::get_into_at`] at offset 0.
+    async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+        self.get_into_at(key, range, dst, 0).await
+    }
     /// Write all of `src` as the object `key`, replacing any object of that key.
     /// Readers never see a partly written object.
     async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError>;
@@ -126,9 +132,20 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
 /// device memory on other backends, through the staged pipeline
 /// ([`staged_read`]). Benches call this, not `get_into`.
 pub async fn read_into(store: &dyn ObjectStore, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+    read_into_at(store, key, range, dst, 0).await
+}
+
+/// [`read_into`] into `dst[at..]`.
+pub async fn read_into_at(
+    store: &dyn ObjectStore,
+    key: &str,
+    range: Option<Range<u64>>,
+    dst: &mut Buffer,
+    at: usize,
+) -> Result<Transfer, StoreError> {
     match dst {
-        Buffer::Device(d) if !store.writes_device() => staged_read(store, key, range, d).await,
-        _ => store.get_into(key, range, dst).await,
+        Buffer::Device(d) if !store.writes_device() => staged_read(store, key, range, d, at).await,
+        _ => store.get_into_at(key, range, dst, at).await,
     }
 }
 
@@ -149,15 +166,21 @@ pub fn chunks(range: Range<u64>, chunk: u64) -> Vec<Range<u64>> {
 /// host-to-device copies run on their own streams, so transport reads and
 /// PCIe copies overlap. A bounce buffer is refilled only after its stream has
 /// finished the previous copy out of it.
-pub async fn staged_read(store: &dyn ObjectStore, key: &str, range: Option<Range<u64>>, dst: &mut crate::mem::DeviceBuffer) -> Result<Transfer, StoreError> {
+pub async fn staged_read(
+    store: &dyn ObjectStore,
+    key: &str,
+    range: Option<Range<u64>>,
+    dst: &mut crate::mem::DeviceBuffer,
+    at: usize,
+) -> Result<Transfer, StoreError> {
     let cuda = |e: String| StoreError::Other { op: "GET", key: key.into(), location: store.location(), detail: e };
     let range = match range {
         Some(r) => r,
         None => 0..store.head(key).await?.size,
     };
     let len = range.end - range.start;
-    if len > dst.device_ptr().1 as u64 {
-        return Err(StoreError::BufferTooSmall { key: key.into(), needed: len, capacity: dst.device_ptr().1 as u64 });
+    if len + at as u64 > dst.device_ptr().1 as u64 {
+        return Err(StoreError::BufferTooSmall { key: key.into(), needed: len + at as u64, capacity: dst.device_ptr().1 as u64 });
     }
     let n = dst.bounce.len();
     if n < 2 {
@@ -186,7 +209,7 @@ pub async fn staged_read(store: &dyn ObjectStore, key: &str, range: Option<Range
             first_byte = done.iter().filter_map(|t| t.first_byte).min().or(Some(t0.elapsed()));
         }
         for (j, r) in group.iter().enumerate() {
-            dst.copy_in_async(set + j, (r.start - range.start) as usize, (r.end - r.start) as usize).map_err(cuda)?;
+            dst.copy_in_async(set + j, at + (r.start - range.start) as usize, (r.end - r.start) as usize).map_err(cuda)?;
         }
     }
     for i in 0..n {
@@ -264,8 +287,9 @@ pub fn resolve_range(key: &str, range: Option<Range<u64>>, size: u64) -> Result<
     }
 }
 
-/// Check `dst` can take `needed` bytes.
-pub fn check_capacity(key: &str, needed: u64, dst: &Buffer) -> Result<(), StoreError> {
+/// Check `dst` can take `len` bytes at offset `at`.
+pub fn check_capacity(key: &str, len: u64, at: usize, dst: &Buffer) -> Result<(), StoreError> {
+    let needed = len + at as u64;
     if needed > dst.len() as u64 {
         return Err(StoreError::BufferTooSmall { key: key.to_string(), needed, capacity: dst.len() as u64 });
     }

@@ -366,10 +366,10 @@ impl RdmaStore {
 
     /// Read `range` in windows of at most `--window` bytes, one after another
     /// into consecutive slices of `dst` (never two transfers into one buffer at once).
-    async fn read_windows(&self, key: &str, range: Range<u64>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+    async fn read_windows(&self, key: &str, range: Range<u64>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         let kc = self.key_c(key)?;
         // An address, not a pointer, across the awaits (raw pointers are not Send).
-        let base = data_ptr(dst) as usize;
+        let base = data_ptr(dst) as usize + at;
         let mut off = range.start;
         while off < range.end {
             let n = (range.end - off).min(self.window) as usize;
@@ -391,12 +391,13 @@ impl RdmaStore {
 
     /// One whole-object GET into the first `len` bytes of `dst`; a decline (-2)
     /// is redone over HTTP and says so in its path.
-    async fn get_whole(&self, key: &str, kc: CString, len: usize, dst: &mut Buffer) -> Result<Transfer, StoreError> {
-        let ptr = data_ptr(dst);
+    async fn get_whole(&self, key: &str, kc: CString, len: usize, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
+        // SAFETY: at + len is within dst (checked by the caller).
+        let ptr = unsafe { data_ptr(dst).add(at) };
         let (rc, err) = self.call(Op::Get { key: kc, offset: None, ptr, len }).await?;
         match rc {
             n if n >= 0 => Ok(Transfer { bytes: n as u64, path: TransferPath::Rdma, first_byte: None }),
-            -2 => super::read_into(&self.http, key, None, dst).await,
+            -2 => super::read_into_at(&self.http, key, None, dst, at).await,
             _ => Err(self.explain(key, None, len as u64, rc, err).await),
         }
     }
@@ -473,21 +474,21 @@ impl ObjectStore for RdmaStore {
         self.http.head(key).await
     }
 
-    async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
+    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         let kc = self.key_c(key)?;
-        let cap = dst.len() as u64;
+        let room = (dst.len() as u64).saturating_sub(at as u64);
         match range {
-            None if cap <= self.max_transfer => self.get_whole(key, kc, cap as usize, dst).await,
+            None if room <= self.max_transfer => self.get_whole(key, kc, room as usize, dst, at).await,
             None => {
                 // The buffer could hold more than one transfer: the size decides.
                 let size = self.http.head(key).await?.size;
-                check_capacity(key, size, dst)?;
+                check_capacity(key, size, at, dst)?;
                 if size <= self.max_transfer {
-                    self.get_whole(key, kc, size as usize, dst).await
+                    self.get_whole(key, kc, size as usize, dst, at).await
                 } else if self.use_range {
-                    self.read_windows(key, 0..size, dst).await
+                    self.read_windows(key, 0..size, dst, at).await
                 } else {
-                    super::read_into(&self.http, key, None, dst).await
+                    super::read_into_at(&self.http, key, None, dst, at).await
                 }
             }
             Some(r) => {
@@ -495,8 +496,12 @@ impl ObjectStore for RdmaStore {
                     let size = self.http.head(key).await?.size;
                     return Err(StoreError::BadRange { key: key.into(), range: r, size });
                 }
-                check_capacity(key, r.end - r.start, dst)?;
-                if self.use_range { self.read_windows(key, r, dst).await } else { super::read_into(&self.http, key, Some(r), dst).await }
+                check_capacity(key, r.end - r.start, at, dst)?;
+                if self.use_range {
+                    self.read_windows(key, r, dst, at).await
+                } else {
+                    super::read_into_at(&self.http, key, Some(r), dst, at).await
+                }
             }
         }
     }

@@ -1,0 +1,3 @@
+//! On-store layouts and their manifests (DESIGN.md, "On-store formats").
+
+pub mod weights;

@@ -1,0 +1,281 @@
+//! Hugging Face safetensors as published: one `model.safetensors`, or shards
+//! `model-00001-of-0000N.safetensors` plus `model.safetensors.index.json`
+//! (`{"metadata": {"total_size"}, "weight_map": {tensor: shard file}}`).
+//!
+//! A safetensors file is an 8-byte little-endian header length `n`, `n` bytes
+//! of JSON header (`{name: {dtype, shape, data_offsets: [begin, end]}}`,
+//! offsets relative to the data blob), then the data blob
+//! (huggingface/safetensors, README "Format"). Headers are parsed with the
+//! `safetensors` crate.
+
+use std::collections::BTreeMap;
+
+use rand::{RngCore, SeedableRng, rngs::SmallRng};
+use safetensors::tensor::{Dtype, Metadata, TensorView};
+use serde::Serialize;
+
+use crate::error::{Error, Result, StoreError};
+use crate::mem::Buffer;
+use crate::store::ObjectStore;
+
+/// The index file name Hugging Face uses for sharded checkpoints.
+pub const INDEX: &str = "model.safetensors.index.json";
+/// The single-file name.
+pub const SINGLE: &str = "model.safetensors";
+/// Hugging Face's default `max_shard_size="5GB"`: decimal, so a full shard is
+/// above cuObject's 4 GiB limit (seeds/000, B8).
+pub const HF_SHARD_BYTES: u64 = 5_000_000_000;
+/// Largest header accepted (the crate's own limit is 100 MB).
+const MAX_HEADER: u64 = 100_000_000;
+
+/// One tensor as a view into its shard's data blob: no copy, no allocation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TensorEntry {
+    pub name: String,
+    /// safetensors dtype name, e.g. "BF16".
+    pub dtype: String,
+    pub shape: Vec<usize>,
+    /// Byte offset in the shard's data blob (= in its device buffer).
+    pub offset: u64,
+    pub nbytes: u64,
+}
+
+/// One shard object.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShardLayout {
+    pub key: String,
+    pub object_bytes: u64,
+    /// 8 + header length: where the data blob starts in the object.
+    pub data_start: u64,
+    /// Sorted by offset.
+    pub tensors: Vec<TensorEntry>,
+}
+
+impl ShardLayout {
+    /// Bytes of the data blob.
+    pub fn data_bytes(&self) -> u64 {
+        self.object_bytes - self.data_start
+    }
+}
+
+fn key_in(prefix: &str, name: &str) -> String {
+    let p = prefix.trim_matches('/');
+    if p.is_empty() { name.to_string() } else { format!("{p}/{name}") }
+}
+
+fn bad(key: &str, why: impl std::fmt::Display) -> Error {
+    Error::Runtime(format!("'{key}' is not a valid safetensors file: {why}"))
+}
+
+/// Parse one shard's header (`head` = the object's first 8 + n bytes).
+pub fn parse_header(key: &str, object_bytes: u64, head: &[u8]) -> Result<ShardLayout> {
+    let n = u64::from_le_bytes(head.get(..8).ok_or_else(|| bad(key, "shorter than 8 bytes"))?.try_into().expect("8 bytes"));
+    let data_start = 8 + n;
+    let json = head.get(8..data_start as usize).ok_or_else(|| bad(key, "header cut short"))?;
+    let meta: Metadata = serde_json::from_slice(json).map_err(|e| bad(key, e))?;
+    let blob = object_bytes - data_start;
+    let mut tensors: Vec<TensorEntry> = meta
+        .tensors()
+        .into_iter()
+        .map(|(name, info)| TensorEntry {
+            name,
+            dtype: format!("{:?}", info.dtype),
+            shape: info.shape.clone(),
+            offset: info.data_offsets.0 as u64,
+            nbytes: (info.data_offsets.1 - info.data_offsets.0) as u64,
+        })
+        .collect();
+    tensors.sort_by_key(|t| t.offset);
+    if let Some(t) = tensors.iter().find(|t| t.offset + t.nbytes > blob) {
+        return Err(bad(key, format!("tensor '{}' ends at {} beyond the {blob}-byte data blob", t.name, t.offset + t.nbytes)));
+    }
+    Ok(ShardLayout { key: key.to_string(), object_bytes, data_start, tensors })
+}
+
+async fn get_host(store: &dyn ObjectStore, key: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>> {
+    let mut b = Buffer::host((range.end - range.start) as usize);
+    store.get_into(key, Some(range), &mut b).await?;
+    Ok(b.as_host().expect("host").to_vec())
+}
+
+/// Find the model under `prefix` (index + shards, or one file) and parse
+/// every shard's header with two small ranged reads.
+///
+/// Errors: neither file exists (naming both keys), a malformed index or header.
+pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<ShardLayout>> {
+    let index_key = key_in(prefix, INDEX);
+    let shard_keys: Vec<String> = match store.head(&index_key).await {
+        Ok(m) => {
+            let bytes = get_host(store, &index_key, 0..m.size.max(1)).await?;
+            let v: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| Error::Runtime(format!("'{index_key}' is not valid JSON: {e}")))?;
+            let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| {
+                Error::Runtime(format!("'{index_key}' has no weight_map object"))
+            })?;
+            let files: std::collections::BTreeSet<&str> = map.values().filter_map(|f| f.as_str()).collect();
+            files.into_iter().map(|f| key_in(prefix, f)).collect()
+        }
+        Err(StoreError::NotFound { .. }) => vec![key_in(prefix, SINGLE)],
+        Err(e) => return Err(e.into()),
+    };
+    let mut out = Vec::new();
+    for key in shard_keys {
+        let size = match store.head(&key).await {
+            Ok(m) => m.size,
+            Err(StoreError::NotFound { bucket, location, .. }) => {
+                return Err(Error::Runtime(format!(
+                    "no model at '{}' in bucket '{bucket}' at {location}: expected '{key}' (or '{index_key}'); write one with --synth or copy a Hugging Face model there",
+                    prefix
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if size < 8 {
+            return Err(bad(&key, "shorter than 8 bytes"));
+        }
+        let n = u64::from_le_bytes(get_host(store, &key, 0..8).await?.try_into().expect("8 bytes"));
+        if n > MAX_HEADER || 8 + n > size {
+            return Err(bad(&key, format!("header length {n} does not fit the {size}-byte object")));
+        }
+        let head = get_host(store, &key, 0..8 + n).await?;
+        out.push(parse_header(&key, size, &head)?);
+    }
+    Ok(out)
+}
+
+/// Tensor names and shapes of a published architecture, bf16: `llama-3.1-8b`
+/// (Meta's config: hidden 4096, intermediate 14336, 32 layers, 8 KV heads,
+/// vocab 128256, untied head; the shapes of ../shared/bench/python_baselines_gpu.py),
+/// `qwen3-32b` (Qwen's config: hidden 5120, intermediate 25600, 64 layers, 64
+/// query and 8 KV heads of 128, vocab 151936, q/k norms, untied head), or
+/// `tiny` (same structure, about 40 MB, for tests).
+pub fn synth_shapes(name: &str) -> Result<Vec<(String, Vec<usize>)>> {
+    let (h, i, l, v, q, kv, qk_norm) = match name {
+        "llama-3.1-8b" => (4096, 14336, 32, 128256, 4096, 1024, false),
+        "qwen3-32b" => (5120, 25600, 64, 151936, 8192, 1024, true),
+        "tiny" => (512, 1536, 4, 32000, 512, 128, true),
+        other => {
+            return Err(Error::Usage(format!("unknown --synth '{other}': use llama-3.1-8b, qwen3-32b or tiny")));
+        }
+    };
+    let mut s = vec![("model.embed_tokens.weight".to_string(), vec![v, h])];
+    for n in 0..l {
+        let p = format!("model.layers.{n}.");
+        s.push((format!("{p}self_attn.q_proj.weight"), vec![q, h]));
+        s.push((format!("{p}self_attn.k_proj.weight"), vec![kv, h]));
+        s.push((format!("{p}self_attn.v_proj.weight"), vec![kv, h]));
+        s.push((format!("{p}self_attn.o_proj.weight"), vec![h, q]));
+        if qk_norm {
+            s.push((format!("{p}self_attn.q_norm.weight"), vec![128]));
+            s.push((format!("{p}self_attn.k_norm.weight"), vec![128]));
+        }
+        s.push((format!("{p}mlp.gate_proj.weight"), vec![i, h]));
+        s.push((format!("{p}mlp.up_proj.weight"), vec![i, h]));
+        s.push((format!("{p}mlp.down_proj.weight"), vec![h, i]));
+        s.push((format!("{p}input_layernorm.weight"), vec![h]));
+        s.push((format!("{p}post_attention_layernorm.weight"), vec![h]));
+    }
+    s.push(("model.norm.weight".into(), vec![h]));
+    s.push(("lm_head.weight".into(), vec![v, h]));
+    Ok(s)
+}
+
+/// Group tensors into shards the way `save_pretrained(max_shard_size=...)`
+/// does: a new shard starts when the next tensor would push the current one
+/// past the limit.
+pub fn plan_shards(shapes: &[(String, Vec<usize>)], bytes_per_elem: u64, max_shard: u64) -> Vec<Vec<usize>> {
+    let mut shards: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut size = 0u64;
+    for (idx, (_, shape)) in shapes.iter().enumerate() {
+        let b = shape.iter().product::<usize>() as u64 * bytes_per_elem;
+        if size > 0 && size + b > max_shard {
+            shards.push(Vec::new());
+            size = 0;
+        }
+        shards.last_mut().expect("one shard").push(idx);
+        size += b;
+    }
+    shards
+}
+
+/// Write a synthetic model of `name` under `prefix`: bf16 random bytes,
+/// shards of at most `max_shard` bytes (Hugging Face names), then the index
+/// last, so a reader never finds an index naming missing shards. Returns
+/// (total tensor bytes, shard count).
+pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_shard: u64) -> Result<(u64, usize)> {
+    let shapes = synth_shapes(name)?;
+    let plan = plan_shards(&shapes, 2, max_shard);
+    let count = plan.len();
+    let mut rng = SmallRng::from_os_rng();
+    let mut weight_map = BTreeMap::new();
+    let mut total = 0u64;
+    for (s, members) in plan.iter().enumerate() {
+        let file = if count == 1 { SINGLE.to_string() } else { format!("model-{:05}-of-{count:05}.safetensors", s + 1) };
+        let sizes: Vec<usize> = members.iter().map(|&m| shapes[m].1.iter().product::<usize>() * 2).collect();
+        let mut data = vec![0u8; sizes.iter().sum()];
+        rng.fill_bytes(&mut data);
+        let mut views = Vec::new();
+        let mut off = 0;
+        for (&m, &len) in members.iter().zip(&sizes) {
+            let view = TensorView::new(Dtype::BF16, shapes[m].1.clone(), &data[off..off + len])
+                .map_err(|e| Error::Runtime(format!("cannot build tensor {}: {e}", shapes[m].0)))?;
+            views.push((shapes[m].0.clone(), view));
+            off += len;
+            weight_map.insert(shapes[m].0.clone(), file.clone());
+        }
+        let bytes = safetensors::serialize(views, None).map_err(|e| Error::Runtime(format!("cannot serialise shard {file}: {e}")))?;
+        drop(data);
+        total += sizes.iter().sum::<usize>() as u64;
+        let mut buf = Buffer::host(bytes.len());
+        buf.as_host_mut().expect("host").copy_from_slice(&bytes);
+        drop(bytes);
+        store.put_from(&key_in(prefix, &file), &buf).await?;
+        eprintln!("synth: wrote {} ({} tensors, {} bytes)", key_in(prefix, &file), members.len(), buf.len());
+    }
+    if count > 1 {
+        let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
+        let text = serde_json::to_vec_pretty(&index).expect("index encodes");
+        let mut buf = Buffer::host(text.len());
+        buf.as_host_mut().expect("host").copy_from_slice(&text);
+        store.put_from(&key_in(prefix, INDEX), &buf).await?;
+    }
+    Ok((total, count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_8b_is_16_gb_in_four_5gb_shards() {
+        let s = synth_shapes("llama-3.1-8b").unwrap();
+        let bytes: u64 = s.iter().map(|(_, sh)| sh.iter().product::<usize>() as u64 * 2).sum();
+        assert_eq!(bytes, 16_060_522_496, "Llama-3.1-8B's published 16.06 GB");
+        let plan = plan_shards(&s, 2, HF_SHARD_BYTES);
+        assert_eq!(plan.len(), 4);
+        for shard in &plan {
+            let b: u64 = shard.iter().map(|&i| s[i].1.iter().product::<usize>() as u64 * 2).sum();
+            assert!(b <= HF_SHARD_BYTES);
+        }
+        assert!(synth_shapes("gpt-5").is_err());
+    }
+
+    #[test]
+    fn headers_parse_into_views() {
+        let data = vec![7u8; 2 * 3 * 2 + 4];
+        let a = TensorView::new(Dtype::BF16, vec![2, 3], &data[..12]).unwrap();
+        let b = TensorView::new(Dtype::F32, vec![1], &data[12..]).unwrap();
+        let bytes = safetensors::serialize([("a", a), ("b", b)], None).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let l = parse_header("m", bytes.len() as u64, &bytes[..8 + n]).unwrap();
+        assert_eq!(l.data_start as usize, 8 + n);
+        assert_eq!(l.data_bytes(), 16);
+        let names: Vec<&str> = l.tensors.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names.len(), 2);
+        let a = l.tensors.iter().find(|t| t.name == "a").unwrap();
+        assert_eq!((a.dtype.as_str(), a.shape.clone(), a.nbytes), ("BF16", vec![2, 3], 12));
+        // A header that claims more data than the object holds.
+        assert!(parse_header("m", bytes.len() as u64 - 1, &bytes[..8 + n]).is_err());
+        assert!(parse_header("m", 100, b"\x05\x00\x00\x00\x00\x00\x00\x00{oops").is_err());
+    }
+}
