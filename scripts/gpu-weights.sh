@@ -25,10 +25,12 @@ print(f"{min(times):.3f} {statistics.median(times):.3f}")
 PY
 )
 "$S" weights --root "$ROOT" --model m/llama --dest device --repeats "$REPEATS" --verify --bounce-buffers 16 --concurrency 4 --tag gpu-llama8b-local --json > "$ROOT/local.json" || echo "local load FAILED"
+if [ -z "${SKIP_HTTP:-}" ]; then
 "$BIN/s3s-fs" --host 127.0.0.1 --port 9556 --access-key gpuak --secret-key gpusk-secret "$ROOT" > "$ROOT/s3s.log" 2>&1 &
 SRV=$!; sleep 1
 AWS_ACCESS_KEY_ID=gpuak AWS_SECRET_ACCESS_KEY=gpusk-secret "$S" weights --backend http --endpoint http://127.0.0.1:9556 --model m/llama --dest device --repeats 1 --bounce-buffers 16 --concurrency 4 --tag gpu-llama8b-http --json > "$ROOT/http.json" || echo "http load FAILED"
 kill $SRV
+fi
 python3 - "$ROOT/local.json" "$ROOT/http.json" $PY <<'PY'
 import json, sys
 py_best, py_med = float(sys.argv[3]), float(sys.argv[4])
