@@ -11,10 +11,10 @@
 //! buffer: no per-tensor allocation or copy.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use futures::{StreamExt, TryStreamExt};
 use serde::Serialize;
 use serde_json::json;
 
@@ -52,24 +52,57 @@ pub struct Verified {
     pub reference: String,
 }
 
-/// Load every shard's data blob into `bufs` (one per shard); returns (bytes, windows).
-async fn load(store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &mut [Buffer], window: u64, concurrency: usize) -> Result<(u64, u64)> {
-    let jobs = layout.iter().zip(bufs.iter_mut()).map(|(shard, buf)| async move {
-        let mut bytes = 0;
-        let mut n = 0;
-        for w in store::chunks(shard.data_start..shard.object_bytes, window) {
-            let at = (w.start - shard.data_start) as usize;
-            let t = store::read_into_at(store, &shard.key, Some(w.clone()), buf, at).await?;
-            if t.bytes != w.end - w.start {
-                return Err(Error::Runtime(format!("short read of '{}' at {}: {} of {} bytes", shard.key, w.start, t.bytes, w.end - w.start)));
-            }
-            bytes += t.bytes;
-            n += 1;
+/// Read one shard's data blob into its buffer, window after window.
+async fn load_shard(store: &dyn ObjectStore, shard: &ShardLayout, buf: &mut Buffer, window: u64) -> Result<(u64, u64)> {
+    let mut bytes = 0;
+    let mut n = 0;
+    for w in store::chunks(shard.data_start..shard.object_bytes, window) {
+        let at = (w.start - shard.data_start) as usize;
+        let t = store::read_into_at(store, &shard.key, Some(w.clone()), buf, at).await?;
+        if t.bytes != w.end - w.start {
+            return Err(Error::Runtime(format!("short read of '{}' at {}: {} of {} bytes", shard.key, w.start, t.bytes, w.end - w.start)));
         }
-        Ok::<_, Error>((bytes, n))
-    });
-    let done: Vec<(u64, u64)> = futures::stream::iter(jobs).buffer_unordered(concurrency.max(1)).try_collect().await?;
-    Ok(done.iter().fold((0, 0), |a, d| (a.0 + d.0, a.1 + d.1)))
+        bytes += t.bytes;
+        n += 1;
+    }
+    Ok((bytes, n))
+}
+
+/// Load every shard's data blob into `bufs` (one per shard, same order);
+/// returns (bytes, windows). Each shard is its own task (up to `concurrency`
+/// at once): a local read blocks its task's thread, so shards polled in one
+/// task would run one after another (measured on the H200: 1.00 client core).
+async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut Vec<Buffer>, window: u64, concurrency: usize) -> Result<(u64, u64)> {
+    let permits = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let handles: Vec<_> = layout
+        .iter()
+        .cloned()
+        .zip(bufs.drain(..))
+        .map(|(shard, mut buf)| {
+            let (store, permits) = (store.clone(), permits.clone());
+            tokio::spawn(async move {
+                let _permit = permits.acquire_owned().await;
+                let r = load_shard(store.as_ref(), &shard, &mut buf, window).await;
+                (buf, r)
+            })
+        })
+        .collect();
+    let mut total = (0, 0);
+    let mut first_err = None;
+    for h in handles {
+        let (buf, r) = h.await.map_err(|e| Error::Runtime(format!("shard task failed: {e}")))?;
+        bufs.push(buf);
+        match r {
+            Ok((b, n)) => total = (total.0 + b, total.1 + n),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(total),
+    }
 }
 
 /// Compare every tensor with the same tensor read through an independent
@@ -134,7 +167,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         d => Some(Gpu::open(args.mem.device).map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name())))?),
     };
     let started = chrono::Utc::now();
-    let store = store::open(&store_args)?;
+    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&store_args)?);
     store.ensure_bucket(false).await?;
     let t_head = Instant::now();
     let layout = weights::read_layout(store.as_ref(), &args.model).await?;
@@ -156,7 +189,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         let window = witness.begin().await;
         let sampler = Sampler::start();
         let t0 = Instant::now();
-        let (bytes, windows) = load(store.as_ref(), &layout, &mut bufs, args.store.window, args.concurrency as usize).await?;
+        let (bytes, windows) = load(&store, &layout, &mut bufs, args.store.window, args.concurrency as usize).await?;
         let wall_s = t0.elapsed().as_secs_f64();
         let s = sampler.finish();
         let w = witness.end(window, Payload { read_bytes: bytes, write_bytes: 0, client_http_bytes: 0 }).await;
