@@ -204,6 +204,36 @@ pub struct MemArgs {
     pub stage_chunk: u64,
 }
 
+impl MemArgs {
+    /// Open the GPU `--dest pinned|device` needs (before any store, so rdma
+    /// workers can bind its context); `None` for host memory.
+    ///
+    /// Errors: one line naming `--dest` and the fix when no GPU is usable.
+    pub fn open_gpu(&self) -> crate::error::Result<Option<std::sync::Arc<crate::mem::Gpu>>> {
+        match self.dest {
+            crate::mem::Dest::Host => Ok(None),
+            d => crate::mem::Gpu::open(self.device)
+                .map(Some)
+                .map_err(|e| crate::error::Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name()))),
+        }
+    }
+
+    /// What the record says about the memory: dest, GPU, and how device
+    /// reads are done (`direct` when the backend writes device memory itself).
+    pub fn describe(&self, gpu: Option<&std::sync::Arc<crate::mem::Gpu>>, writes_device: bool) -> serde_json::Value {
+        use crate::mem::Dest;
+        serde_json::json!({
+            "dest": self.dest,
+            "gpu": gpu.map(|g| serde_json::json!({"ordinal": g.ordinal, "name": g.name, "memory_bytes": g.total_mem})),
+            "device_path": match (self.dest, writes_device) {
+                (Dest::Device, true) => serde_json::json!({"mode": "direct"}),
+                (Dest::Device, false) => serde_json::json!({"mode": "staged", "bounce_buffers": self.bounce_buffers, "chunk_bytes": self.stage_chunk}),
+                _ => serde_json::Value::Null,
+            },
+        })
+    }
+}
+
 fn parse_bounce(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
         Ok(n) if (2..=64).contains(&n) && n % 2 == 0 => Ok(n),

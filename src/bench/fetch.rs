@@ -20,7 +20,7 @@ use serde_json::json;
 use super::{Latency, Spread};
 use crate::cli::FetchArgs;
 use crate::error::{Error, Result, StoreError};
-use crate::mem::{Buffer, Dest, Gpu};
+use crate::mem::{Buffer, Gpu};
 use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::rdma::CallCounts;
@@ -483,10 +483,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     dedup(&mut args.sizes);
     dedup(&mut args.concurrency);
     // The GPU is opened before the store, so rdma workers can bind its context.
-    let gpu = match args.mem.dest {
-        Dest::Host => None,
-        d => Some(Gpu::open(args.mem.device).map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name())))?),
-    };
+    let gpu = args.mem.open_gpu()?;
     let mut store_args = args.store.clone();
     // One RDMA worker (and client) per stream of the widest cell.
     store_args.rdma_threads = store_args.rdma_threads.or(args.concurrency.iter().max().copied());
@@ -536,15 +533,13 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         tag: args.output.tag.clone(),
         tool: ToolInfo::current(),
         host: HostInfo::collect(),
-        environment: json!({
-            "store": store.describe(), "dest": args.mem.dest, "witness": witness.describe(), "warnings": warnings,
-            "gpu": gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name, "memory_bytes": g.total_mem})),
-            "device_path": match (args.mem.dest, store.writes_device()) {
-                (Dest::Device, true) => json!({"mode": "direct"}),
-                (Dest::Device, false) => json!({"mode": "staged", "bounce_buffers": args.mem.bounce_buffers, "chunk_bytes": args.mem.stage_chunk}),
-                _ => serde_json::Value::Null,
-            },
-        }),
+        environment: {
+            let mut env = args.mem.describe(gpu.as_ref(), store.writes_device());
+            env["store"] = store.describe();
+            env["witness"] = witness.describe();
+            env["warnings"] = json!(warnings);
+            env
+        },
         params: json!({
             "sizes_bytes": args.sizes, "concurrency": args.concurrency, "objects": args.objects,
             "prefix": args.prefix, "bucket": args.store.bucket,

@@ -22,7 +22,7 @@ use super::Spread;
 use crate::cli::{Backend, WeightsArgs};
 use crate::error::{Error, Result};
 use crate::format::weights::{self, ShardLayout};
-use crate::mem::{Buffer, Dest, Gpu};
+use crate::mem::{Buffer, Dest};
 use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore};
@@ -162,10 +162,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         return Ok(());
     }
     let witness = Witness::new(&args.store, &args.witness)?;
-    let gpu = match args.mem.dest {
-        Dest::Host => None,
-        d => Some(Gpu::open(args.mem.device).map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name())))?),
-    };
+    let gpu = args.mem.open_gpu()?;
     let started = chrono::Utc::now();
     let store: Arc<dyn ObjectStore> = Arc::from(store::open(&store_args)?);
     store.ensure_bucket(false).await?;
@@ -218,13 +215,12 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         tag: args.output.tag.clone(),
         tool: ToolInfo::current(),
         host: HostInfo::collect(),
-        environment: json!({"store": store.describe(), "dest": args.mem.dest, "witness": witness.describe(),
-            "gpu": gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name})),
-            "device_path": match (args.mem.dest, store.writes_device()) {
-                (Dest::Device, true) => json!({"mode": "direct"}),
-                (Dest::Device, false) => json!({"mode": "staged", "bounce_buffers": args.mem.bounce_buffers, "chunk_bytes": args.mem.stage_chunk}),
-                _ => serde_json::Value::Null,
-            }}),
+        environment: {
+            let mut env = args.mem.describe(gpu.as_ref(), store.writes_device());
+            env["store"] = store.describe();
+            env["witness"] = witness.describe();
+            env
+        },
         params: json!({"model": args.model, "window_bytes": args.store.window, "concurrency": args.concurrency,
                        "repeats": args.repeats, "verify": args.verify}),
         results: json!({"shards": layout.len(), "tensors": tensors, "bytes": total, "header_s": header_s,
