@@ -24,7 +24,7 @@ for _ in range(int(sys.argv[2])):
 print(f"{min(times):.3f} {statistics.median(times):.3f}")
 PY
 )
-"$S" weights --root "$ROOT" --model m/llama --dest device --repeats "$REPEATS" --verify --bounce-buffers 16 --concurrency 4 --tag gpu-llama8b-local --json > "$ROOT/local.json" || echo "local load FAILED"
+"$S" weights --root "$ROOT" --model m/llama --dest device --repeats "$REPEATS" --verify --concurrency 4 ${WEIGHTS_FLAGS:---bounce-buffers 16} --tag gpu-llama8b-local --json > "$ROOT/local.json" || echo "local load FAILED"
 if [ -z "${SKIP_HTTP:-}" ]; then
 "$BIN/s3s-fs" --host 127.0.0.1 --port 9556 --access-key gpuak --secret-key gpusk-secret "$ROOT" > "$ROOT/s3s.log" 2>&1 &
 SRV=$!; sleep 1

@@ -96,6 +96,10 @@ pub struct StoreArgs {
     /// local: read with O_DIRECT (bypass the page cache) where offsets allow.
     #[arg(long)]
     pub direct: bool,
+    /// local: threads per read, each taking 16 MiB pieces of it (1 = the
+    /// stream's own thread only, so --concurrency is the whole parallelism).
+    #[arg(long, value_parser = parse_positive, default_value_t = 1)]
+    pub io_threads: u32,
     /// http: endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for --region).
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     pub endpoint: Option<String>,

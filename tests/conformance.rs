@@ -192,6 +192,23 @@ suite!(rdma: put_then_get_whole, ranged_get_at_odd_offsets, multipart_put, head_
 suite!(http: put_then_get_whole, ranged_get_at_odd_offsets, multipart_put, head_list_delete, missing_key,
        empty_object, bad_ranges_and_small_buffers, invalid_keys, missing_bucket);
 
+/// Parallel reads (--io-threads) give the same bytes as serial ones, at odd offsets too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_io_threads_read_the_same_bytes() {
+    let root = tempfile::tempdir().unwrap();
+    let s = open(&["--root", root.path().to_str().unwrap(), "--bucket", "threads", "--io-threads", "3"]);
+    s.ensure_bucket(true).await.unwrap();
+    let src = random(70 * 1024 * 1024 + 999, 11);
+    s.put_from("t", &src).await.unwrap();
+    let want = src.as_host().unwrap();
+    let mut dst = Buffer::host(src.len() + 4096);
+    for (r, at) in [(0..src.len() as u64, 0usize), (12_345..50_000_000, 4096), (33..src.len() as u64 - 7, 1)] {
+        let t = s.get_into_at("t", Some(r.clone()), &mut dst, at).await.unwrap();
+        assert_eq!(t.bytes, r.end - r.start);
+        assert!(&dst.as_host().unwrap()[at..at + t.bytes as usize] == &want[r.start as usize..r.end as usize], "{r:?} at {at}");
+    }
+}
+
 /// O_DIRECT reads on the local backend give the same bytes, aligned or not
 /// (unaligned ranges fall back to buffered reads). Skips, saying why, where
 /// the filesystem under the temp dir refuses O_DIRECT (tmpfs).

@@ -32,6 +32,7 @@ pub struct LocalStore {
     bucket: String,
     dir: PathBuf,
     direct: bool,
+    io_threads: usize,
 }
 
 impl LocalStore {
@@ -42,7 +43,7 @@ impl LocalStore {
             source: e,
         })?;
         let dir = root.join(&args.bucket);
-        Ok(LocalStore { root, bucket: args.bucket.clone(), dir, direct: args.direct })
+        Ok(LocalStore { root, bucket: args.bucket.clone(), dir, direct: args.direct, io_threads: args.io_threads as usize })
     }
 
     fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
@@ -96,17 +97,51 @@ impl LocalStore {
         let buf = &mut dst.as_host_mut_padded().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..];
         // O_DIRECT reads whole blocks; the tail block may run into the padding.
         let want = if direct { (len.div_ceil(HOST_ALIGN) * HOST_ALIGN).min(buf.len()) } else { len };
-        let mut done = 0usize;
-        while done < len {
-            let n = (want - done).min(IO_BLOCK);
-            let got = file
-                .read_at(&mut buf[done..done + n], range.start + done as u64)
-                .map_err(|e| self.io("cannot read", key, e))?;
-            if got == 0 {
-                break;
+        let want = want.min(buf.len());
+        // Split into IO_BLOCK pieces; with --io-threads > 1 the pieces are
+        // read by that many scoped threads (disjoint slices of one buffer).
+        let threads = self.io_threads.min(want.div_ceil(IO_BLOCK)).max(1);
+        let read_piece = |off: usize, piece: &mut [u8]| -> Result<usize, StoreError> {
+            let mut done = 0;
+            while done < piece.len() {
+                let got = file.read_at(&mut piece[done..], range.start + (off + done) as u64).map_err(|e| self.io("cannot read", key, e))?;
+                if got == 0 {
+                    break;
+                }
+                done += got;
             }
-            done += got;
-        }
+            Ok(done)
+        };
+        let pieces: Vec<(usize, &mut [u8])> = buf[..want].chunks_mut(IO_BLOCK).enumerate().map(|(i, p)| (i * IO_BLOCK, p)).collect();
+        let got: usize = if threads == 1 {
+            let mut total = 0;
+            for (off, p) in pieces {
+                let n = read_piece(off, p)?;
+                total += n;
+                if n < IO_BLOCK {
+                    break;
+                }
+            }
+            total
+        } else {
+            let mut lanes: Vec<Vec<(usize, &mut [u8])>> = (0..threads).map(|_| Vec::new()).collect();
+            for (i, p) in pieces.into_iter().enumerate() {
+                lanes[i % threads].push(p);
+            }
+            let results: Vec<Result<usize, StoreError>> = std::thread::scope(|sc| {
+                let handles: Vec<_> = lanes
+                    .into_iter()
+                    .map(|lane| sc.spawn(|| lane.into_iter().try_fold(0, |acc, (off, p)| read_piece(off, p).map(|n| acc + n))))
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("read thread")).collect()
+            });
+            let mut total = 0;
+            for r in results {
+                total += r?;
+            }
+            total
+        };
+        let done = got.min(len);
         if done < len {
             return Err(StoreError::ShortBody { key: key.into(), location: self.location(), got: done as u64, expected: len as u64 });
         }
@@ -159,7 +194,7 @@ impl ObjectStore for LocalStore {
     }
     fn describe(&self) -> serde_json::Value {
         json!({"backend": "local", "root": self.root, "bucket": self.bucket, "direct": self.direct,
-               "io_block_bytes": IO_BLOCK})
+               "io_block_bytes": IO_BLOCK, "io_threads": self.io_threads})
     }
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
