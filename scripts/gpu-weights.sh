@@ -11,6 +11,7 @@ S=$BIN/s3rdma
 ROOT=${ROOT:-/tmp/s3rdma-weights}
 REPEATS=${REPEATS:-3}
 mkdir -p "$ROOT" results
+if [ -z "${ONLY_HTTP:-}" ]; then
 [ -f "$ROOT/s3rdma-bench/m/llama/model.safetensors.index.json" ] || "$S" weights --root "$ROOT" --synth llama-3.1-8b --model m/llama
 PY=$(python3 - "$ROOT/s3rdma-bench/m/llama" "$REPEATS" <<'PY'
 import glob, statistics, sys, time, torch
@@ -25,10 +26,20 @@ print(f"{min(times):.3f} {statistics.median(times):.3f}")
 PY
 )
 "$S" weights --root "$ROOT" --model m/llama --dest device --repeats "$REPEATS" --verify --concurrency 4 ${WEIGHTS_FLAGS:---bounce-buffers 16} --tag gpu-llama8b-local --json > "$ROOT/local.json" || echo "local load FAILED"
+else
+PY="0 0"
+fi
 if [ -z "${SKIP_HTTP:-}" ]; then
-"$BIN/s3s-fs" --host 127.0.0.1 --port 9556 --access-key gpuak --secret-key gpusk-secret "$ROOT" > "$ROOT/s3s.log" 2>&1 &
+# The http leg writes its own copy through s3s-fs: s3s-fs keeps each object's
+# MD5 beside it when it receives a PUT, and hashes the whole file on every GET
+# of a file it did not receive (measured: a 5 GB shard per 8 MiB ranged GET).
+mkdir -p "$ROOT-s3"
+"$BIN/s3s-fs" --host 127.0.0.1 --port 9556 --access-key gpuak --secret-key gpusk-secret "$ROOT-s3" > "$ROOT/s3s.log" 2>&1 &
 SRV=$!; sleep 1
-AWS_ACCESS_KEY_ID=gpuak AWS_SECRET_ACCESS_KEY=gpusk-secret "$S" weights --backend http --endpoint http://127.0.0.1:9556 --model m/llama --dest device --repeats 1 --bounce-buffers 16 --concurrency 4 --tag gpu-llama8b-http --json > "$ROOT/http.json" || echo "http load FAILED"
+export AWS_ACCESS_KEY_ID=gpuak AWS_SECRET_ACCESS_KEY=gpusk-secret
+H="--backend http --endpoint http://127.0.0.1:9556"
+[ -f "$ROOT-s3/s3rdma-bench/m/llama/model.safetensors.index.json" ] || "$S" weights $H --synth llama-3.1-8b --model m/llama --part-size 64MiB
+"$S" weights $H --model m/llama --dest device --repeats 1 --verify --concurrency 4 --part-size 64MiB ${WEIGHTS_FLAGS:---bounce-buffers 16} --tag gpu-llama8b-http --json > "$ROOT/http.json" || echo "http load FAILED"
 kill $SRV
 fi
 python3 - "$ROOT/local.json" "$ROOT/http.json" $PY <<'PY'
