@@ -52,7 +52,9 @@ for f in sys.argv[1:3]:
     except Exception as e: print(f, "missing", e); continue
     res = r["results"]; w = res["summary"]["wall_s"]; gb = res["bytes"] / 1e9
     v = res["verified"]; vs = f'ok ({v["tensors_checked"]})' if v and v["ok"] else (v and "MISMATCH") or "-"
-    print(f'{"s3rdma weights " + r["backend"] + " -> device":38} {gb:6.2f}  {w["min"]:7.3f}  {w["median"]:8.3f}  {gb / w["median"]:9.2f}  {py_med / w["median"]:13.2f}x  {vs}')
-print(f'{"python safetensors load_file(cuda)":38} {gb or 0:6.2f}  {py_best:7.3f}  {py_med:8.3f}  {(gb or 0) / py_med:9.2f}  {1.0:13.2f}x  -')
+    ratio = f"{py_med / w['median']:13.2f}x" if py_med else "            -"
+    print(f'{"s3rdma weights " + r["backend"] + " -> device":38} {gb:6.2f}  {w["min"]:7.3f}  {w["median"]:8.3f}  {gb / w["median"]:9.2f}  {ratio}  {vs}')
+if py_med:
+    print(f'{"python safetensors load_file(cuda)":38} {gb or 0:6.2f}  {py_best:7.3f}  {py_med:8.3f}  {(gb or 0) / py_med:9.2f}  {1.0:13.2f}x  -')
 PY
 ls results/*gpu-llama8b* 2>/dev/null
