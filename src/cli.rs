@@ -357,9 +357,27 @@ pub struct WeightsArgs {
     /// Instead of loading: write a synthetic model (llama-3.1-8b, qwen3-32b, tiny) under --model.
     #[arg(long)]
     pub synth: Option<String>,
+    /// Baselines timed in the same run, comma-separated: download-then-load
+    /// (GET every shard to a local file, then load from it: a cold node's path),
+    /// local-then-load (load from that local copy, warm page cache).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub baselines: Vec<Baseline>,
+    /// Where the baselines' local copy goes (default: a new directory under the system temp dir, removed after).
+    #[arg(long)]
+    pub baseline_dir: Option<PathBuf>,
     /// --synth: largest shard (Hugging Face's default max_shard_size is 5GB, decimal).
     #[arg(long, value_parser = parse_bytes, default_value = "5GB")]
     pub shard_size: u64,
+}
+
+/// A weights baseline (see `--baselines`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Baseline {
+    /// GET each shard to a local file, then load from the local copy.
+    DownloadThenLoad,
+    /// Load from the local copy (warm page cache).
+    LocalThenLoad,
 }
 
 /// Parse a byte size: a plain number of bytes, or a number with a decimal

@@ -584,12 +584,23 @@ fn weights_synthetic_sharded_model_loads_and_verifies_on_local_and_http() {
     let mut load = synth.clone();
     synth.extend(["--synth", "tiny", "--model", "tiny", "--shard-size", "40MB"]);
     assert!(s3rdma(&synth, tmp.path()).status.success());
-    load.extend(["--model", "tiny", "--verify", "--json"]);
+    load.extend(["--model", "tiny", "--verify", "--baselines", "download-then-load,local-then-load", "--json"]);
     let o = s3rdma(&load, tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["results"]["shards"], 3);
     assert_eq!(rec["results"]["verified"]["ok"], true);
+    let b = rec["results"]["baselines"].as_array().unwrap();
+    assert_eq!(b.len(), 2);
+    assert_eq!(b[0]["baseline"], "download-then-load");
+    assert_eq!(b[1]["baseline"], "local-then-load");
+    for x in b {
+        assert_eq!(x["bytes"], 89_664_512);
+        assert!(x["wall_s"].as_f64().unwrap() > 0.0);
+    }
+    let (d, l) = (&b[0], &b[1]);
+    assert!((d["wall_s"].as_f64().unwrap() - d["download_s"].as_f64().unwrap() - d["load_s"].as_f64().unwrap()).abs() < 1e-9);
+    assert_eq!(l["download_s"], 0.0);
     assert_eq!(rec["results"]["verified"]["tensors_checked"], 47);
     // A model that is not there names both keys it looked for.
     let o = s3rdma(&["weights", "--model", "nope"], tmp.path());

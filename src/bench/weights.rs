@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::Spread;
-use crate::cli::{Backend, WeightsArgs};
+use crate::cli::{Backend, Baseline, WeightsArgs};
 use crate::error::{Error, Result};
 use crate::format::weights::{self, ShardLayout};
 use crate::mem::{Buffer, Dest};
@@ -149,6 +149,71 @@ async fn verify(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardLayo
     Ok(Verified { ok: mismatched.is_empty(), tensors_checked: checked, mismatched, reference: reference.into() })
 }
 
+/// One baseline's timing.
+#[derive(Debug, Clone, Serialize)]
+pub struct BaselineRun {
+    pub baseline: Baseline,
+    pub bytes: u64,
+    /// Download (when part of it) plus load.
+    pub wall_s: f64,
+    pub download_s: f64,
+    pub load_s: f64,
+    pub throughput_gbps: f64,
+    pub client_cpu_cores: f64,
+}
+
+/// Copy every shard to `<dir>/<bucket>/<key>` with whole-object GETs into
+/// host memory and plain file writes.
+async fn download(store: &dyn ObjectStore, layout: &[ShardLayout], dir: &std::path::Path, bucket: &str) -> Result<()> {
+    for shard in layout {
+        let mut b = Buffer::host(shard.object_bytes as usize);
+        store.get_into(&shard.key, None, &mut b).await?;
+        let path = dir.join(bucket).join(&shard.key);
+        std::fs::create_dir_all(path.parent().expect("a parent"))
+            .and_then(|_| std::fs::write(&path, b.as_host().expect("host")))
+            .map_err(|e| Error::Runtime(format!("--baselines: cannot write {}: {e}: pass --baseline-dir", path.display())))?;
+    }
+    Ok(())
+}
+
+/// Time the baselines into the same buffers: the local copy is made by the
+/// first download-then-load (or untimed, before local-then-load alone).
+async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &mut Vec<Buffer>) -> Result<Vec<BaselineRun>> {
+    let (dir, remove) = match &args.baseline_dir {
+        Some(d) => (d.clone(), false),
+        None => (std::env::temp_dir().join(format!("s3rdma-baseline-{}", std::process::id())), true),
+    };
+    let mut local_args = args.store.clone();
+    local_args.backend = Backend::Local;
+    local_args.root = dir.clone();
+    let local: Arc<dyn ObjectStore> = Arc::from(store::open(&local_args)?);
+    let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
+    let mut out = Vec::new();
+    let mut have_copy = false;
+    for &b in &args.baselines {
+        let sampler = Sampler::start();
+        let t0 = Instant::now();
+        let download_s = if b == Baseline::DownloadThenLoad || !have_copy {
+            download(store, layout, &dir, &args.store.bucket).await?;
+            have_copy = true;
+            t0.elapsed().as_secs_f64()
+        } else {
+            0.0
+        };
+        // local-then-load times only the load, even when it made the copy itself.
+        let t1 = Instant::now();
+        let (bytes, _) = load(&local, layout, bufs, args.store.window, args.concurrency as usize).await?;
+        let load_s = t1.elapsed().as_secs_f64();
+        let s = sampler.finish();
+        let wall_s = if b == Baseline::DownloadThenLoad { download_s + load_s } else { load_s };
+        out.push(BaselineRun { baseline: b, bytes, wall_s, download_s: if b == Baseline::DownloadThenLoad { download_s } else { 0.0 }, load_s, throughput_gbps: total as f64 / wall_s / 1e9, client_cpu_cores: s.client_cpu_cores });
+    }
+    if remove {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(out)
+}
+
 /// Run `s3rdma weights`.
 pub async fn run(args: WeightsArgs) -> Result<()> {
     crate::report::check_results_dir(&args.output.results_dir)?;
@@ -203,6 +268,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         });
     }
     let verified = if args.verify { Some(verify(&args, store.as_ref(), &layout, &bufs).await?) } else { None };
+    let baseline_runs = if args.baselines.is_empty() { Vec::new() } else { baselines(&args, store.as_ref(), &layout, &mut bufs).await? };
     let wall = Spread::of(repeats.iter().map(|r| r.wall_s)).expect("repeats >= 1");
     let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
     let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
@@ -226,7 +292,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         results: json!({"shards": layout.len(), "tensors": tensors, "bytes": total, "header_s": header_s,
                         "device_memory_bytes": if args.mem.dest == Dest::Device { total } else { 0 },
                         "repeats": repeats, "summary": {"wall_s": wall, "throughput_gbps": gbps, "client_cpu_cores": cores},
-                        "verified": verified, "layout": layout}),
+                        "verified": verified, "baselines": baseline_runs, "layout": layout}),
         rdma_witness: json!({"verdict": worst.verdict, "reason": worst.reason}),
     };
     let path = record.write(&args.output.results_dir, started)?;
@@ -235,7 +301,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     } else {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(["backend", "dest", "shards", "tensors", "GB", "wall s", "GB/s", "client cores", "witness", "verified"]);
+        t.set_header(["loader", "dest", "shards", "tensors", "GB", "wall s", "GB/s", "client cores", "witness", "verified"]);
         t.add_row([
             store.backend().name().to_string(),
             args.mem.dest.name().to_string(),
@@ -248,6 +314,24 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
             worst.verdict.as_str().to_string(),
             verified.as_ref().map_or("-".into(), |v| if v.ok { format!("ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
         ]);
+        for b in &baseline_runs {
+            let name = match b.baseline {
+                Baseline::DownloadThenLoad => "download-then-load",
+                Baseline::LocalThenLoad => "local-then-load",
+            };
+            t.add_row([
+                name.to_string(),
+                args.mem.dest.name().to_string(),
+                layout.len().to_string(),
+                tensors.to_string(),
+                format!("{:.2}", total as f64 / 1e9),
+                format!("{:.3}", b.wall_s),
+                format!("{:.2}", b.throughput_gbps),
+                format!("{:.2}", b.client_cpu_cores),
+                "-".into(),
+                "-".into(),
+            ]);
+        }
         println!("weights '{}' from {} ({}), headers {:.3} s", args.model, store.backend().name(), store.location(), header_s);
         println!("{t}");
     }
