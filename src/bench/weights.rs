@@ -220,6 +220,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     let mut store_args = args.store.clone();
     store_args.rdma_threads = store_args.rdma_threads.or(Some(args.concurrency));
     if let Some(name) = &args.synth {
+        weights::synth_shapes(name)?; // a bad name is a usage error before anything is created
         let store = store::open(&store_args)?;
         store.ensure_bucket(true).await?;
         let (bytes, shards) = weights::write_synth(store.as_ref(), &args.model, name, args.shard_size).await?;
