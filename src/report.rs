@@ -164,6 +164,24 @@ pub fn check_results_dir(dir: &Path) -> Result<()> {
 }
 
 impl RunRecord {
+    /// A record of this build on this host: `benchmark` run against `backend`
+    /// from `started`; environment, params, results and witness filled by the bench.
+    pub fn new(benchmark: &str, backend: &str, started: chrono::DateTime<chrono::Utc>, tag: Option<String>) -> Self {
+        RunRecord {
+            schema_version: SCHEMA_VERSION,
+            benchmark: benchmark.into(),
+            backend: backend.into(),
+            timestamp: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            tag,
+            tool: ToolInfo::current(),
+            host: HostInfo::collect(),
+            environment: Value::Null,
+            params: Value::Null,
+            results: Value::Null,
+            rdma_witness: Value::Null,
+        }
+    }
+
     /// Write to `<dir>/<benchmark>-<backend>-<UTC yyyymmddThhmmssZ>[-tag].json`
     /// through a temporary file in the same directory and a rename, so a
     /// reader never sees half a record. A name already taken (two runs in one

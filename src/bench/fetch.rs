@@ -21,7 +21,7 @@ use super::{Latency, Spread};
 use crate::cli::FetchArgs;
 use crate::error::{Error, Result, StoreError};
 use crate::mem::{Buffer, Gpu};
-use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo};
+use crate::report::RunRecord;
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::rdma::CallCounts;
 use crate::store::{self, ObjectStore, TransferPath};
@@ -526,13 +526,6 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             "rdma_share": c.summary.witness_share})).collect::<Vec<_>>(),
     });
     let record = RunRecord {
-        schema_version: SCHEMA_VERSION,
-        benchmark: "fetch".into(),
-        backend: store.backend().name().into(),
-        timestamp: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        tag: args.output.tag.clone(),
-        tool: ToolInfo::current(),
-        host: HostInfo::collect(),
         environment: {
             let mut env = args.mem.describe(gpu.as_ref(), store.writes_device());
             env["store"] = store.describe();
@@ -549,6 +542,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         }),
         results: serde_json::to_value(&cells).map_err(|e| Error::Runtime(format!("cannot encode results: {e}")))?,
         rdma_witness,
+        ..RunRecord::new("fetch", store.backend().name(), started, args.output.tag.clone())
     };
     let path = record.write(&args.output.results_dir, started)?;
     if args.output.json {

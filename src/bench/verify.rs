@@ -18,7 +18,7 @@ use serde_json::json;
 use crate::cli::{Backend, VerifyArgs};
 use crate::error::{Error, Result};
 use crate::mem::{self, Buffer};
-use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo};
+use crate::report::RunRecord;
 use crate::store;
 use crate::witness::{Payload, Verdict, Witness, WitnessReport};
 
@@ -330,13 +330,6 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         println!("RESULT: {result}");
     }
     let record = RunRecord {
-        schema_version: SCHEMA_VERSION,
-        benchmark: "verify".into(),
-        backend: backend.name().into(),
-        timestamp: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        tag: args.output.tag.clone(),
-        tool: ToolInfo::current(),
-        host: HostInfo::collect(),
         environment: json!({"store": store.describe(), "witness": witness.describe(), "source_memory": "host"}),
         params: json!({"size_bytes": args.size, "key": args.key, "prepare": args.prepare, "keep": args.keep}),
         results: json!({"steps": s.steps, "result": result, "pass": pass, "data_match": matched,
@@ -348,6 +341,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
                 None => json!({"verdict": Verdict::Unverified, "reason": "no transfer happened"}),
             }
         },
+        ..RunRecord::new("verify", backend.name(), started, args.output.tag.clone())
     };
     let path: PathBuf = record.write(&args.output.results_dir, started)?;
     if quiet {

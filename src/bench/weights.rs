@@ -23,7 +23,7 @@ use crate::cli::{Backend, Baseline, WeightsArgs};
 use crate::error::{Error, Result};
 use crate::format::weights::{self, ShardLayout};
 use crate::mem::{Buffer, Dest};
-use crate::report::{HostInfo, RunRecord, SCHEMA_VERSION, ToolInfo};
+use crate::report::RunRecord;
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore};
 use crate::witness::{Payload, Witness, WitnessReport};
@@ -275,13 +275,6 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
     let worst = repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| r.witness.clone()).expect("repeats >= 1");
     let record = RunRecord {
-        schema_version: SCHEMA_VERSION,
-        benchmark: "weights".into(),
-        backend: store.backend().name().into(),
-        timestamp: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        tag: args.output.tag.clone(),
-        tool: ToolInfo::current(),
-        host: HostInfo::collect(),
         environment: {
             let mut env = args.mem.describe(gpu.as_ref(), store.writes_device());
             env["store"] = store.describe();
@@ -295,6 +288,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
                         "repeats": repeats, "summary": {"wall_s": wall, "throughput_gbps": gbps, "client_cpu_cores": cores},
                         "verified": verified, "baselines": baseline_runs, "layout": layout}),
         rdma_witness: json!({"verdict": worst.verdict, "reason": worst.reason}),
+        ..RunRecord::new("weights", store.backend().name(), started, args.output.tag.clone())
     };
     let path = record.write(&args.output.results_dir, started)?;
     if args.output.json {
