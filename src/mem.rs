@@ -52,15 +52,6 @@ impl Buffer {
         self.len() == 0
     }
 
-    /// Which kind of memory this is, as recorded in results (`host`, `pinned`, `device`).
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Buffer::Host(_) => "host",
-            Buffer::Pinned(_) => "pinned",
-            Buffer::Device(_) => "device",
-        }
-    }
-
     /// The bytes, when the CPU can address them directly (host or pinned memory).
     pub fn as_host(&self) -> Option<&[u8]> {
         match self {
@@ -291,11 +282,6 @@ impl DeviceBuffer {
     /// The device address and length.
     pub fn device_ptr(&self) -> (u64, usize) {
         (self.dptr as u64, self.len)
-    }
-
-    /// The GPU this lives on.
-    pub fn gpu(&self) -> &Arc<Gpu> {
-        &self.gpu
     }
 
     /// Enqueue a copy of `src` (bounce buffer `i`) to byte `offset` of this

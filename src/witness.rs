@@ -531,12 +531,6 @@ impl Witness {
         Ok(Witness { expect: store.backend.into(), targets, auth, bearer, client, fabric_root })
     }
 
-    /// For tests: read fabric counters under another root.
-    pub fn with_fabric_root(mut self, root: PathBuf) -> Self {
-        self.fabric_root = root;
-        self
-    }
-
     /// What the record says about the witness's set-up (never the token).
     pub fn describe(&self) -> serde_json::Value {
         serde_json::json!({"targets": self.targets, "auth": self.auth, "expect": self.expect,
