@@ -28,8 +28,8 @@ pub enum Command {
     Fetch(FetchArgs),
     /// Bring-up check: PASS only when the server's counters prove RDMA carried the bytes.
     Verify(VerifyArgs),
-    /// (not implemented yet) Checkpoint save/restore from GPU memory.
-    Ckpt(NotYetArgs),
+    /// Checkpoint save and restore from GPU memory: flat chunked vs serialize-then-put, verified, per rank.
+    Ckpt(CkptArgs),
     /// (not implemented yet) Tokenized int32 loader throughput.
     Tokens(NotYetArgs),
     /// Model weights (Hugging Face safetensors) into GPU memory: cold start.
@@ -194,9 +194,9 @@ impl RunArgs {
 pub struct MemArgs {
     /// Destination memory: host (pageable), pinned (page-locked host), device
     /// (GPU memory; staged through pinned bounce buffers on local and http,
-    /// GPU-Direct on rdma).
-    #[arg(long, value_enum, default_value_t = crate::mem::Dest::Host)]
-    pub dest: crate::mem::Dest,
+    /// GPU-Direct on rdma). Default: device when a GPU is usable, else host.
+    #[arg(long = "dest", value_enum)]
+    pub dest_arg: Option<crate::mem::Dest>,
     /// GPU ordinal for --dest pinned|device.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
@@ -209,12 +209,24 @@ pub struct MemArgs {
 }
 
 impl MemArgs {
+    /// `--dest`, or its default: device when the CUDA driver reports a GPU, else host.
+    pub fn dest(&self) -> crate::mem::Dest {
+        use std::sync::OnceLock;
+        static DEFAULT: OnceLock<crate::mem::Dest> = OnceLock::new();
+        self.dest_arg.unwrap_or_else(|| {
+            *DEFAULT.get_or_init(|| match crate::mem::cuda_probe() {
+                Ok(info) if !info.devices.is_empty() => crate::mem::Dest::Device,
+                _ => crate::mem::Dest::Host,
+            })
+        })
+    }
+
     /// Open the GPU `--dest pinned|device` needs (before any store, so rdma
     /// workers can bind its context); `None` for host memory.
     ///
     /// Errors: one line naming `--dest` and the fix when no GPU is usable.
     pub fn open_gpu(&self) -> crate::error::Result<Option<std::sync::Arc<crate::mem::Gpu>>> {
-        match self.dest {
+        match self.dest() {
             crate::mem::Dest::Host => Ok(None),
             d => crate::mem::Gpu::open(self.device)
                 .map(Some)
@@ -227,9 +239,9 @@ impl MemArgs {
     pub fn describe(&self, gpu: Option<&std::sync::Arc<crate::mem::Gpu>>, writes_device: bool) -> serde_json::Value {
         use crate::mem::Dest;
         serde_json::json!({
-            "dest": self.dest,
+            "dest": self.dest(),
             "gpu": gpu.map(|g| serde_json::json!({"ordinal": g.ordinal, "name": g.name, "memory_bytes": g.total_mem})),
-            "device_path": match (self.dest, writes_device) {
+            "device_path": match (self.dest(), writes_device) {
                 (Dest::Device, true) => serde_json::json!({"mode": "direct"}),
                 (Dest::Device, false) => serde_json::json!({"mode": "staged", "bounce_buffers": self.bounce_buffers, "chunk_bytes": self.stage_chunk}),
                 _ => serde_json::Value::Null,
@@ -276,6 +288,108 @@ pub struct OutputArgs {
     /// Print the run record as JSON on stdout instead of the human table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// How ranks meet (see `ranks.rs`): `--ranks`/`--procs` on one host, or a launcher.
+#[derive(Debug, Clone, Args)]
+pub struct GroupArgs {
+    /// Id shared by every rank of one run (default: the launcher's job id; our
+    /// own local ranks make one). Ranks meet under s3rdma-ranks/<id>/ in the bucket.
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// Longest wait for the other ranks at a barrier before failing with their names.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "5m")]
+    pub barrier_timeout: Duration,
+}
+
+/// A checkpoint method (`--methods`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CkptMethod {
+    /// Tensors packed 512-byte aligned into one buffer, written as parallel chunk objects + manifest.
+    Flat,
+    /// Copy to host, serialize one safetensors blob, one single-stream PUT (the shape of torch.save + HTTP).
+    SerializeThenPut,
+}
+
+/// A checkpoint operation (`--ops`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CkptOp {
+    Save,
+    Restore,
+}
+
+/// Per-chunk checksum (`--checksum`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChunkChecksum {
+    /// xxh3-64 per chunk (xxhash-rust).
+    Xxh3,
+    /// No checksums (restore still compares every tensor with the original).
+    None,
+}
+
+/// `s3rdma ckpt`: save and restore training state (seeds' B4/B5).
+#[derive(Debug, Clone, Args)]
+pub struct CkptArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub witness: WitnessArgs,
+    #[command(flatten)]
+    pub mem: MemArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    /// Named states: resnet50 (torchvision ResNet-50 state dict + SGD momentum, fp32, ~195 MiB; every rank saves a full replica).
+    #[arg(long, value_delimiter = ',')]
+    pub workload: Vec<String>,
+    /// Synthetic Adam-shaped states of these total sizes (weights, exp_avg, exp_avg_sq),
+    /// split evenly across ranks. Default when no --workload: 1GiB.
+    #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
+    pub sizes: Vec<u64>,
+    /// Methods to run, in order.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "flat,serialize-then-put")]
+    pub methods: Vec<CkptMethod>,
+    /// Operations: save,restore; `--ops restore` reads a checkpoint an earlier
+    /// `--keep` run left (same --workload/--sizes/--seed/--ranks) and verifies it.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "save,restore")]
+    pub ops: Vec<CkptOp>,
+    /// Bytes per chunk object of a flat checkpoint (below 4 GiB: one RDMA registration).
+    #[arg(long, value_parser = parse_chunk, default_value = "1GiB")]
+    pub chunk: u64,
+    /// Chunk objects in flight per rank.
+    #[arg(long, value_parser = parse_positive, default_value_t = 8)]
+    pub concurrency: u32,
+    /// Timed repeats of each operation.
+    #[arg(long, value_parser = parse_positive, default_value_t = 3)]
+    pub repeats: u32,
+    /// Per-chunk checksum written to the manifest and checked on restore.
+    #[arg(long, value_enum, default_value_t = ChunkChecksum::Xxh3)]
+    pub checksum: ChunkChecksum,
+    /// Key prefix: checkpoints are <prefix>/<state>/rank<NNNNN>.
+    #[arg(long, default_value = "ckpt")]
+    pub prefix: String,
+    /// Seed of the random tensor values (a restore-only run regenerates the same originals).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Start N ranks on this host, each saving and restoring its own shard
+    /// (its own GPU: rank modulo visible GPUs), together behind barriers.
+    #[arg(long, value_parser = parse_positive)]
+    pub ranks: Option<u32>,
+    /// Leave the checkpoints in the store after the run (default: delete them).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+fn parse_chunk(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if !(1 << 20..=crate::format::ckpt::MAX_CHUNK).contains(&n) {
+        return Err(format!("'{s}': a chunk must be from 1MiB to just below 4GiB (one RDMA registration holds at most 4 GiB)"));
+    }
+    Ok(n)
 }
 
 /// `s3rdma fetch`: whole-object GETs of same-sized objects by N concurrent

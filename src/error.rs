@@ -70,6 +70,9 @@ pub enum Error {
     /// Data read back differs from what was written (exit 4).
     #[error("{0}")]
     Mismatch(String),
+    /// A rank process failed; carries its exit code.
+    #[error("{msg}")]
+    RankFailed { code: i32, msg: String },
 }
 
 impl Error {
@@ -81,6 +84,7 @@ impl Error {
             Error::Store(_) | Error::Runtime(_) => 1,
             Error::WitnessFailed(_) => 3,
             Error::Mismatch(_) => 4,
+            Error::RankFailed { code, .. } => *code,
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod error;
 pub mod format;
 pub mod mem;
+pub mod ranks;
 pub mod report;
 pub mod sampler;
 pub mod store;
@@ -22,7 +23,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Fetch(args) => bench::fetch::run(args).await,
         Command::Verify(args) => bench::verify::run(args).await,
-        Command::Ckpt(_) => Err(Error::NotImplemented("ckpt")),
+        Command::Ckpt(args) => bench::ckpt::run(args).await,
         Command::Tokens(_) => Err(Error::NotImplemented("tokens")),
         Command::Weights(args) => bench::weights::run(args).await,
         Command::Train(_) => Err(Error::NotImplemented("train")),

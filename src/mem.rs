@@ -81,6 +81,95 @@ impl Buffer {
         }
     }
 
+    /// A non-owning buffer over `range` of this one, of the same kind (a
+    /// device view has no bounce buffers). Lets concurrent transfers fill
+    /// disjoint parts of one buffer, e.g. a checkpoint's chunks, each through
+    /// its own `&mut Buffer`.
+    ///
+    /// # Safety
+    /// The view must be dropped before `self` is dropped or moved, and while
+    /// it lives no other view or `self` may touch the same bytes.
+    ///
+    /// # Panics
+    /// When `range` is not within the buffer (a caller bug).
+    pub unsafe fn view(&self, range: std::ops::Range<usize>) -> Buffer {
+        assert!(range.start <= range.end && range.end <= self.len(), "view {range:?} outside a {} byte buffer", self.len());
+        let len = range.end - range.start;
+        match self {
+            Buffer::Host(h) => Buffer::Host(HostBuffer {
+                // SAFETY: within the allocation (asserted above).
+                ptr: unsafe { NonNull::new_unchecked(h.ptr.as_ptr().add(range.start)) },
+                len,
+                // The tail padding belongs to the view that ends the buffer.
+                cap: if range.end == h.len { h.cap - range.start } else { len },
+                owned: false,
+            }),
+            Buffer::Pinned(p) => Buffer::Pinned(PinnedBuffer {
+                // SAFETY: within the allocation (asserted above).
+                ptr: unsafe { NonNull::new_unchecked(p.ptr.as_ptr().add(range.start)) },
+                len,
+                gpu: p.gpu.clone(),
+                owned: false,
+            }),
+            Buffer::Device(d) => Buffer::Device(DeviceBuffer {
+                dptr: d.dptr + range.start as u64,
+                len,
+                gpu: d.gpu.clone(),
+                bounce: Vec::new(),
+                streams: Vec::new(),
+                owned: false,
+            }),
+        }
+    }
+
+    /// Set every byte to zero.
+    ///
+    /// Errors: the driver's error for device memory.
+    pub fn zero(&mut self) -> Result<(), String> {
+        match self {
+            Buffer::Device(d) => {
+                d.gpu.bind()?;
+                // SAFETY: dptr is valid for len bytes.
+                unsafe { sys::cuMemsetD8_v2(d.dptr, 0, d.len) }.result().map_err(|e| cuda_err("cuMemsetD8", e))
+            }
+            other => {
+                other.as_host_mut().expect("host or pinned").fill(0);
+                Ok(())
+            }
+        }
+    }
+
+    /// Copy `dst.len()` bytes at `offset` into host memory, whatever the kind.
+    ///
+    /// Errors: the range overruns the buffer, or the driver's error.
+    pub fn copy_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<(), String> {
+        match self {
+            Buffer::Device(d) => d.read_back(offset, dst),
+            other => {
+                let h = other.as_host().expect("host or pinned");
+                let src = h.get(offset..offset + dst.len()).ok_or_else(|| format!("read of {} bytes at {offset} overruns the {} byte buffer", dst.len(), h.len()))?;
+                dst.copy_from_slice(src);
+                Ok(())
+            }
+        }
+    }
+
+    /// Copy `src` (host memory) to byte `offset`, whatever the kind.
+    ///
+    /// Errors: the range overruns the buffer, or the driver's error.
+    pub fn copy_from_host(&mut self, offset: usize, src: &[u8]) -> Result<(), String> {
+        match self {
+            Buffer::Device(d) => d.write_from_host(offset, src),
+            other => {
+                let h = other.as_host_mut().expect("host or pinned");
+                let len = h.len();
+                let dst = h.get_mut(offset..offset + src.len()).ok_or_else(|| format!("write of {} bytes at {offset} overruns the {len} byte buffer", src.len()))?;
+                dst.copy_from_slice(src);
+                Ok(())
+            }
+        }
+    }
+
     /// Allocate a buffer of `len` bytes of the kind `dest` names. Device
     /// buffers get `bounce` pinned bounce buffers of `chunk` bytes for the
     /// staged pipeline when `bounce > 0`.
@@ -202,6 +291,8 @@ pub struct PinnedBuffer {
     ptr: NonNull<u8>,
     len: usize,
     gpu: Arc<Gpu>,
+    /// False for a view (see [`Buffer::view`]): the owner frees it.
+    owned: bool,
 }
 
 // SAFETY: exclusively owned, like HostBuffer.
@@ -217,7 +308,7 @@ impl PinnedBuffer {
         let ptr = NonNull::new(raw as *mut u8).ok_or("cuMemHostAlloc returned NULL")?;
         // SAFETY: valid for len.max(1) bytes; touching faults the pages in now.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len.max(1)) };
-        Ok(PinnedBuffer { ptr, len, gpu: gpu.clone() })
+        Ok(PinnedBuffer { ptr, len, gpu: gpu.clone(), owned: true })
     }
     fn as_slice(&self) -> &[u8] {
         // SAFETY: valid and initialised for len bytes.
@@ -231,6 +322,9 @@ impl PinnedBuffer {
 
 impl Drop for PinnedBuffer {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let _ = self.gpu.bind();
         // SAFETY: allocated by cuMemHostAlloc in new(); no copy uses it any more
         // (DeviceBuffer synchronises its streams before dropping its bounce buffers).
@@ -253,6 +347,8 @@ pub struct DeviceBuffer {
     /// Pinned bounce buffers (empty when the transport writes device memory itself).
     pub bounce: Vec<Buffer>,
     streams: Vec<sys::CUstream>,
+    /// False for a view (see [`Buffer::view`]): the owner frees it.
+    owned: bool,
 }
 
 // SAFETY: exclusively owned; CUDA handles are usable from any thread with the context bound.
@@ -268,7 +364,7 @@ impl DeviceBuffer {
         let dptr = unsafe { result::malloc_sync(len.max(1)) }.map_err(|e| {
             cuda_err(&format!("cuMemAlloc({len} bytes) on GPU {}", gpu.ordinal), e)
         })?;
-        let mut d = DeviceBuffer { dptr, len, gpu: gpu.clone(), bounce: Vec::new(), streams: Vec::new() };
+        let mut d = DeviceBuffer { dptr, len, gpu: gpu.clone(), bounce: Vec::new(), streams: Vec::new(), owned: true };
         // SAFETY: dptr is valid for len bytes.
         unsafe { sys::cuMemsetD8_v2(dptr, 0, len.max(1)) }.result().map_err(|e| cuda_err("cuMemsetD8", e))?;
         for _ in 0..bounce {
@@ -307,6 +403,31 @@ impl DeviceBuffer {
         unsafe { result::stream::synchronize(self.streams[i]) }.map_err(|e| cuda_err("cuStreamSynchronize", e))
     }
 
+    /// Copy `src` (host memory) to byte `offset` of this buffer, synchronously.
+    ///
+    /// Errors: the range overruns the buffer, or the driver's error.
+    pub fn write_from_host(&mut self, offset: usize, src: &[u8]) -> Result<(), String> {
+        if offset + src.len() > self.len {
+            return Err(format!("copy of {} bytes at {offset} overruns the {} byte device buffer", src.len(), self.len));
+        }
+        self.gpu.bind()?;
+        // SAFETY: range checked; synchronous copy.
+        unsafe { result::memcpy_htod_sync(self.dptr + offset as u64, src) }.map_err(|e| cuda_err("cuMemcpyHtoD", e))
+    }
+
+    /// Copy all of `src` (device memory, any GPU of this process) to byte
+    /// `offset` of this buffer, synchronously (device-to-device).
+    ///
+    /// Errors: the range overruns the buffer, or the driver's error.
+    pub fn copy_from_device(&mut self, offset: usize, src: &DeviceBuffer) -> Result<(), String> {
+        if offset + src.len > self.len {
+            return Err(format!("copy of {} bytes at {offset} overruns the {} byte device buffer", src.len, self.len));
+        }
+        self.gpu.bind()?;
+        // SAFETY: both ranges are within live allocations; synchronous copy.
+        unsafe { result::memcpy_dtod_sync(self.dptr + offset as u64, src.dptr, src.len) }.map_err(|e| cuda_err("cuMemcpyDtoD", e))
+    }
+
     /// Copy `len` bytes at `offset` back to the host (verification, tests).
     pub fn read_back(&self, offset: usize, dst: &mut [u8]) -> Result<(), String> {
         if offset + dst.len() > self.len {
@@ -330,8 +451,10 @@ impl Drop for DeviceBuffer {
             let _ = unsafe { result::stream::destroy(*s) };
         }
         self.bounce.clear();
-        // SAFETY: allocated in new(); no copy is in flight.
-        let _ = unsafe { result::free_sync(self.dptr) };
+        if self.owned {
+            // SAFETY: allocated in new(); no copy is in flight.
+            let _ = unsafe { result::free_sync(self.dptr) };
+        }
     }
 }
 
@@ -349,6 +472,8 @@ pub struct HostBuffer {
     ptr: NonNull<u8>,
     len: usize,
     cap: usize,
+    /// False for a view (see [`Buffer::view`]): the owner frees it.
+    owned: bool,
 }
 
 // SAFETY: HostBuffer owns its allocation exclusively (like Vec<u8>); `&self`
@@ -368,7 +493,7 @@ impl HostBuffer {
         let Some(ptr) = NonNull::new(raw) else { handle_alloc_error(layout) };
         // SAFETY: ptr is valid for cap bytes; writing faults every page in now.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, cap) };
-        HostBuffer { ptr, len, cap }
+        HostBuffer { ptr, len, cap, owned: true }
     }
 
     /// The first `len` bytes.
@@ -391,6 +516,9 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         let layout = Layout::from_size_align(self.cap, HOST_ALIGN).expect("page-aligned layout");
         // SAFETY: allocated in new() with this exact layout.
         unsafe { dealloc(self.ptr.as_ptr(), layout) };

@@ -358,9 +358,9 @@ async fn run_cell(
     // Buffers are allocated (and their pages touched) before any timed window.
     let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
     let mut buffers: Vec<Buffer> = (0..streams)
-        .map(|_| Buffer::for_dest(args.mem.dest, gpu, size as usize, bounce, args.mem.stage_chunk as usize))
+        .map(|_| Buffer::for_dest(args.mem.dest(), gpu, size as usize, bounce, args.mem.stage_chunk as usize))
         .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest.name())))?;
+        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest().name())))?;
     let counter = Arc::new(AtomicU64::new(0));
     let pb = progress_bar();
     let mut repeats = Vec::new();
@@ -553,7 +553,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             store.backend().name(),
             store.location(),
             store.bucket(),
-            args.mem.dest.name(),
+            args.mem.dest().name(),
             gpu.as_ref().map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default()
         );
         if store.backend() == crate::cli::Backend::Local && !args.store.direct {

@@ -244,9 +244,9 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     // One buffer per shard, allocated before any timed window.
     let mut bufs: Vec<Buffer> = layout
         .iter()
-        .map(|s| Buffer::for_dest(args.mem.dest, gpu.as_ref(), s.data_bytes() as usize, bounce, args.mem.stage_chunk as usize))
+        .map(|s| Buffer::for_dest(args.mem.dest(), gpu.as_ref(), s.data_bytes() as usize, bounce, args.mem.stage_chunk as usize))
         .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", args.mem.dest.name())))?;
+        .map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", args.mem.dest().name())))?;
     let mut repeats = Vec::new();
     for rep in 1..=args.repeats {
         let window = witness.begin().await;
@@ -284,7 +284,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         params: json!({"model": args.model, "window_bytes": args.store.window, "concurrency": args.concurrency,
                        "repeats": args.repeats, "verify": args.verify}),
         results: json!({"shards": layout.len(), "tensors": tensors, "bytes": total, "header_s": header_s,
-                        "device_memory_bytes": if args.mem.dest == Dest::Device { total } else { 0 },
+                        "device_memory_bytes": if args.mem.dest() == Dest::Device { total } else { 0 },
                         "repeats": repeats, "summary": {"wall_s": wall, "throughput_gbps": gbps, "client_cpu_cores": cores},
                         "verified": verified, "baselines": baseline_runs, "layout": layout}),
         rdma_witness: json!({"verdict": worst.verdict, "reason": worst.reason}),
@@ -299,7 +299,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         t.set_header(["loader", "dest", "shards", "tensors", "GB", "wall s", "GB/s", "client cores", "witness", "verified"]);
         t.add_row([
             store.backend().name().to_string(),
-            args.mem.dest.name().to_string(),
+            args.mem.dest().name().to_string(),
             layout.len().to_string(),
             tensors.to_string(),
             format!("{:.2}", total as f64 / 1e9),
@@ -316,7 +316,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
             };
             t.add_row([
                 name.to_string(),
-                args.mem.dest.name().to_string(),
+                args.mem.dest().name().to_string(),
                 layout.len().to_string(),
                 tensors.to_string(),
                 format!("{:.2}", total as f64 / 1e9),

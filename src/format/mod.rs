@@ -1,3 +1,4 @@
 //! On-store layouts and their manifests (DESIGN.md, "On-store formats").
 
+pub mod ckpt;
 pub mod weights;

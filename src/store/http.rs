@@ -30,7 +30,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
-use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, resolve_range};
+use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
 use crate::cli::{Backend, ChecksumMode, StoreArgs};
 use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
@@ -388,9 +388,10 @@ impl ObjectStore for HttpStore {
         Ok(Transfer { bytes: len, path: TransferPath::Http, first_byte: first_byte.map(|t| t - t0) })
     }
 
-    async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError> {
+    async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
         check_key(key)?;
-        let data = src.as_host().ok_or_else(|| StoreError::Config("PUT from device memory is not supported on this backend yet: use a host or pinned source".into()))?;
+        check_source(key, src, &range)?;
+        let data = &src.as_host().ok_or_else(|| StoreError::Config("device memory is written through store::write_from (staged through pinned memory)".into()))?[range];
         let part = self.part_size.max(MIN_MULTIPART_PART) as usize;
         if data.len() > part {
             self.put_multipart(key, data, part).await?;

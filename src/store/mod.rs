@@ -32,7 +32,7 @@ pub enum TransferPath {
     Rdma,
     /// S3 over HTTP straight into the caller's buffer.
     Http,
-    /// S3 over HTTP into a pinned host bounce buffer, then copied to the device.
+    /// S3 over HTTP through pinned host memory, copied to or from the device.
     HttpStaged,
     /// A local filesystem.
     Local,
@@ -103,9 +103,17 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
         self.get_into_at(key, range, dst, 0).await
     }
-    /// Write all of `src` as the object `key`, replacing any object of that key.
-    /// Readers never see a partly written object.
-    async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError>;
+    /// Write `src[range]` as the object `key`, replacing any object of that
+    /// key. Readers never see a partly written object. Host and pinned
+    /// sources on every backend; device sources only where
+    /// [`ObjectStore::writes_device`] (others go through [`write_from`]).
+    ///
+    /// Errors: [`StoreError::BufferTooSmall`] when `range` is not within `src`.
+    async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError>;
+    /// Write all of `src` as the object `key` ([`ObjectStore::put_range`] over the whole buffer).
+    async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError> {
+        self.put_range(key, src, 0..src.len()).await
+    }
     /// Every object whose key starts with `prefix`, sorted by key.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
     /// Delete an object. Deleting a missing object succeeds, as in S3.
@@ -147,6 +155,61 @@ pub async fn read_into_at(
         Buffer::Device(d) if !store.writes_device() => staged_read(store, key, range, d, at).await,
         _ => store.get_into_at(key, range, dst, at).await,
     }
+}
+
+/// Write `src[range]` as `key` from any kind of buffer: straight through
+/// `put_range` for host and pinned memory and for backends that read device
+/// memory themselves (GPU-Direct); for device memory on other backends the
+/// range is first copied into `staging` (pinned host memory, at least
+/// `range.len()` bytes), and that copy is part of the write's cost.
+///
+/// Errors: [`StoreError::BufferTooSmall`] when `staging` is missing or short,
+/// [`StoreError::Other`] when the device-to-host copy fails.
+pub async fn write_from(
+    store: &dyn ObjectStore,
+    key: &str,
+    src: &Buffer,
+    range: Range<usize>,
+    staging: Option<&mut Buffer>,
+) -> Result<Transfer, StoreError> {
+    match src {
+        Buffer::Device(d) if !store.writes_device() => {
+            let len = range.end - range.start;
+            let staging = match staging {
+                Some(s) if s.len() >= len => s,
+                other => {
+                    return Err(StoreError::BufferTooSmall { key: key.into(), needed: len as u64, capacity: other.map_or(0, |s| s.len() as u64) });
+                }
+            };
+            let host = staging.as_host_mut().expect("staging buffers are host memory");
+            blocking(|| d.read_back(range.start, &mut host[..len]))
+                .map_err(|e| StoreError::Other { op: "PUT", key: key.into(), location: store.location(), detail: format!("staging device bytes: {e}") })?;
+            let mut t = store.put_range(key, staging, 0..len).await?;
+            if t.path == TransferPath::Http {
+                t.path = TransferPath::HttpStaged;
+            }
+            Ok(t)
+        }
+        _ => store.put_range(key, src, range).await,
+    }
+}
+
+/// Run blocking work (file I/O, synchronous CUDA copies) without stalling the runtime: on a
+/// multi-thread runtime the worker hands its other tasks off first
+/// (`block_in_place` keeps borrowed buffers usable, unlike `spawn_blocking`).
+pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+/// Check `range` lies within `src` (for `put_range`).
+pub fn check_source(key: &str, src: &Buffer, range: &Range<usize>) -> Result<(), StoreError> {
+    if range.start > range.end || range.end > src.len() {
+        return Err(StoreError::BufferTooSmall { key: key.into(), needed: range.end as u64, capacity: src.len() as u64 });
+    }
+    Ok(())
 }
 
 /// Split `range` into consecutive chunks of at most `chunk` bytes.

@@ -32,7 +32,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::http::HttpStore;
-use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, resolve_range};
+use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
 use crate::cli::{Backend, StoreArgs};
 use crate::error::StoreError;
 use crate::mem::Buffer;
@@ -402,6 +402,21 @@ impl RdmaStore {
         }
     }
 
+    /// The HTTP fallback of a PUT. A device source is copied to host memory
+    /// first (HTTP cannot read device memory): a slow path, taken only when
+    /// the library declines, and the witness shows the bytes as HTTP.
+    async fn http_put(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
+        match src {
+            Buffer::Device(d) => {
+                let mut host = Buffer::host(range.end - range.start);
+                d.read_back(range.start, host.as_host_mut().expect("host"))
+                    .map_err(|e| self.other("PUT", key, format!("staging device bytes for the HTTP fallback: {e}")))?;
+                self.http.put_from(key, &host).await
+            }
+            _ => self.http.put_range(key, src, range).await,
+        }
+    }
+
     /// Figures of the C ABI's return codes so far.
     pub fn counts(&self) -> CallCounts {
         self.counters.snapshot()
@@ -506,21 +521,23 @@ impl ObjectStore for RdmaStore {
         }
     }
 
-    async fn put_from(&self, key: &str, src: &Buffer) -> Result<Transfer, StoreError> {
+    async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
         let kc = self.key_c(key)?;
-        let len = src.len();
+        check_source(key, src, &range)?;
+        let len = range.end - range.start;
         if len as u64 > self.max_transfer {
             // One descriptor cannot carry it; older builds segfault trying (seeds/000).
-            return self.http.put_from(key, src).await;
+            return self.http_put(key, src, range).await;
         }
         let ptr = match src {
-            Buffer::Device(d) => d.device_ptr().0 as *const u8,
-            other => other.as_host().expect("host or pinned buffer").as_ptr(),
+            // SAFETY (both arms): range is within src (checked above).
+            Buffer::Device(d) => (d.device_ptr().0 as usize + range.start) as *const u8,
+            other => other.as_host().expect("host or pinned buffer")[range.clone()].as_ptr(),
         };
         let (rc, err) = self.call(Op::Put { key: kc, ptr, len }).await?;
         match rc {
             n if n >= 0 => Ok(Transfer { bytes: len as u64, path: TransferPath::Rdma, first_byte: None }),
-            -2 => self.http.put_from(key, src).await,
+            -2 => self.http_put(key, src, range).await,
             _ => {
                 let code = if rc == -3 { "invalid argument (-3)" } else { "failed (-1)" };
                 Err(self.other("PUT", key, format!("libminiocpp {code}: {}", err.unwrap_or_default())))

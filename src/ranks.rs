@@ -1,0 +1,338 @@
+//! Ranks: several processes of this binary running one benchmark together
+//! (`ckpt --ranks N`, `fetch --procs 1,2,4`), on one host or, under a
+//! launcher, across hosts.
+//!
+//! Who is a rank: a process started by [`spawn_local`] (our own `S3RDMA_*`
+//! variables), by torchrun (`RANK`/`WORLD_SIZE`/`LOCAL_RANK`), Slurm
+//! (`SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID`) or Open MPI
+//! (`OMPI_COMM_WORLD_RANK`/`_SIZE`/`_LOCAL_RANK`).
+//!
+//! How ranks meet: through small objects in the benchmark's own store
+//! ([`Group`]): a barrier is one `ready` object per rank under a step prefix
+//! that every rank lists until all are there; figures are one JSON object per
+//! rank that rank 0 gathers. No home-made network protocol, and it works
+//! wherever the store is shared (any S3 endpoint; a local directory on one
+//! host or a shared filesystem). Every wait is bounded (`--barrier-timeout`),
+//! so a rank that dies makes the others fail with its name, never hang.
+
+use std::ffi::OsString;
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::mem::Buffer;
+use crate::store::ObjectStore;
+
+/// Our own rank variables, set by [`spawn_local`] on each child.
+pub const ENV_RANK: &str = "S3RDMA_RANK";
+/// World size set by [`spawn_local`].
+pub const ENV_WORLD: &str = "S3RDMA_WORLD_SIZE";
+/// Rank on this host set by [`spawn_local`].
+pub const ENV_LOCAL: &str = "S3RDMA_LOCAL_RANK";
+/// Run id shared by the ranks of one run (their meeting prefix in the store).
+pub const ENV_RUN: &str = "S3RDMA_RUN_ID";
+
+/// This process's place in a group.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Rank {
+    /// 0-based global rank; rank 0 writes the record.
+    pub rank: usize,
+    /// Number of ranks.
+    pub world: usize,
+    /// Rank among the ranks of this host (picks the GPU: `local_rank % GPUs`).
+    pub local_rank: usize,
+    /// Who started the ranks: `s3rdma`, `torchrun`, `slurm`, `openmpi` or `none`.
+    pub launcher: &'static str,
+    /// Shared by every rank of one run.
+    pub run_id: String,
+}
+
+impl Rank {
+    /// A lone process (world size 1).
+    pub fn single() -> Rank {
+        Rank { rank: 0, world: 1, local_rank: 0, launcher: "none", run_id: format!("solo-{}", std::process::id()) }
+    }
+
+    /// The rank the environment describes, if any (ours first, then
+    /// torchrun, Slurm, Open MPI). `run_id` overrides the launcher's job id.
+    ///
+    /// Errors: [`Error::Usage`] for unparsable values, a rank outside the
+    /// world, or a launcher that gives no job id and no `--run-id`.
+    pub fn from_env(run_id: Option<&str>) -> Result<Option<Rank>> {
+        from_vars(|k| std::env::var(k).ok(), run_id)
+    }
+
+    /// True for rank 0.
+    pub fn is_root(&self) -> bool {
+        self.rank == 0
+    }
+}
+
+/// [`Rank::from_env`] over any variable source (tests pass a map).
+pub fn from_vars(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>) -> Result<Option<Rank>> {
+    // (launcher, rank, world, local rank, job id variables)
+    const LAUNCHERS: &[(&str, &str, &str, &str, &[&str])] = &[
+        ("s3rdma", ENV_RANK, ENV_WORLD, ENV_LOCAL, &[ENV_RUN]),
+        ("torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", &["TORCHELASTIC_RUN_ID"]),
+        ("slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", &["SLURM_JOB_ID", "SLURM_STEP_ID"]),
+        ("openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", &["OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE"]),
+    ];
+    for &(launcher, r, w, l, job) in LAUNCHERS {
+        let (Some(rank), Some(world)) = (get(r), get(w)) else { continue };
+        let num = |name: &str, v: &str| {
+            v.trim().parse::<usize>().map_err(|_| Error::Usage(format!("{name}='{v}' is not a non-negative integer (set by {launcher})")))
+        };
+        let rank = num(r, &rank)?;
+        let world = num(w, &world)?;
+        let local_rank = match get(l) {
+            Some(v) => num(l, &v)?,
+            None => rank,
+        };
+        if world == 0 || rank >= world {
+            return Err(Error::Usage(format!("{r}={rank} is outside {w}={world} (set by {launcher})")));
+        }
+        let ids: Vec<String> = job.iter().filter_map(|k| get(k)).filter(|v| !v.is_empty()).collect();
+        let run_id = match (run_id, ids.is_empty()) {
+            (Some(id), _) => id.to_string(),
+            (None, false) => ids.join("."),
+            (None, true) if world == 1 => format!("solo-{}", std::process::id()),
+            (None, true) => {
+                return Err(Error::Usage(format!(
+                    "started by {launcher} as rank {rank} of {world}, but it sets no job id ({}): pass the same --run-id to every rank",
+                    job.join(", ")
+                )));
+            }
+        };
+        check_run_id(&run_id)?;
+        return Ok(Some(Rank { rank, world, local_rank, launcher, run_id }));
+    }
+    Ok(None)
+}
+
+/// Fault injection for tests: the rank named by `S3RDMA_TEST_FAIL_RANK`
+/// fails at once, so tests can show a dead rank stops the run instead of hanging it.
+pub fn injected_fault(me: &Rank) -> Result<()> {
+    match std::env::var("S3RDMA_TEST_FAIL_RANK").ok().and_then(|v| v.parse::<usize>().ok()) {
+        Some(r) if r == me.rank && me.world > 1 => Err(Error::Runtime(format!("rank {r}: failure injected by S3RDMA_TEST_FAIL_RANK"))),
+        _ => Ok(()),
+    }
+}
+
+/// Run ids become key segments: letters, digits, '.', '_' and '-', 1-100 long.
+pub fn check_run_id(id: &str) -> Result<()> {
+    if id.is_empty() || id.len() > 100 || !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) || id.starts_with('.') {
+        return Err(Error::Usage(format!("--run-id '{id}': use 1-100 letters, digits, '.', '_' or '-' (not starting with '.')")));
+    }
+    Ok(())
+}
+
+/// Start `world` copies of this process with the same arguments, as ranks
+/// 0..world of one run (each sees [`ENV_RANK`] and so does not spawn again),
+/// and wait for all of them. The first rank to fail stops the others: the
+/// error names it and carries its exit code (its own message is on stderr
+/// above, prefixed by nothing: each rank writes its own lines).
+///
+/// Errors: [`Error::Runtime`] when a child cannot start; [`Error::RankFailed`]
+/// with the failed rank's exit code.
+pub fn spawn_local(world: usize) -> Result<()> {
+    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this executable to start ranks: {e}")))?;
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let run_id = format!("{}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S"), std::process::id());
+    let mut children: Vec<(usize, Child)> = Vec::with_capacity(world);
+    for rank in 0..world {
+        let child = Command::new(&exe)
+            .args(&args)
+            .env(ENV_RANK, rank.to_string())
+            .env(ENV_WORLD, world.to_string())
+            .env(ENV_LOCAL, rank.to_string())
+            .env(ENV_RUN, &run_id)
+            .spawn();
+        match child {
+            Ok(c) => children.push((rank, c)),
+            Err(e) => {
+                kill_all(&mut children);
+                return Err(Error::Runtime(format!("cannot start rank {rank} ({}): {e}", exe.display())));
+            }
+        }
+    }
+    while !children.is_empty() {
+        let mut i = 0;
+        while i < children.len() {
+            match children[i].1.try_wait() {
+                Ok(Some(status)) if status.success() => {
+                    children.remove(i);
+                }
+                Ok(Some(status)) => {
+                    let rank = children[i].0;
+                    children.remove(i);
+                    kill_all(&mut children);
+                    let code = status.code().unwrap_or(1);
+                    return Err(Error::RankFailed { code, msg: format!("rank {rank} of {world} failed ({status}); the other ranks were stopped") });
+                }
+                Ok(None) => i += 1,
+                Err(e) => {
+                    kill_all(&mut children);
+                    return Err(Error::Runtime(format!("cannot wait for rank {}: {e}", children.get(i).map_or(0, |c| c.0))));
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn kill_all(children: &mut Vec<(usize, Child)>) {
+    for (_, c) in children.iter_mut() {
+        let _ = c.kill();
+    }
+    for (_, c) in children.iter_mut() {
+        let _ = c.wait();
+    }
+    children.clear();
+}
+
+/// Ranks meeting through the store: barriers and figure exchange. Every rank
+/// must make the same sequence of calls (steps are numbered in call order).
+#[derive(Debug)]
+pub struct Group {
+    /// This process.
+    pub me: Rank,
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    timeout: Duration,
+    step: AtomicU64,
+}
+
+impl Group {
+    /// The group of `me`, meeting under `s3rdma-ranks/<run_id>/` in `store`'s bucket.
+    pub fn new(me: Rank, store: Arc<dyn ObjectStore>, timeout: Duration) -> Group {
+        let prefix = format!("s3rdma-ranks/{}", me.run_id);
+        Group { me, store, prefix, timeout, step: AtomicU64::new(0) }
+    }
+
+    fn next(&self, name: &str) -> String {
+        format!("{}/{:05}-{name}", self.prefix, self.step.fetch_add(1, Ordering::SeqCst))
+    }
+
+    /// Wait until every rank has arrived at this step. A lone rank returns at once.
+    ///
+    /// Errors: [`Error::Runtime`] naming the missing ranks after `--barrier-timeout`.
+    pub async fn barrier(&self, name: &str) -> Result<()> {
+        if self.me.world == 1 {
+            return Ok(());
+        }
+        let step = self.next(name);
+        self.put(&format!("{step}/r{:05}", self.me.rank), b"ready").await?;
+        self.wait_all(&step, name).await.map(|_| ())
+    }
+
+    /// Publish this rank's figures for a step and return every rank's (in
+    /// rank order). Every rank gets the full list; a lone rank gets its own.
+    ///
+    /// Errors: as [`Group::barrier`], or a figure object that is not JSON.
+    pub async fn all_gather(&self, name: &str, mine: &serde_json::Value) -> Result<Vec<serde_json::Value>> {
+        if self.me.world == 1 {
+            return Ok(vec![mine.clone()]);
+        }
+        let step = self.next(name);
+        let body = serde_json::to_vec(mine).expect("figures encode");
+        self.put(&format!("{step}/r{:05}", self.me.rank), &body).await?;
+        let keys = self.wait_all(&step, name).await?;
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            let size = self.store.head(&key).await?.size;
+            let mut b = Buffer::host(size as usize);
+            self.store.get_into(&key, None, &mut b).await?;
+            out.push(
+                serde_json::from_slice(b.as_host().expect("host"))
+                    .map_err(|e| Error::Runtime(format!("rank figures '{key}' are not JSON: {e}")))?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Remove this run's meeting objects (rank 0, at the end; others return).
+    pub async fn cleanup(&self) {
+        if self.me.world == 1 || !self.me.is_root() {
+            return;
+        }
+        if let Ok(objs) = self.store.list(&format!("{}/", self.prefix)).await {
+            for o in objs {
+                let _ = self.store.delete(&o.key).await;
+            }
+        }
+    }
+
+    async fn put(&self, key: &str, body: &[u8]) -> Result<()> {
+        let mut b = Buffer::host(body.len());
+        b.as_host_mut().expect("host").copy_from_slice(body);
+        self.store.put_from(key, &b).await?;
+        Ok(())
+    }
+
+    /// Poll the step's prefix until every rank's object is there; returns their keys in rank order.
+    async fn wait_all(&self, step: &str, name: &str) -> Result<Vec<String>> {
+        let t0 = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let objs = self.store.list(&format!("{step}/")).await?;
+            if objs.len() >= self.me.world {
+                return Ok(objs.into_iter().map(|o| o.key).collect());
+            }
+            if t0.elapsed() > self.timeout {
+                let seen: Vec<String> = objs.iter().map(|o| o.key.clone()).collect();
+                let missing: Vec<String> =
+                    (0..self.me.world).filter(|r| !seen.iter().any(|k| k.ends_with(&format!("/r{r:05}")))).map(|r| r.to_string()).collect();
+                return Err(Error::Runtime(format!(
+                    "rank {}: ranks {} did not reach step '{name}' within {}: one failed or was never started (see its output); raise --barrier-timeout if it is only slow",
+                    self.me.rank,
+                    missing.join(","),
+                    humantime::format_duration(self.timeout)
+                )));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn launchers_are_recognised() {
+        assert_eq!(from_vars(vars(&[]), None).unwrap(), None);
+        let t = from_vars(vars(&[("RANK", "3"), ("WORLD_SIZE", "8"), ("LOCAL_RANK", "1"), ("TORCHELASTIC_RUN_ID", "j7")]), None).unwrap().unwrap();
+        assert_eq!((t.rank, t.world, t.local_rank, t.launcher, t.run_id.as_str()), (3, 8, 1, "torchrun", "j7"));
+        let s = from_vars(vars(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "16"), ("SLURM_LOCALID", "5"), ("SLURM_JOB_ID", "99"), ("SLURM_STEP_ID", "0")]), None)
+            .unwrap()
+            .unwrap();
+        assert_eq!((s.rank, s.world, s.launcher, s.run_id.as_str()), (5, 16, "slurm", "99.0"));
+        let o = from_vars(vars(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]), Some("mine")).unwrap().unwrap();
+        assert_eq!((o.rank, o.local_rank, o.launcher, o.run_id.as_str()), (1, 1, "openmpi", "mine"));
+    }
+
+    #[test]
+    fn bad_rank_variables_are_usage_errors() {
+        let e = from_vars(vars(&[("RANK", "8"), ("WORLD_SIZE", "8"), ("TORCHELASTIC_RUN_ID", "x")]), None).unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+        let e = from_vars(vars(&[("RANK", "x"), ("WORLD_SIZE", "8")]), None).unwrap_err();
+        assert!(e.to_string().contains("RANK='x'"), "{e}");
+        let e = from_vars(vars(&[("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "2")]), None).unwrap_err();
+        assert!(e.to_string().contains("--run-id"), "{e}");
+        assert!(check_run_id("a/b").is_err());
+        assert!(check_run_id("..").is_err());
+        assert!(check_run_id("20261129T1200-42").is_ok());
+    }
+}
