@@ -213,7 +213,7 @@ fn usage_errors_exit_2() {
     assert_fails(&s3rdma(&["fetch", "--duration", "0s"], tmp.path()), 2, "above zero", &res);
     assert_fails(&s3rdma(&["fetch", "--bounce-buffers", "3"], tmp.path()), 2, "even number", &res);
     assert_fails(&s3rdma(&["fetch", "--sizes", "1TiB", "--concurrency", "64"], tmp.path()), 2, "lower --sizes", &res);
-    for sub in ["ckpt", "tokens", "train", "report"] {
+    for sub in ["tokens", "train", "report"] {
         assert_fails(&s3rdma(&[sub, "--anything"], tmp.path()), 2, "not implemented yet", &res);
     }
     assert!(!tmp.path().join("s3rdma-data").exists(), "usage errors must not create data");
