@@ -418,6 +418,15 @@ pub struct FetchArgs {
     /// Key prefix; objects are <prefix>/<size in bytes>/obj-<n>.
     #[arg(long, default_value = "fetch")]
     pub prefix: String,
+    /// Worker processes, comma-separated, e.g. 1,2,4,8: a cell dimension beside
+    /// sizes and concurrency. Each process runs --concurrency streams with its
+    /// own buffers (and GPU: process index modulo visible GPUs); all start
+    /// together behind a barrier. Under a launcher (torchrun, Slurm, Open MPI)
+    /// the launched processes are the workers and the largest value must not exceed them.
+    #[arg(long, value_delimiter = ',', value_parser = parse_positive, default_value = "1")]
+    pub procs: Vec<u32>,
+    #[command(flatten)]
+    pub group: GroupArgs,
 }
 
 /// `s3rdma verify`: environment, endpoint, metrics, then one PUT and one GET

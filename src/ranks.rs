@@ -122,6 +122,17 @@ pub fn injected_fault(me: &Rank) -> Result<()> {
     }
 }
 
+/// Put each rank of a multi-rank run on its own GPU: `--device` becomes
+/// `local_rank % visible GPUs` (for `--dest pinned|device`; a lone process keeps `--device`).
+pub fn assign_gpu(me: &Rank, mem: &mut crate::cli::MemArgs) {
+    let dest = mem.dest();
+    mem.dest_arg = Some(dest);
+    if me.world > 1 && dest != crate::mem::Dest::Host {
+        let gpus = crate::mem::cuda_probe().map(|i| i.devices.len()).unwrap_or(1).max(1);
+        mem.device = me.local_rank % gpus;
+    }
+}
+
 /// Run ids become key segments: letters, digits, '.', '_' and '-', 1-100 long.
 pub fn check_run_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 100 || !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) || id.starts_with('.') {

@@ -853,3 +853,71 @@ fn ckpt_bad_inputs_are_usage_errors() {
         assert_fails(&o, code, needle, &results);
     }
 }
+
+#[test]
+fn fetch_procs_runs_each_process_count_as_a_cell_on_local_and_http() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut http = http_args(&s.endpoint, "fetch-procs");
+    http.push("--prepare");
+    let local = vec!["fetch"];
+    for base in [local, http] {
+        let mut args = base.clone();
+        args.extend(["--sizes", "1MiB", "--concurrency", "2", "--procs", "1,2", "--iters", "3", "--repeats", "2", "--json"]);
+        let o = s3rdma(&args, tmp.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let cells = rec["results"].as_array().unwrap();
+        assert_eq!(cells.len(), 2, "one cell per process count");
+        for (cell, procs) in cells.iter().zip([1u64, 2]) {
+            assert_eq!(cell["procs"], procs);
+            for rep in cell["repeats"].as_array().unwrap() {
+                let per = rep["per_process"].as_array().unwrap();
+                assert_eq!(per.len() as u64, procs);
+                // --iters 3 per stream: every process read 2 streams x 3 objects of 1 MiB.
+                for p in per {
+                    assert_eq!(p["bytes"], 6 * MIB);
+                    assert_eq!(p["ops"], 6);
+                }
+                let sum: u64 = per.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+                assert_eq!(rep["bytes"], sum, "per-process bytes sum to the aggregate");
+                assert_eq!(rep["ops"], 6 * procs);
+                let cores: f64 = per.iter().map(|p| p["client_cpu_cores"].as_f64().unwrap()).sum();
+                assert!((rep["client_cpu_cores"].as_f64().unwrap() - cores).abs() < 1e-9);
+                let gbps = rep["bytes"].as_f64().unwrap() / rep["wall_s"].as_f64().unwrap() / 1e9;
+                assert!((rep["throughput_gbps"].as_f64().unwrap() - gbps).abs() < 1e-9 * gbps.max(1.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn fetch_procs_fails_fast_when_a_process_dies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t0 = std::time::Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_s3rdma"))
+        .args(["fetch", "--sizes", "1MiB", "--procs", "1,2", "--duration", "1s"])
+        .current_dir(tmp.path())
+        .env("S3RDMA_TEST_FAIL_RANK", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("rank 1 of 2 failed"), "{}", stderr(&o));
+    assert!(t0.elapsed().as_secs() < 30);
+    assert!(results_in(&tmp.path().join("results")).is_empty());
+    // Bad flags fail once, before any process starts.
+    let o = s3rdma(&["fetch", "--backend", "http", "--endpoint", "http://127.0.0.1:1", "--procs", "2"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).matches("needs credentials").count(), 1, "{}", stderr(&o));
+    // More processes than a launcher started: a usage error.
+    let o = Command::new(env!("CARGO_BIN_EXE_s3rdma"))
+        .args(["fetch", "--procs", "4"])
+        .current_dir(tmp.path())
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .env("TORCHELASTIC_RUN_ID", "small")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--procs 4 needs 4 processes"), "{}", stderr(&o));
+}

@@ -655,7 +655,10 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         Some(r) => r,
         None => match args.ranks {
             Some(n) if n > 1 => {
-                states(&args, n as usize)?; // bad sizes are a usage error before any process starts
+                // Bad sizes, store or witness flags fail once, here, not once per rank.
+                states(&args, n as usize)?;
+                Witness::new(&args.store, &args.witness)?;
+                drop(store::open(&args.store)?);
                 return tokio::task::spawn_blocking(move || ranks::spawn_local(n as usize))
                     .await
                     .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?;
@@ -669,12 +672,8 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     ranks::injected_fault(&me)?;
     let specs = states(&args, me.world)?;
     let mut mem = args.mem.clone();
+    ranks::assign_gpu(&me, &mut mem);
     let dest = mem.dest();
-    mem.dest_arg = Some(dest);
-    if me.world > 1 && dest != Dest::Host {
-        let gpus = crate::mem::cuda_probe().map(|i| i.devices.len()).unwrap_or(1).max(1);
-        mem.device = me.local_rank % gpus;
-    }
     let gpu = mem.open_gpu()?;
     let witness = Witness::new(&args.store, &args.witness)?;
     let started = chrono::Utc::now();

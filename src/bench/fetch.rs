@@ -9,16 +9,17 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{RngCore, SeedableRng, rngs::SmallRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Latency, Spread};
 use crate::cli::FetchArgs;
+use crate::ranks::{self, Group, Rank};
 use crate::error::{Error, Result, StoreError};
 use crate::mem::{Buffer, Gpu};
 use crate::report::RunRecord;
@@ -32,11 +33,13 @@ use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
 pub struct RepeatResult {
     /// 1-based repeat number.
     pub repeat: u32,
-    /// Payload bytes read (client's count).
+    /// Worker processes in this cell.
+    pub procs: u32,
+    /// Payload bytes read (client's count, all processes).
     pub bytes: u64,
     /// Completed GETs.
     pub ops: u64,
-    /// Wall seconds of the timed window.
+    /// Wall seconds of the timed window (first process's start to the last one's end).
     pub wall_s: f64,
     /// bytes / wall / 1e9.
     pub throughput_gbps: f64,
@@ -48,7 +51,7 @@ pub struct RepeatResult {
     pub latency_ms: Option<Latency>,
     /// Per-GET time to first byte (http only).
     pub ttfb_ms: Option<Latency>,
-    /// Client CPU in cores (getrusage over the window).
+    /// Client CPU in cores (getrusage over the window), summed over processes.
     pub client_cpu_cores: f64,
     /// throughput_gbps / client_cpu_cores.
     pub gbps_per_core: Option<f64>,
@@ -64,8 +67,40 @@ pub struct RepeatResult {
     pub sampler: SamplerReport,
     /// The server's account of this window's transport.
     pub witness: WitnessReport,
-    /// Return codes of the transport library in this window (rdma only).
+    /// Return codes of the transport library in this window (rdma only; rank 0's process).
     pub rdma_calls: Option<CallCounts>,
+    /// Median and range of the processes' own GB/s.
+    pub per_process_gbps: Spread,
+    /// Every process's figures (one entry for a single process).
+    pub per_process: Vec<ProcFigures>,
+}
+
+/// One worker process's figures for one repeat of one cell.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ProcFigures {
+    pub rank: usize,
+    pub host: String,
+    pub bytes: u64,
+    pub ops: u64,
+    pub wall_s: f64,
+    pub throughput_gbps: f64,
+    /// Wall-clock start and end of its timed window (Unix seconds).
+    pub start_unix_s: f64,
+    pub end_unix_s: f64,
+    pub client_cpu_cores: f64,
+    /// Whole-host CPU over its window (the same host for local ranks).
+    pub host_cpu_cores: f64,
+    /// Bytes it read over HTTP itself (declined or beyond one RDMA transfer).
+    pub client_http_bytes: u64,
+    pub transfer_paths: BTreeMap<String, u64>,
+}
+
+/// What a process sends rank 0: its figures and its per-GET samples (ms).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct ProcWire {
+    figures: ProcFigures,
+    latency_ms: Vec<f64>,
+    ttfb_ms: Vec<f64>,
 }
 
 /// Median and range over repeats of one cell.
@@ -87,13 +122,18 @@ pub struct CellSummary {
     pub rdma_share: Option<Spread>,
     /// RDMA share of the repeat the verdict comes from (the worst).
     pub witness_share: Option<f64>,
+    /// Median over repeats of the median process's GB/s.
+    pub per_process_gbps: Spread,
 }
 
-/// One (size, streams) cell.
+/// One (size, streams, processes) cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellResult {
     pub size_bytes: u64,
+    /// Streams per process.
     pub concurrency: u32,
+    /// Worker processes.
+    pub procs: u32,
     pub repeats: Vec<RepeatResult>,
     pub summary: CellSummary,
 }
@@ -152,13 +192,16 @@ fn check_args(args: &FetchArgs) -> Result<()> {
         .map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", args.prefix)))?;
     let max_size = *args.sizes.iter().max().expect("clap gives at least one size");
     let max_c = *args.concurrency.iter().max().expect("clap gives at least one count") as u64;
-    let need = max_size.saturating_mul(max_c);
+    let max_p = *args.procs.iter().max().expect("clap gives at least one count") as u64;
+    // Every process of the widest cell holds its own buffers (on one host unless launched across hosts).
+    let need = max_size.saturating_mul(max_c).saturating_mul(max_p);
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
     let avail = sys.available_memory();
     if avail > 0 && need > avail / 10 * 9 {
         return Err(Error::Usage(format!(
-            "{} streams x {} needs {} of buffers but only {} of memory is available: lower --sizes or --concurrency",
+            "{} process(es) x {} streams x {} needs {} of buffers but only {} of memory is available: lower --sizes, --concurrency or --procs",
+            max_p,
             max_c,
             human_bytes(max_size),
             human_bytes(need),
@@ -289,35 +332,92 @@ async fn run_streams(
     }
 }
 
-fn summarize_repeat(repeat: u32, ops: &[OpSample], wall: Duration, s: SamplerReport, w: WitnessReport) -> RepeatResult {
+fn now_unix() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// One process's window as figures plus samples.
+fn proc_wire(rank: usize, host: &str, ops: &[OpSample], wall: Duration, start_unix_s: f64, s: &SamplerReport) -> ProcWire {
     let bytes: u64 = ops.iter().map(|o| o.bytes).sum();
     let wall_s = wall.as_secs_f64().max(1e-9);
-    let gbps = bytes as f64 / wall_s / 1e9;
-    let lat: Vec<Duration> = ops.iter().map(|o| o.latency).collect();
-    let ttfb: Vec<Duration> = ops.iter().filter_map(|o| o.ttfb).collect();
     let mut paths = BTreeMap::new();
     for o in ops {
         *paths.entry(o.path.to_string()).or_insert(0) += o.bytes;
     }
+    ProcWire {
+        figures: ProcFigures {
+            rank,
+            host: host.into(),
+            bytes,
+            ops: ops.len() as u64,
+            wall_s,
+            throughput_gbps: bytes as f64 / wall_s / 1e9,
+            start_unix_s,
+            end_unix_s: start_unix_s + wall_s,
+            client_cpu_cores: s.client_cpu_cores,
+            host_cpu_cores: s.host_cpu_cores,
+            client_http_bytes: ops.iter().filter(|o| matches!(o.path, TransferPath::Http | TransferPath::HttpStaged)).map(|o| o.bytes).sum(),
+            transfer_paths: paths,
+        },
+        latency_ms: ops.iter().map(|o| o.latency.as_secs_f64() * 1e3).collect(),
+        ttfb_ms: ops.iter().filter_map(|o| o.ttfb).map(|t| t.as_secs_f64() * 1e3).collect(),
+    }
+}
+
+/// A repeat from the processes' figures: bytes and ops summed, wall from the
+/// first start to the last end (a lone process: its own wall), client CPU
+/// summed, host CPU the busiest view per host summed over hosts, NIC bytes
+/// from `s` (rank 0's sampler: the whole host).
+fn summarize_repeat(repeat: u32, procs: Vec<ProcWire>, s: SamplerReport, w: WitnessReport) -> RepeatResult {
+    let bytes: u64 = procs.iter().map(|p| p.figures.bytes).sum();
+    let ops: u64 = procs.iter().map(|p| p.figures.ops).sum();
+    let wall_s = if procs.len() == 1 {
+        procs[0].figures.wall_s
+    } else {
+        let first = procs.iter().map(|p| p.figures.start_unix_s).fold(f64::INFINITY, f64::min);
+        let last = procs.iter().map(|p| p.figures.end_unix_s).fold(0.0, f64::max);
+        (last - first).max(1e-9)
+    };
+    let gbps = bytes as f64 / wall_s / 1e9;
+    let to_d = |v: &[f64]| v.iter().map(|ms| Duration::from_secs_f64(ms / 1e3)).collect::<Vec<_>>();
+    let lat: Vec<Duration> = procs.iter().flat_map(|p| to_d(&p.latency_ms)).collect();
+    let ttfb: Vec<Duration> = procs.iter().flat_map(|p| to_d(&p.ttfb_ms)).collect();
+    let mut paths = BTreeMap::new();
+    for p in &procs {
+        for (k, v) in &p.figures.transfer_paths {
+            *paths.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+    let client_cpu_cores: f64 = procs.iter().map(|p| p.figures.client_cpu_cores).sum();
+    let mut hosts: BTreeMap<&str, f64> = BTreeMap::new();
+    for p in &procs {
+        let e = hosts.entry(&p.figures.host).or_default();
+        *e = e.max(p.figures.host_cpu_cores);
+    }
+    let host_cpu_cores = hosts.values().sum();
+    let per_process: Vec<ProcFigures> = procs.into_iter().map(|p| p.figures).collect();
     RepeatResult {
         repeat,
+        procs: per_process.len() as u32,
         bytes,
-        ops: ops.len() as u64,
+        ops,
         wall_s,
         throughput_gbps: gbps,
         throughput_gibps: bytes as f64 / wall_s / (1u64 << 30) as f64,
-        ops_per_s: ops.len() as f64 / wall_s,
+        ops_per_s: ops as f64 / wall_s,
         latency_ms: Latency::from_durations(&lat),
         ttfb_ms: Latency::from_durations(&ttfb),
-        client_cpu_cores: s.client_cpu_cores,
-        gbps_per_core: (s.client_cpu_cores > 0.0).then(|| gbps / s.client_cpu_cores),
-        host_cpu_cores: s.host_cpu_cores,
+        client_cpu_cores,
+        gbps_per_core: (client_cpu_cores > 0.0).then(|| gbps / client_cpu_cores),
+        host_cpu_cores,
         nic_rx_bytes: s.nic_rx_bytes,
         nic_tx_bytes: s.nic_tx_bytes,
         transfer_paths: paths,
         sampler: s,
         witness: w,
         rdma_calls: None,
+        per_process_gbps: Spread::of(per_process.iter().map(|p| p.throughput_gbps)).expect("at least one process"),
+        per_process,
     }
 }
 
@@ -343,34 +443,50 @@ fn summarize_cell(reps: &[RepeatResult]) -> CellSummary {
         witness_reason: reason,
         rdma_share: opt(|r| r.witness.rdma_share),
         witness_share: reps.iter().min_by_key(|r| r.witness.verdict).and_then(|r| r.witness.rdma_share),
+        per_process_gbps: sp(|r| r.per_process_gbps.median),
     }
 }
 
-async fn run_cell(
-    store: &Arc<dyn ObjectStore>,
-    keys: &Arc<Vec<String>>,
-    size: u64,
-    streams: u32,
-    args: &FetchArgs,
-    witness: &Witness,
-    gpu: Option<&Arc<Gpu>>,
-) -> Result<CellResult> {
+/// Everything a cell needs besides its own dimensions.
+struct CellCtx<'a> {
+    store: &'a Arc<dyn ObjectStore>,
+    args: &'a FetchArgs,
+    witness: &'a Witness,
+    gpu: Option<&'a Arc<Gpu>>,
+    group: &'a Group,
+    host: &'a str,
+}
+
+/// One cell: `procs` processes (ranks below `procs`; the others wait at the
+/// same barriers) each running `streams` streams over `keys`.
+async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams: u32, procs: u32) -> Result<CellResult> {
+    let (store, args, me) = (cx.store, cx.args, &cx.group.me);
+    let active = me.rank < procs as usize;
     // Buffers are allocated (and their pages touched) before any timed window.
     let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
-    let mut buffers: Vec<Buffer> = (0..streams)
-        .map(|_| Buffer::for_dest(args.mem.dest(), gpu, size as usize, bounce, args.mem.stage_chunk as usize))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest().name())))?;
+    let mut buffers: Vec<Buffer> = if active {
+        (0..streams)
+            .map(|_| Buffer::for_dest(args.mem.dest(), cx.gpu, size as usize, bounce, args.mem.stage_chunk as usize))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest().name())))?
+    } else {
+        Vec::new()
+    };
     let counter = Arc::new(AtomicU64::new(0));
-    let pb = progress_bar();
+    let pb = if me.is_root() { progress_bar() } else { ProgressBar::hidden() };
+    let cell = format!("{}-{streams}-{procs}", size);
     let mut repeats = Vec::new();
     for rep in 1..=args.run.repeats {
-        let label = format!("{} x {streams} streams, repeat {rep}/{}", human_bytes(size), args.run.repeats);
-        if !args.run.warmup.is_zero() {
+        let label = format!("{} x {streams} streams x {procs} procs, repeat {rep}/{}", human_bytes(size), args.run.repeats);
+        if !args.run.warmup.is_zero() && active {
             pb.set_message(format!("{label}: warm-up"));
             run_streams(store, keys, &mut buffers, Stop::At(Instant::now() + args.run.warmup), &counter).await?;
         }
         counter.store(0, Ordering::Relaxed);
+        // Counters are scraped outside the sampler's window: the scrape's own
+        // CPU and bytes do not count against the transport.
+        let window = if me.is_root() { Some(cx.witness.begin().await) } else { None };
+        cx.group.barrier(&format!("fetch-{cell}-{rep}")).await?;
         let t0 = Instant::now();
         let ticker = {
             let (pb, counter, label) = (pb.clone(), counter.clone(), label.clone());
@@ -378,7 +494,7 @@ async fn run_cell(
                 loop {
                     tokio::time::sleep(Duration::from_millis(250)).await;
                     let gbps = counter.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64() / 1e9;
-                    pb.set_message(format!("{label}: {gbps:.2} GB/s"));
+                    pb.set_message(format!("{label}: {gbps:.2} GB/s (this process)"));
                 }
             })
         };
@@ -386,26 +502,56 @@ async fn run_cell(
             Some(k) => Stop::Iters(k),
             None => Stop::At(Instant::now() + args.run.duration),
         };
-        // Counters are scraped outside the sampler's window: the scrape's own
-        // CPU and bytes do not count against the transport.
-        let window = witness.begin().await;
         let calls0 = store.call_counts();
+        let start_unix_s = now_unix();
         let sampler = Sampler::start();
-        let res = run_streams(store, keys, &mut buffers, stop, &counter).await;
+        let res = if active { run_streams(store, keys, &mut buffers, stop, &counter).await } else { Ok((Vec::new(), Duration::ZERO)) };
         let s = sampler.finish();
         ticker.abort();
         let (ops, wall) = res?;
-        let read_bytes = ops.iter().map(|o| o.bytes).sum();
-        let client_http_bytes =
-            ops.iter().filter(|o| matches!(o.path, TransferPath::Http | TransferPath::HttpStaged)).map(|o| o.bytes).sum();
-        let w = witness.end(window, Payload { read_bytes, write_bytes: 0, client_http_bytes }).await;
-        let mut r = summarize_repeat(rep, &ops, wall, s, w);
+        let mine = proc_wire(me.rank, cx.host, &ops, wall, start_unix_s, &s);
+        let all = cx.group.all_gather(&format!("fetch-{cell}-{rep}-figures"), &serde_json::to_value(&mine).expect("figures encode")).await?;
+        let Some(window) = window else { continue };
+        let procs_wire: Vec<ProcWire> = all
+            .into_iter()
+            .map(|v| serde_json::from_value::<ProcWire>(v).map_err(|e| Error::Runtime(format!("process figures do not parse: {e}"))))
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .filter(|p| p.figures.rank < procs as usize)
+            .collect();
+        let read_bytes = procs_wire.iter().map(|p| p.figures.bytes).sum();
+        let client_http_bytes = procs_wire.iter().map(|p| p.figures.client_http_bytes).sum();
+        let w = cx.witness.end(window, Payload { read_bytes, write_bytes: 0, client_http_bytes }).await;
+        let mut r = summarize_repeat(rep, procs_wire, s, w);
         r.rdma_calls = store.call_counts().zip(calls0).map(|(now, then)| now.since(&then));
         repeats.push(r);
     }
     pb.finish_and_clear();
+    if !me.is_root() {
+        // Only rank 0 keeps figures; the others' cells are placeholders it never sees.
+        return Ok(CellResult { size_bytes: size, concurrency: streams, procs, repeats: Vec::new(), summary: placeholder_summary() });
+    }
     let summary = summarize_cell(&repeats);
-    Ok(CellResult { size_bytes: size, concurrency: streams, repeats, summary })
+    Ok(CellResult { size_bytes: size, concurrency: streams, procs, repeats, summary })
+}
+
+fn placeholder_summary() -> CellSummary {
+    let z = Spread { median: 0.0, min: 0.0, max: 0.0 };
+    CellSummary {
+        throughput_gbps: z,
+        throughput_gibps: z,
+        ops_per_s: z,
+        latency_p50_ms: None,
+        latency_p99_ms: None,
+        client_cpu_cores: z,
+        gbps_per_core: None,
+        host_cpu_cores: z,
+        witness_verdict: Verdict::Unverified,
+        witness_reason: String::new(),
+        rdma_share: None,
+        witness_share: None,
+        per_process_gbps: z,
+    }
 }
 
 fn fmt_spread(s: &Spread, digits: usize, ranged: bool) -> String {
@@ -421,9 +567,9 @@ pub fn table(cells: &[CellResult]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     let has_ttfb = cells.iter().any(|c| c.repeats.iter().any(|r| r.ttfb_ms.is_some()));
-    let mut header = vec![
-        "size", "streams", "GB/s", "GiB/s", "ops/s", "lat p50 ms", "p90", "p99", "max",
-    ];
+    let multi = cells.iter().any(|c| c.procs > 1);
+    let mut header = if multi { vec!["size", "procs x streams", "GB/s", "GB/s/proc"] } else { vec!["size", "streams", "GB/s"] };
+    header.extend(["GiB/s", "ops/s", "lat p50 ms", "p90", "p99", "max"]);
     if has_ttfb {
         header.extend(["TTFB p50 ms", "p99"]);
     }
@@ -436,17 +582,20 @@ pub fn table(cells: &[CellResult]) -> Table {
         reps.sort_by(|a, b| a.throughput_gbps.total_cmp(&b.throughput_gbps));
         let mid = reps[reps.len() / 2];
         let l = |f: fn(&Latency) -> f64, lat: &Option<Latency>| lat.as_ref().map_or("-".into(), |l| format!("{:.2}", f(l)));
-        let mut row = vec![
-            human_bytes(c.size_bytes),
-            c.concurrency.to_string(),
-            fmt_spread(&c.summary.throughput_gbps, 2, ranged),
+        let mut row = vec![human_bytes(c.size_bytes)];
+        if multi {
+            row.extend([format!("{} x {}", c.procs, c.concurrency), fmt_spread(&c.summary.throughput_gbps, 2, ranged), fmt_spread(&c.summary.per_process_gbps, 2, false)]);
+        } else {
+            row.extend([c.concurrency.to_string(), fmt_spread(&c.summary.throughput_gbps, 2, ranged)]);
+        }
+        row.extend([
             fmt_spread(&c.summary.throughput_gibps, 2, false),
             fmt_spread(&c.summary.ops_per_s, 1, false),
             l(|l| l.p50_ms, &mid.latency_ms),
             l(|l| l.p90_ms, &mid.latency_ms),
             l(|l| l.p99_ms, &mid.latency_ms),
             l(|l| l.max_ms, &mid.latency_ms),
-        ];
+        ]);
         if has_ttfb {
             row.push(l(|l| l.p50_ms, &mid.ttfb_ms));
             row.push(l(|l| l.p99_ms, &mid.ttfb_ms));
@@ -477,11 +626,36 @@ fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
 /// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
 pub async fn run(args: FetchArgs) -> Result<()> {
     check_args(&args)?;
+    if let Some(id) = &args.group.run_id {
+        ranks::check_run_id(id)?;
+    }
+    let max_procs = *args.procs.iter().max().expect("clap gives at least one count") as usize;
+    let me = match Rank::from_env(args.group.run_id.as_deref())? {
+        Some(r) => r,
+        None if max_procs > 1 => {
+            // Bad store or witness flags fail once, here, not once per process.
+            Witness::new(&args.store, &args.witness)?;
+            drop(store::open(&args.store)?);
+            return tokio::task::spawn_blocking(move || ranks::spawn_local(max_procs))
+                .await
+                .map_err(|e| Error::Runtime(format!("process supervisor failed: {e}")))?;
+        }
+        None => Rank::single(),
+    };
+    if max_procs > me.world {
+        return Err(Error::Usage(format!(
+            "--procs {max_procs} needs {max_procs} processes but the launcher ({}) started {}: lower --procs or launch more",
+            me.launcher, me.world
+        )));
+    }
+    ranks::injected_fault(&me)?;
     let witness = Witness::new(&args.store, &args.witness)?;
     let started = chrono::Utc::now();
     let mut args = args;
     dedup(&mut args.sizes);
     dedup(&mut args.concurrency);
+    dedup(&mut args.procs);
+    ranks::assign_gpu(&me, &mut args.mem);
     // The GPU is opened before the store, so rdma workers can bind its context.
     let gpu = args.mem.open_gpu()?;
     let mut store_args = args.store.clone();
@@ -492,27 +666,45 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     for &size in &args.sizes {
         for w in store.preflight(size) {
             if !warnings.contains(&w) {
-                eprintln!("warning: {w}");
+                if me.is_root() {
+                    eprintln!("warning: {w}");
+                }
                 warnings.push(w);
             }
         }
     }
     let prepare = args.run.prepare_for(&args.store);
-    store.ensure_bucket(prepare).await?;
+    let group = Group::new(me.clone(), store.clone(), args.group.barrier_timeout);
+    // Rank 0 prepares; the others check once it is done.
+    if me.is_root() {
+        store.ensure_bucket(prepare).await?;
+    }
     let mut key_sets = Vec::new();
     for &size in &args.sizes {
         let keys: Vec<String> = (0..args.objects).map(|i| object_key(&args.prefix, size, i)).collect();
-        prepare_objects(store.as_ref(), &keys, size, prepare).await?;
+        if me.is_root() {
+            prepare_objects(store.as_ref(), &keys, size, prepare).await?;
+        }
         key_sets.push((size, Arc::new(keys)));
     }
+    group.barrier("prepared").await?;
+    let host = sysinfo::System::host_name().unwrap_or_default();
+    let cx = CellCtx { store: &store, args: &args, witness: &witness, gpu: gpu.as_ref(), group: &group, host: &host };
     let mut cells = Vec::new();
     for (size, keys) in &key_sets {
         for &c in &args.concurrency {
-            cells.push(run_cell(&store, keys, *size, c, &args, &witness, gpu.as_ref()).await?);
+            for &p in &args.procs {
+                cells.push(run_cell(&cx, keys, *size, c, p).await?);
+            }
         }
     }
+    group.barrier("done").await?;
+    group.cleanup().await;
+    if !me.is_root() {
+        return Ok(());
+    }
     let cell_labels: Vec<String> =
-        cells.iter().map(|c| format!("{} x {} streams", human_bytes(c.size_bytes), c.concurrency)).collect();
+        cells.iter().map(|c| format!("{} x {} streams x {} procs", human_bytes(c.size_bytes), c.concurrency, c.procs)).collect();
     let cell_reports: Vec<&WitnessReport> = cells
         .iter()
         .map(|c| c.repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| &r.witness).expect("at least one repeat"))
@@ -521,7 +713,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         witness::worst(cell_labels.iter().map(String::as_str).zip(cell_reports.iter().copied())).expect("at least one cell");
     let rdma_witness = json!({
         "verdict": verdict, "reason": reason, "config": witness.describe(),
-        "cells": cells.iter().map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency,
+        "cells": cells.iter().map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency, "procs": c.procs,
             "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
             "rdma_share": c.summary.witness_share})).collect::<Vec<_>>(),
     });
@@ -531,10 +723,11 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             env["store"] = store.describe();
             env["witness"] = witness.describe();
             env["warnings"] = json!(warnings);
+            env["ranks"] = json!({"world": me.world, "launcher": me.launcher, "run_id": me.run_id});
             env
         },
         params: json!({
-            "sizes_bytes": args.sizes, "concurrency": args.concurrency, "objects": args.objects,
+            "sizes_bytes": args.sizes, "concurrency": args.concurrency, "procs": args.procs, "objects": args.objects,
             "prefix": args.prefix, "bucket": args.store.bucket,
             "duration_s": args.run.iters.is_none().then(|| args.run.duration.as_secs_f64()),
             "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
@@ -613,12 +806,34 @@ mod tests {
             host_logical_cpus: 2, nic_rx_bytes: 0, nic_tx_bytes: 0, nics: Default::default(),
         };
         let w = witness::judge(witness::Expect::Local, Payload::default(), Err(String::new()), Default::default());
-        let r = summarize_repeat(1, &ops, Duration::from_secs(2), s, w);
+        let one = proc_wire(0, "h", &ops, Duration::from_secs(2), 100.0, &s);
+        let r = summarize_repeat(1, vec![one], s.clone(), w.clone());
         assert_eq!(r.bytes, 2_000_000_000);
         assert!((r.throughput_gbps - 1.0).abs() < 1e-12);
         assert!((r.ops_per_s - 2.0).abs() < 1e-12);
         assert!((r.gbps_per_core.unwrap() - 2.0).abs() < 1e-12);
         assert_eq!(r.transfer_paths.get("local"), Some(&2_000_000_000));
         assert!(r.ttfb_ms.is_none());
+        assert_eq!(r.latency_ms.as_ref().unwrap().p50_ms, 10.0);
+
+        // Two processes on one host, windows 100.0-102.0 and 100.5-103.0:
+        // bytes summed over a 3 s span, client cores summed, host cores the max.
+        let mut a = proc_wire(0, "h", &ops, Duration::from_secs(2), 100.0, &s);
+        let mut s2 = s.clone();
+        s2.client_cpu_cores = 0.25;
+        s2.host_cpu_cores = 1.5;
+        let b = proc_wire(1, "h", &ops[..2], Duration::from_millis(2500), 100.5, &s2);
+        a.figures.transfer_paths.insert("local".into(), 2_000_000_000);
+        let r = summarize_repeat(1, vec![a, b], s, w);
+        assert_eq!(r.procs, 2);
+        assert_eq!(r.bytes, 3_000_000_000);
+        assert_eq!(r.ops, 6);
+        assert!((r.wall_s - 3.0).abs() < 1e-9, "{}", r.wall_s);
+        assert!((r.throughput_gbps - 1.0).abs() < 1e-9);
+        assert!((r.client_cpu_cores - 0.75).abs() < 1e-12);
+        assert!((r.host_cpu_cores - 1.5).abs() < 1e-12);
+        assert_eq!(r.per_process_gbps.min, 0.4);
+        assert_eq!(r.per_process_gbps.max, 1.0);
+        assert_eq!(r.per_process.iter().map(|p| p.bytes).sum::<u64>(), r.bytes);
     }
 }
