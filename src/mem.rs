@@ -38,6 +38,14 @@ impl Buffer {
         Buffer::Host(HostBuffer::new(len))
     }
 
+    /// Host memory that takes over `v` without copying it (e.g. a serialized
+    /// blob). Not page-aligned, so not for O_DIRECT reads.
+    pub fn from_vec(mut v: Vec<u8>) -> Self {
+        let len = v.len();
+        let ptr = NonNull::new(v.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        Buffer::Host(HostBuffer { ptr, len, cap: len, owned: true, vec: Some(v) })
+    }
+
     /// Usable length in bytes.
     pub fn len(&self) -> usize {
         match self {
@@ -103,6 +111,7 @@ impl Buffer {
                 // The tail padding belongs to the view that ends the buffer.
                 cap: if range.end == h.len { h.cap - range.start } else { len },
                 owned: false,
+                vec: None,
             }),
             Buffer::Pinned(p) => Buffer::Pinned(PinnedBuffer {
                 // SAFETY: within the allocation (asserted above).
@@ -474,6 +483,8 @@ pub struct HostBuffer {
     cap: usize,
     /// False for a view (see [`Buffer::view`]): the owner frees it.
     owned: bool,
+    /// The allocation when adopted from a `Vec` ([`Buffer::from_vec`]); freed by its own Drop.
+    vec: Option<Vec<u8>>,
 }
 
 // SAFETY: HostBuffer owns its allocation exclusively (like Vec<u8>); `&self`
@@ -493,7 +504,7 @@ impl HostBuffer {
         let Some(ptr) = NonNull::new(raw) else { handle_alloc_error(layout) };
         // SAFETY: ptr is valid for cap bytes; writing faults every page in now.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, cap) };
-        HostBuffer { ptr, len, cap, owned: true }
+        HostBuffer { ptr, len, cap, owned: true, vec: None }
     }
 
     /// The first `len` bytes.
@@ -516,7 +527,7 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        if !self.owned {
+        if !self.owned || self.vec.is_some() {
             return;
         }
         let layout = Layout::from_size_align(self.cap, HOST_ALIGN).expect("page-aligned layout");
