@@ -6,6 +6,7 @@
 # own durable write rate (dd, O_DIRECT) for the "90% of the disk" target.
 # Binaries from $BIN (default .carry). Prints a short table last.
 # Env: SIZES (1GiB,16GiB), REPEATS (3, local), HTTP_REPEATS (1), SKIP_HTTP, SKIP_LOCAL,
+#      LOCAL_ARGS (states/methods of the local run), CKPT_FLAGS (e.g. --io-threads 4), LOCAL_TAG,
 #      RANKS (unset: one process; N: also an N-rank run of RANK_SIZE, default 32GiB).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +19,8 @@ echo "disk: $(df -h "$ROOT" | tail -1)"
 DD=$(dd if=/dev/zero of="$ROOT/dd.bin" bs=64M count=64 oflag=direct conv=fsync 2>&1 | tail -1); rm -f "$ROOT/dd.bin"
 echo "dd 4 GiB O_DIRECT + fsync: $DD"
 if [ -z "${SKIP_LOCAL:-}" ]; then
-  timeout 420 "$S" ckpt --root "$ROOT" --workload resnet50 --sizes "$SIZES" --dest device --repeats "${REPEATS:-3}" \
-    --tag gpu-local --json > "$ROOT/local.json" || echo "local ckpt FAILED"
+  timeout 420 "$S" ckpt --root "$ROOT" ${LOCAL_ARGS:---workload resnet50 --sizes "$SIZES"} --dest device --repeats "${REPEATS:-3}" \
+    ${CKPT_FLAGS:-} --tag "${LOCAL_TAG:-gpu-local}" --json > "$ROOT/local.json" || echo "local ckpt FAILED"
 fi
 if [ -n "${RANKS:-}" ]; then
   timeout 420 "$S" ckpt --root "$ROOT" --sizes "${RANK_SIZE:-32GiB}" --ranks "$RANKS" --chunk 256MiB --dest device \
@@ -31,7 +32,7 @@ if [ -z "${SKIP_HTTP:-}" ]; then
   SRV=$!; sleep 1
   export AWS_ACCESS_KEY_ID=gpuak AWS_SECRET_ACCESS_KEY=gpusk-secret
   timeout 420 "$S" ckpt --backend http --endpoint http://127.0.0.1:9557 --part-size 64MiB --workload resnet50 --sizes "$SIZES" \
-    --dest device --repeats "${HTTP_REPEATS:-1}" --tag gpu-http --json > "$ROOT/http.json" || echo "http ckpt FAILED"
+    --dest device --repeats "${HTTP_REPEATS:-1}" --tag gpu-http --json > "$ROOT/http.json" || { echo "http ckpt FAILED; s3s-fs log:"; tail -5 "$ROOT/s3s.log"; }
   kill $SRV
 fi
 python3 - "$ROOT"/local.json "$ROOT"/ranks.json "$ROOT"/http.json <<'PY'

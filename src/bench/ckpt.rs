@@ -331,6 +331,7 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
                     let len = view.len();
                     let r = async {
                         let staged = matches!(view, Buffer::Device(_)) && !store.writes_device();
+                        let mut staged_sum: Option<String> = None;
                         let t = if staged {
                             let s = scratch.as_mut().expect("staging buffers exist for staged restores");
                             let t = store.get_into_at(&ckey, None, s, 0).await?;
@@ -338,7 +339,16 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
                                 return Err(Error::Runtime(format!("chunk '{ckey}' holds {} bytes, its manifest says {len}", t.bytes)));
                             }
                             let host = &s.as_host().expect("host")[..len];
-                            blocking(|| view.copy_from_host(0, host)).map_err(|e| Error::Runtime(format!("copying '{ckey}' to the device: {e}")))?;
+                            // The host-to-device copy and the hash both only read the
+                            // staging buffer: run them side by side.
+                            let (copied, hashed) = blocking(|| {
+                                std::thread::scope(|sc| {
+                                    let h = expect.as_ref().map(|_| sc.spawn(|| fmt::xxh3_hex(host)));
+                                    (view.copy_from_host(0, host), h.map(|h| h.join().expect("hash thread")))
+                                })
+                            });
+                            copied.map_err(|e| Error::Runtime(format!("copying '{ckey}' to the device: {e}")))?;
+                            staged_sum = hashed;
                             t
                         } else {
                             let t = store.get_into_at(&ckey, None, &mut view, 0).await?;
@@ -349,8 +359,8 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
                         };
                         let th = Instant::now();
                         if let Some(expect) = expect {
-                            let got = if staged {
-                                fmt::xxh3_hex(&scratch.as_ref().expect("staged").as_host().expect("host")[..len])
+                            let got = if let Some(sum) = staged_sum {
+                                sum
                             } else {
                                 blocking(|| hash_range(&view, 0, len, scratch.as_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?
                             };
