@@ -266,6 +266,23 @@ impl Group {
         Ok(out)
     }
 
+    /// Wait until the bucket exists (rank 0 may be creating it); rank 0 returns at once.
+    ///
+    /// Errors: the store's error when the bucket is still missing after `--barrier-timeout`.
+    pub async fn wait_for_bucket(&self) -> Result<()> {
+        if self.me.is_root() {
+            return Ok(());
+        }
+        let t0 = Instant::now();
+        loop {
+            match self.store.ensure_bucket(false).await {
+                Ok(()) => return Ok(()),
+                Err(e) if t0.elapsed() > self.timeout => return Err(e.into()),
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+
     /// Remove this run's meeting objects (rank 0, at the end; others return).
     pub async fn cleanup(&self) {
         if self.me.world == 1 || !self.me.is_root() {

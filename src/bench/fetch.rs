@@ -678,6 +678,8 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     // Rank 0 prepares; the others check once it is done.
     if me.is_root() {
         store.ensure_bucket(prepare).await?;
+    } else {
+        group.wait_for_bucket().await?;
     }
     let mut key_sets = Vec::new();
     for &size in &args.sizes {

@@ -114,8 +114,9 @@ impl HttpStore {
                         StoreError::NotFound { bucket: self.bucket.clone(), key: key.into(), location }
                     }
                     (_, "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied") | (401 | 403, _) => {
-                        let detail = if code.is_empty() { format!("HTTP {status}") } else { code.to_string() };
-                        StoreError::Auth { location, detail }
+                        let what = if code.is_empty() { format!("HTTP {status}") } else { code.to_string() };
+                        let msg = ctx.err().message().map(|m| format!(": {m}")).unwrap_or_default();
+                        StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}") }
                     }
                     _ => StoreError::Other {
                         op,
