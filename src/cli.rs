@@ -308,7 +308,8 @@ pub struct GroupArgs {
 pub enum CkptMethod {
     /// Tensors packed 512-byte aligned into one buffer, written as parallel chunk objects + manifest.
     Flat,
-    /// Copy to host, serialize one safetensors blob, one single-stream PUT (the shape of torch.save + HTTP).
+    /// Copy to host, serialize one safetensors blob, send it as one object by one stream
+    /// (over HTTP: multipart parts one at a time) — the shape of torch.save + HTTP.
     SerializeThenPut,
 }
 
@@ -354,7 +355,7 @@ pub struct CkptArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "flat,serialize-then-put")]
     pub methods: Vec<CkptMethod>,
     /// Operations: save,restore; `--ops restore` reads a checkpoint an earlier
-    /// `--keep` run left (same --workload/--sizes/--seed/--ranks) and verifies it.
+    /// `--keep` run left (same --workload/--sizes/--seed/--ranks), verifies it and leaves it.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "save,restore")]
     pub ops: Vec<CkptOp>,
     /// Bytes per chunk object of a flat checkpoint (below 4 GiB: one RDMA registration).
@@ -379,7 +380,7 @@ pub struct CkptArgs {
     /// (its own GPU: rank modulo visible GPUs), together behind barriers.
     #[arg(long, value_parser = parse_positive)]
     pub ranks: Option<u32>,
-    /// Leave the checkpoints in the store after the run (default: delete them).
+    /// Leave the checkpoints this run saved in the store (default: delete them once verified).
     #[arg(long)]
     pub keep: bool,
 }

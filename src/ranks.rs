@@ -27,6 +27,16 @@ use crate::error::{Error, Result};
 use crate::mem::Buffer;
 use crate::store::ObjectStore;
 
+/// How far apart the clocks of the hosts of one run may be (epoch freshness check).
+pub const CLOCK_SLACK: Duration = Duration::from_secs(60);
+
+/// When this process started (Unix seconds), for the epoch freshness check.
+static PROCESS_START: std::sync::LazyLock<f64> = std::sync::LazyLock::new(|| now_unix_ns() as f64 / 1e9);
+
+fn now_unix_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
 /// Our own rank variables, set by [`spawn_local`] on each child.
 pub const ENV_RANK: &str = "S3RDMA_RANK";
 /// World size set by [`spawn_local`].
@@ -95,7 +105,8 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>) -> 
         if world == 0 || rank >= world {
             return Err(Error::Usage(format!("{r}={rank} is outside {w}={world} (set by {launcher})")));
         }
-        let ids: Vec<String> = job.iter().filter_map(|k| get(k)).filter(|v| !v.is_empty()).collect();
+        // torchrun's default rendezvous id is "none": shared by every job, so not an id.
+        let ids: Vec<String> = job.iter().filter_map(|k| get(k)).filter(|v| !v.is_empty() && v != "none").collect();
         let run_id = match (run_id, ids.is_empty()) {
             (Some(id), _) => id.to_string(),
             (None, false) => ids.join("."),
@@ -111,6 +122,17 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>) -> 
         return Ok(Some(Rank { rank, world, local_rank, launcher, run_id }));
     }
     Ok(None)
+}
+
+/// Warn when some launcher variables are set but not the pair that makes a
+/// rank (e.g. WORLD_SIZE without RANK): the process runs alone.
+pub fn warn_partial_launcher_env() {
+    for (r, w) in [("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")] {
+        let (hr, hw) = (std::env::var_os(r).is_some(), std::env::var_os(w).is_some());
+        if hr != hw {
+            eprintln!("warning: {} is set but {} is not: running as a single process", if hr { r } else { w }, if hr { w } else { r });
+        }
+    }
 }
 
 /// Fault injection for tests: the rank named by `S3RDMA_TEST_FAIL_RANK`
@@ -155,7 +177,21 @@ pub fn spawn_local(world: usize) -> Result<()> {
     let run_id = format!("{}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S"), std::process::id());
     let mut children: Vec<(usize, Child)> = Vec::with_capacity(world);
     for rank in 0..world {
-        let child = Command::new(&exe)
+        let mut cmd = Command::new(&exe);
+        // A rank dies with its supervisor: killing `s3rdma ... --ranks N` must
+        // not leave N orphans running the benchmark (Linux PR_SET_PDEATHSIG).
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd
             .args(&args)
             .env(ENV_RANK, rank.to_string())
             .env(ENV_WORLD, world.to_string())
@@ -219,10 +255,57 @@ pub struct Group {
 }
 
 impl Group {
-    /// The group of `me`, meeting under `s3rdma-ranks/<run_id>/` in `store`'s bucket.
-    pub fn new(me: Rank, store: Arc<dyn ObjectStore>, timeout: Duration) -> Group {
-        let prefix = format!("s3rdma-ranks/{}", me.run_id);
-        Group { me, store, prefix, timeout, step: AtomicU64::new(0) }
+    /// Join the group of `me`, meeting under `s3rdma-ranks/<run_id>/<epoch>/`
+    /// in `store`'s bucket. Rank 0 clears whatever an earlier run with the
+    /// same id left under `s3rdma-ranks/<run_id>/` and publishes a fresh
+    /// epoch; the others take only an epoch created after they started
+    /// (minus [`CLOCK_SLACK`] for clocks of different hosts), so markers of an
+    /// earlier run are never mistaken for this one's.
+    ///
+    /// Errors: [`Error::Runtime`] when no fresh epoch appears within `timeout`.
+    pub async fn join(me: Rank, store: Arc<dyn ObjectStore>, timeout: Duration) -> Result<Group> {
+        let base = format!("s3rdma-ranks/{}", me.run_id);
+        let mut g = Group { me, store, prefix: base.clone(), timeout, step: AtomicU64::new(0) };
+        if g.me.world == 1 {
+            return Ok(g);
+        }
+        let epoch_key = format!("{base}/epoch.json");
+        if g.me.is_root() {
+            if let Ok(objs) = g.store.list(&format!("{base}/")).await {
+                for o in objs {
+                    let _ = g.store.delete(&o.key).await;
+                }
+            }
+            let epoch = format!("{:x}{:08x}", now_unix_ns(), std::process::id());
+            let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": now_unix_ns() as f64 / 1e9})).expect("encodes");
+            g.put(&epoch_key, &body).await?;
+            g.prefix = format!("{base}/{epoch}");
+            return Ok(g);
+        }
+        let started = *PROCESS_START;
+        let t0 = Instant::now();
+        loop {
+            if let Ok(meta) = g.store.head(&epoch_key).await {
+                let mut b = Buffer::host(meta.size as usize);
+                if g.store.get_into(&epoch_key, None, &mut b).await.is_ok()
+                    && let Ok(v) = serde_json::from_slice::<serde_json::Value>(b.as_host().expect("host"))
+                    && let (Some(epoch), Some(created)) = (v["epoch"].as_str(), v["created_unix_s"].as_f64())
+                    && created >= started - CLOCK_SLACK.as_secs_f64()
+                {
+                    g.prefix = format!("{base}/{epoch}");
+                    return Ok(g);
+                }
+            }
+            if t0.elapsed() > g.timeout {
+                return Err(Error::Runtime(format!(
+                    "rank {}: rank 0 of run '{}' did not start within {} (no fresh {epoch_key}): start every rank with the same --run-id",
+                    g.me.rank,
+                    g.me.run_id,
+                    humantime::format_duration(g.timeout)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     fn next(&self, name: &str) -> String {
@@ -266,29 +349,13 @@ impl Group {
         Ok(out)
     }
 
-    /// Wait until the bucket exists (rank 0 may be creating it); rank 0 returns at once.
-    ///
-    /// Errors: the store's error when the bucket is still missing after `--barrier-timeout`.
-    pub async fn wait_for_bucket(&self) -> Result<()> {
-        if self.me.is_root() {
-            return Ok(());
-        }
-        let t0 = Instant::now();
-        loop {
-            match self.store.ensure_bucket(false).await {
-                Ok(()) => return Ok(()),
-                Err(e) if t0.elapsed() > self.timeout => return Err(e.into()),
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        }
-    }
-
     /// Remove this run's meeting objects (rank 0, at the end; others return).
     pub async fn cleanup(&self) {
         if self.me.world == 1 || !self.me.is_root() {
             return;
         }
-        if let Ok(objs) = self.store.list(&format!("{}/", self.prefix)).await {
+        let base = format!("s3rdma-ranks/{}/", self.me.run_id);
+        if let Ok(objs) = self.store.list(&base).await {
             for o in objs {
                 let _ = self.store.delete(&o.key).await;
             }

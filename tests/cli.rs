@@ -921,3 +921,53 @@ fn fetch_procs_fails_fast_when_a_process_dies() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--procs 4 needs 4 processes"), "{}", stderr(&o));
 }
+
+#[test]
+fn ckpt_restore_checks_the_tensor_set_and_the_seed_and_keeps_what_it_did_not_save() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = ["ckpt", "--sizes", "4MiB", "--chunk", "1MiB", "--methods", "flat", "--repeats", "1"];
+    let mut save = base.to_vec();
+    save.push("--keep");
+    assert!(s3rdma(&save, tmp.path()).status.success());
+    let mut restore = base.to_vec();
+    restore.extend(["--ops", "restore"]);
+    // A restore-only run verifies and leaves the checkpoint it did not save.
+    let o = s3rdma(&restore, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = s3rdma(&restore, tmp.path());
+    assert!(o.status.success(), "second restore-only run: {}", stderr(&o));
+    // A wrong seed is named as such, not reported as corruption.
+    let mut seeded = restore.clone();
+    seeded.extend(["--seed", "7"]);
+    let o = s3rdma(&seeded, tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("was saved with --seed 0"), "{}", stderr(&o));
+    // A manifest that reshapes one tensor or loses one fails verification (exit 4).
+    let manifest = tmp.path().join("s3rdma-data/s3rdma-bench/ckpt/synthetic-4MiB/rank00000.manifest.json");
+    let original = std::fs::read(&manifest).unwrap();
+    let mut m: Value = serde_json::from_slice(&original).unwrap();
+    let shape = m["tensors"][0]["shape"].as_array().unwrap().clone();
+    assert_eq!(shape.len(), 2);
+    m["tensors"][0]["shape"] = Value::Array(vec![shape[1].clone(), shape[0].clone()]);
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    let o = s3rdma(&restore, tmp.path());
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    let mut m: Value = serde_json::from_slice(&original).unwrap();
+    m["tensors"].as_array_mut().unwrap().pop();
+    std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
+    let o = s3rdma(&restore, tmp.path());
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("differ from the originals"), "{}", stderr(&o));
+    // A truncated chunk is damage too: exit 4.
+    std::fs::write(&manifest, &original).unwrap();
+    let dir = manifest.parent().unwrap();
+    let part = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().ends_with(".part00001")).unwrap();
+    let bytes = std::fs::read(&part).unwrap();
+    std::fs::write(&part, &bytes[..1000]).unwrap();
+    let o = s3rdma(&restore, tmp.path());
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("holds 1000 bytes, its manifest says"), "{}", stderr(&o));
+    // Too much state for this host's memory: refused before allocating anything.
+    let o = s3rdma(&["ckpt", "--dest", "host", "--sizes", "1TiB"], tmp.path());
+    assert_fails(&o, 2, "of host memory", &tmp.path().join("none"));
+}

@@ -130,6 +130,8 @@ pub struct OpFigures {
     /// Summed per-chunk time spent hashing (overlaps the transfer).
     pub checksum_s: f64,
     pub chunks: u64,
+    /// Bytes per chunk (from the manifest on restore; 0 for serialize-then-put).
+    pub chunk_bytes: u64,
     pub client_cpu_cores: f64,
     pub host_cpu_cores: f64,
 }
@@ -142,6 +144,8 @@ struct Ctx {
     chunk: u64,
     concurrency: usize,
     checksum: ChunkChecksum,
+    /// `--seed` of the state (recorded in the manifest, checked on restore).
+    seed: u64,
     /// Pinned (or host) staging buffers of `chunk` bytes, one per chunk in flight.
     staging: Arc<tokio::sync::Mutex<Vec<Buffer>>>,
 }
@@ -183,6 +187,7 @@ async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, gener
     .map_err(|e| Error::Runtime(format!("flattening the state: {e}")))?;
     let flatten_s = t0.elapsed().as_secs_f64();
     let mut manifest = Manifest::new(state.entries.clone(), state.total, ctx.chunk, format!("{key}.g{generation}"));
+    manifest.seed = Some(ctx.seed);
     let t1 = Instant::now();
     // SAFETY of the views: read-only, dropped (tasks joined) before `flat` is used again.
     let tasks: Vec<_> = (0..manifest.num_chunks)
@@ -249,6 +254,7 @@ async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, gener
         transfer_s,
         checksum_s,
         chunks: manifest.num_chunks,
+        chunk_bytes: manifest.chunk_bytes,
         ..figures_base()
     })
 }
@@ -267,6 +273,7 @@ fn figures_base() -> OpFigures {
         transfer_s: 0.0,
         checksum_s: 0.0,
         chunks: 0,
+        chunk_bytes: 0,
         client_cpu_cores: 0.0,
         host_cpu_cores: 0.0,
     }
@@ -305,6 +312,9 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
     let t0 = Instant::now();
     let start_unix_s = now_unix();
     let manifest = read_manifest(ctx.store.as_ref(), key).await?;
+    if let Some(seed) = manifest.seed.filter(|&s| s != ctx.seed) {
+        return Err(Error::Usage(format!("checkpoint {key} was saved with --seed {seed}: restore it with --seed {seed} (this run: {})", ctx.seed)));
+    }
     if manifest.total_bytes > dst.len() as u64 {
         return Err(Error::Runtime(format!(
             "checkpoint {key} holds {} bytes, this run's state {}: restore it with the --workload/--sizes/--ranks it was saved with",
@@ -334,9 +344,9 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
                         let mut staged_sum: Option<String> = None;
                         let t = if staged {
                             let s = scratch.as_mut().expect("staging buffers exist for staged restores");
-                            let t = store.get_into_at(&ckey, None, s, 0).await?;
+                            let t = store.get_into_at(&ckey, None, s, 0).await.map_err(|e| damaged(&ckey, len, e))?;
                             if t.bytes as usize != len {
-                                return Err(Error::Runtime(format!("chunk '{ckey}' holds {} bytes, its manifest says {len}", t.bytes)));
+                                return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
                             }
                             let host = &s.as_host().expect("host")[..len];
                             // The host-to-device copy and the hash both only read the
@@ -351,9 +361,9 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
                             staged_sum = hashed;
                             t
                         } else {
-                            let t = store.get_into_at(&ckey, None, &mut view, 0).await?;
+                            let t = store.get_into_at(&ckey, None, &mut view, 0).await.map_err(|e| damaged(&ckey, len, e))?;
                             if t.bytes as usize != len {
-                                return Err(Error::Runtime(format!("chunk '{ckey}' holds {} bytes, its manifest says {len}", t.bytes)));
+                                return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
                             }
                             t
                         };
@@ -409,10 +419,22 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
             transfer_s,
             checksum_s,
             chunks: manifest.num_chunks,
+            chunk_bytes: manifest.chunk_bytes,
             ..figures_base()
         },
         views,
     ))
+}
+
+/// A chunk that does not fit its manifest is damage (exit 4); other store errors stay what they are.
+fn damaged(ckey: &str, len: usize, e: StoreError) -> Error {
+    match e {
+        StoreError::BufferTooSmall { needed, .. } => Error::Mismatch(format!(
+            "checkpoint chunk '{ckey}' holds {needed} bytes, its manifest says {len}: save the checkpoint again"
+        )),
+        StoreError::NotFound { key, .. } => Error::Mismatch(format!("checkpoint chunk '{key}' is missing: save the checkpoint again")),
+        e => e.into(),
+    }
 }
 
 /// serialize-then-put save: copy to host, safetensors blob, one single-stream PUT.
@@ -485,7 +507,7 @@ async fn restore_serialized(ctx: &Ctx, key: &str, state: &State, dst: &mut Buffe
         }
         Ok(())
     })
-    .map_err(Error::Runtime)?;
+    .map_err(|e| Error::Mismatch(format!("checkpoint {k} is damaged: {e}: save it again")))?;
     let rebuild_s = t1.elapsed().as_secs_f64();
     Ok(OpFigures {
         bytes: t.bytes,
@@ -518,11 +540,16 @@ fn st_dtype(d: &str) -> safetensors::Dtype {
 /// Compare every restored tensor (a view into `restored`) with its original allocation.
 fn verify(state: &State, views: &[TensorEntry], restored: &Buffer) -> std::result::Result<Verified, String> {
     let mut mismatched = Vec::new();
+    // The restored tensor set must be the saved one: same names, dtypes and
+    // shapes, in order (a manifest that lost, renamed or reshaped a tensor fails).
+    if views.len() != state.entries.len() {
+        mismatched.push(format!("{} tensors restored, {} saved", views.len(), state.entries.len()));
+    }
     let (mut a, mut b) = (vec![0u8; WINDOW], vec![0u8; WINDOW]);
-    for (t, e) in state.tensors.iter().zip(views) {
+    for ((t, e), orig) in state.tensors.iter().zip(views).zip(&state.entries) {
         let n = t.len();
-        if e.nbytes as usize != n {
-            mismatched.push(e.path.clone());
+        if e.path != orig.path || e.dtype != orig.dtype || e.shape != orig.shape || e.nbytes as usize != n {
+            mismatched.push(format!("{} (restored as {} {} {:?})", orig.path, e.path, e.dtype, e.shape));
             continue;
         }
         let mut off = 0;
@@ -537,7 +564,7 @@ fn verify(state: &State, views: &[TensorEntry], restored: &Buffer) -> std::resul
             off += m;
         }
     }
-    Ok(Verified { ok: mismatched.is_empty(), tensors_checked: views.len(), mismatched })
+    Ok(Verified { ok: mismatched.is_empty(), tensors_checked: views.len().min(state.entries.len()), mismatched })
 }
 
 /// What the comparison with the originals found (per rank, summed in the record).
@@ -567,7 +594,7 @@ pub struct Row {
     pub concurrency: usize,
     /// Per repeat: the slowest rank's wall time (the training stall).
     pub wall_s: Spread,
-    /// Per repeat: bytes of all ranks / (last end - first start).
+    /// Per repeat: bytes of all ranks / span (first start to last end).
     pub throughput_gbps: Spread,
     pub client_cpu_cores: Spread,
     pub host_cpu_cores: Spread,
@@ -585,8 +612,13 @@ pub struct Row {
 pub struct RepeatRow {
     pub repeat: u32,
     pub bytes: u64,
+    /// The slowest rank's own wall time (the training stall).
     pub wall_s: f64,
+    /// First rank's start to last rank's end (a lone rank: its wall time).
+    pub span_s: f64,
+    /// bytes / span_s / 1e9.
     pub throughput_gbps: f64,
+    /// All ranks' CPU-seconds / span_s.
     pub client_cpu_cores: f64,
     pub host_cpu_cores: f64,
     pub per_rank: Vec<OpFigures>,
@@ -596,22 +628,30 @@ pub struct RepeatRow {
 impl RepeatRow {
     fn of(repeat: u32, per_rank: Vec<OpFigures>, witness: Option<WitnessReport>) -> RepeatRow {
         let bytes = per_rank.iter().map(|f| f.bytes).sum();
-        let first = per_rank.iter().map(|f| f.start_unix_s).fold(f64::INFINITY, f64::min);
-        let last = per_rank.iter().map(|f| f.end_unix_s).fold(0.0, f64::max);
         let wall_s = per_rank.iter().map(|f| f.wall_s).fold(0.0, f64::max);
-        let span = (last - first).max(wall_s).max(1e-9);
+        // A lone rank: its own wall; several: first start to last end (wall clock).
+        let span_s = if per_rank.len() == 1 {
+            wall_s
+        } else {
+            let first = per_rank.iter().map(|f| f.start_unix_s).fold(f64::INFINITY, f64::min);
+            let last = per_rank.iter().map(|f| f.end_unix_s).fold(0.0, f64::max);
+            (last - first).max(wall_s)
+        }
+        .max(1e-9);
         // Whole-host cores: each host's busiest rank view (they sample the same host).
         let mut hosts: std::collections::BTreeMap<&str, f64> = Default::default();
         for f in &per_rank {
             let e = hosts.entry(&f.host).or_default();
             *e = e.max(f.host_cpu_cores);
         }
+        let cpu_s: f64 = per_rank.iter().map(|f| f.client_cpu_cores * f.wall_s).sum();
         RepeatRow {
             repeat,
             bytes,
             wall_s,
-            throughput_gbps: bytes as f64 / span / 1e9,
-            client_cpu_cores: per_rank.iter().map(|f| f.client_cpu_cores).sum(),
+            span_s,
+            throughput_gbps: bytes as f64 / span_s / 1e9,
+            client_cpu_cores: cpu_s / span_s,
             host_cpu_cores: hosts.values().sum(),
             per_rank,
             witness,
@@ -637,12 +677,71 @@ fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
     let sizes = if args.sizes.is_empty() && args.workload.is_empty() { vec![1 << 30] } else { args.sizes.clone() };
     for s in sizes {
         let tensors = fmt::synthetic_adam(s / world as u64).map_err(|e| match e {
-            Error::Usage(m) => Error::Usage(format!("{m} per rank ({world} ranks)")),
+            Error::Usage(_) if world > 1 => Error::Usage(format!(
+                "--sizes {} over {world} ranks is {} bytes per rank: a synthetic checkpoint needs at least 1MiB per rank ({world} ranks)",
+                human(s),
+                s / world as u64
+            )),
             e => e,
         })?;
         out.push(StateSpec { name: format!("synthetic-{}", human(s)), workload: "synthetic", size_bytes: s, tensors });
     }
     Ok(out)
+}
+
+/// Drop repeated entries, keeping the first of each.
+fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
+    let mut seen = Vec::new();
+    v.retain(|x| {
+        let new = !seen.contains(x);
+        seen.push(*x);
+        new
+    });
+}
+
+/// Refuse a run whose buffers cannot fit, before allocating anything: per
+/// rank the state, the flat buffer and the restore buffer (3x its bytes) in
+/// `--dest` memory, plus for serialize-then-put a host copy and the blob (2x
+/// in host memory); all ranks of this host together.
+fn check_memory(args: &CkptArgs, specs: &[StateSpec], world: usize) -> Result<()> {
+    let per_rank = specs.iter().map(|s| fmt::pack(&s.tensors).1).max().unwrap_or(0);
+    let serial = if args.methods.contains(&CkptMethod::SerializeThenPut) { 2 } else { 0 };
+    let (dev, host) = match args.mem.dest() {
+        Dest::Device => (3 * per_rank, serial * per_rank),
+        _ => (0, (3 + serial) * per_rank),
+    };
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    let avail = sys.available_memory();
+    let need = host.saturating_mul(world as u64);
+    if avail > 0 && need > avail / 10 * 9 {
+        return Err(Error::Usage(format!(
+            "{world} rank(s) x {} of state need about {} of host memory, {} is available: lower --sizes or --ranks{}",
+            human_gb(per_rank),
+            human_gb(need),
+            human_gb(avail),
+            if serial > 0 { ", or leave serialize-then-put out of --methods" } else { "" }
+        )));
+    }
+    if dev > 0
+        && let Ok(info) = crate::mem::cuda_probe()
+        && !info.devices.is_empty()
+    {
+        let per_gpu = world.div_ceil(info.devices.len()) as u64;
+        let gpu_mem = info.devices.iter().map(|d| d.1).min().unwrap_or(0);
+        if dev * per_gpu > gpu_mem / 100 * 95 {
+            return Err(Error::Usage(format!(
+                "{per_gpu} rank(s) per GPU x {} (state + flat + restore buffers) exceed the {} of GPU memory: lower --sizes or --ranks",
+                human_gb(dev),
+                human_gb(gpu_mem)
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn human_gb(b: u64) -> String {
+    format!("{:.1} GB", b as f64 / 1e9)
 }
 
 /// `1GiB`, `512MiB`, or plain bytes: for key names and tables.
@@ -657,26 +756,42 @@ fn human(b: u64) -> String {
 
 /// Run `s3rdma ckpt`.
 pub async fn run(args: CkptArgs) -> Result<()> {
+    let mut args = args;
+    // Each method and operation once, saves before restores.
+    dedup(&mut args.methods);
+    dedup(&mut args.ops);
+    args.ops.sort_by_key(|o| *o == CkptOp::Restore);
     crate::report::check_results_dir(&args.output.results_dir)?;
     store::check_key(&format!("{}/x", args.prefix)).map_err(|e| Error::Usage(format!("--prefix '{}': {e}", args.prefix)))?;
-    let me = match Rank::from_env(args.group.run_id.as_deref())? {
-        Some(r) => r,
-        None => match args.ranks {
-            Some(n) if n > 1 => {
-                // Bad sizes, store or witness flags fail once, here, not once per rank.
-                states(&args, n as usize)?;
-                Witness::new(&args.store, &args.witness)?;
-                drop(store::open(&args.store)?);
-                return tokio::task::spawn_blocking(move || ranks::spawn_local(n as usize))
-                    .await
-                    .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?;
-            }
-            _ => Rank::single(),
-        },
-    };
     if let Some(id) = &args.group.run_id {
         ranks::check_run_id(id)?;
     }
+    let me = match Rank::from_env(args.group.run_id.as_deref())? {
+        Some(r) => {
+            if let Some(n) = args.ranks.filter(|&n| n as usize != r.world) {
+                eprintln!("warning: --ranks {n} ignored: started by {} as rank {} of {}", r.launcher, r.rank, r.world);
+            }
+            r
+        }
+        None => {
+            ranks::warn_partial_launcher_env();
+            let world = args.ranks.unwrap_or(1) as usize;
+            // Bad sizes, memory, GPU, store or witness flags fail once, here, not once per rank.
+            let specs = states(&args, world)?;
+            check_memory(&args, &specs, world)?;
+            Witness::new(&args.store, &args.witness)?;
+            drop(store::open(&args.store)?);
+            if world > 1 {
+                if args.mem.dest() != Dest::Host {
+                    crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", args.mem.dest().name())))?;
+                }
+                return tokio::task::spawn_blocking(move || ranks::spawn_local(world))
+                    .await
+                    .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?;
+            }
+            Rank::single()
+        }
+    };
     ranks::injected_fault(&me)?;
     let specs = states(&args, me.world)?;
     let mut mem = args.mem.clone();
@@ -687,14 +802,19 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     let started = chrono::Utc::now();
     let store: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store)?);
     let own_dir = args.store.backend == Backend::Local && args.store.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT);
-    store.ensure_bucket(own_dir).await?;
+    store.ensure_bucket(own_dir).await.map_err(|e| match e {
+        StoreError::NoSuchBucket { bucket, location } => Error::Runtime(format!(
+            "bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for --backend local)"
+        )),
+        e => e.into(),
+    })?;
     let mut serial_args = args.store.clone();
     serial_args.part_concurrency = 1;
     if serial_args.backend == Backend::Rdma {
         serial_args.backend = Backend::Http;
     }
     let serial: Arc<dyn ObjectStore> = Arc::from(store::open(&serial_args)?);
-    let group = Group::new(me.clone(), store.clone(), args.group.barrier_timeout);
+    let group = Group::join(me.clone(), store.clone(), args.group.barrier_timeout).await?;
     let hostname = sysinfo::System::host_name().unwrap_or_default();
 
     let mut rows: Vec<Row> = Vec::new();
@@ -725,6 +845,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
             chunk: args.chunk,
             concurrency: args.concurrency as usize,
             checksum: args.checksum,
+            seed: args.seed,
             staging: Arc::new(tokio::sync::Mutex::new(staging)),
         };
         for &method in &args.methods {
@@ -740,7 +861,14 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                     let sampler = Sampler::start();
                     let generation = format!("{}-{rep}", started.format("%Y%m%dT%H%M%S%.6f"));
                     let r = match (method, op) {
-                        (CkptMethod::Flat, CkptOp::Save) => save_flat(&ctx, &key, &state, &mut flat, &generation).await,
+                        (CkptMethod::Flat, CkptOp::Save) => {
+                            let r = save_flat(&ctx, &key, &state, &mut flat, &generation).await;
+                            if r.is_err() {
+                                // Never committed: its chunks are garbage (the previous generation stays).
+                                delete_prefix(store.as_ref(), &format!("{key}.g{generation}.part")).await;
+                            }
+                            r
+                        }
                         (CkptMethod::Flat, CkptOp::Restore) => restore_flat(&ctx, &key, &mut restored).await.map(|(f, v)| {
                             views = Some(v);
                             f
@@ -799,10 +927,10 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                 } else {
                     None
                 };
-                rows.push(summarize(spec, method, op, &args, me.world, chunks, reps, verified));
+                rows.push(summarize(spec, method, op, &args, me.world, reps, verified));
             }
             // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
-            if !args.keep {
+            if !args.keep && args.ops.contains(&CkptOp::Save) {
                 delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await;
             }
         }
@@ -815,6 +943,15 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     match mismatch {
         Some(m) => Err(Error::Mismatch(m)),
         None => Ok(()),
+    }
+}
+
+/// Delete every object whose key starts with `prefix` (best effort).
+async fn delete_prefix(store: &dyn ObjectStore, prefix: &str) {
+    if let Ok(objs) = store.list(prefix).await {
+        for o in objs {
+            let _ = store.delete(&o.key).await;
+        }
     }
 }
 
@@ -846,7 +983,7 @@ async fn delete_checkpoint(store: &dyn ObjectStore, serial: &dyn ObjectStore, ke
 }
 
 #[allow(clippy::too_many_arguments)]
-fn summarize(spec: &StateSpec, method: CkptMethod, op: CkptOp, args: &CkptArgs, world: usize, chunks: u64, reps: Vec<RepeatRow>, verified: Option<Verified>) -> Row {
+fn summarize(spec: &StateSpec, method: CkptMethod, op: CkptOp, args: &CkptArgs, world: usize, reps: Vec<RepeatRow>, verified: Option<Verified>) -> Row {
     let spread = |f: &dyn Fn(&RepeatRow) -> f64| Spread::of(reps.iter().map(f)).expect("repeats >= 1");
     let max_of = |f: fn(&OpFigures) -> f64| move |r: &RepeatRow| r.per_rank.iter().map(f).fold(0.0, f64::max);
     let verdict = reps
@@ -862,8 +999,8 @@ fn summarize(spec: &StateSpec, method: CkptMethod, op: CkptOp, args: &CkptArgs, 
         ranks: world,
         size_bytes: spec.size_bytes,
         bytes: reps.first().map_or(0, |r| r.bytes),
-        chunks_per_rank: if method == CkptMethod::Flat { chunks } else { 1 },
-        chunk_bytes: if method == CkptMethod::Flat { args.chunk } else { 0 },
+        chunks_per_rank: reps.iter().flat_map(|r| r.per_rank.iter().map(|f| f.chunks)).max().unwrap_or(0),
+        chunk_bytes: reps.iter().flat_map(|r| r.per_rank.iter().map(|f| f.chunk_bytes)).max().unwrap_or(0),
         concurrency: if method == CkptMethod::Flat { args.concurrency as usize } else { 1 },
         wall_s: spread(&|r| r.wall_s),
         throughput_gbps: spread(&|r| r.throughput_gbps),

@@ -674,13 +674,11 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         }
     }
     let prepare = args.run.prepare_for(&args.store);
-    let group = Group::new(me.clone(), store.clone(), args.group.barrier_timeout);
-    // Rank 0 prepares; the others check once it is done.
+    // Rank 0 creates the bucket and prepares; the others meet it there (joining waits for it).
     if me.is_root() {
         store.ensure_bucket(prepare).await?;
-    } else {
-        group.wait_for_bucket().await?;
     }
+    let group = Group::join(me.clone(), store.clone(), args.group.barrier_timeout).await?;
     let mut key_sets = Vec::new();
     for &size in &args.sizes {
         let keys: Vec<String> = (0..args.objects).map(|i| object_key(&args.prefix, size, i)).collect();

@@ -92,6 +92,10 @@ pub struct Manifest {
     pub chunk_prefix: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksums: Option<Checksums>,
+    /// The seed of the bench's random tensor values (s3rdma's own field), so a
+    /// restore-only run can tell a wrong `--seed` from corruption.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 impl Manifest {
@@ -112,6 +116,7 @@ impl Manifest {
             num_chunks: total_bytes.div_ceil(chunk_bytes.max(1)),
             chunk_prefix: Some(chunk_prefix),
             checksums: None,
+            seed: None,
         }
     }
 
