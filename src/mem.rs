@@ -19,6 +19,8 @@ use cudarc::driver::{result, sys};
 /// Alignment of host buffers in bytes: one 4 KiB page, which is what O_DIRECT
 /// needs on every common Linux filesystem and what `cuMemHostRegister` wants.
 pub const HOST_ALIGN: usize = 4096;
+/// Alignment (and transparent huge page size on x86-64) of host buffers of 2 MiB or more.
+pub const HUGE_PAGE: usize = 2 << 20;
 
 /// A destination or source of a transfer.
 #[derive(Debug)]
@@ -43,7 +45,7 @@ impl Buffer {
     pub fn from_vec(mut v: Vec<u8>) -> Self {
         let len = v.len();
         let ptr = NonNull::new(v.as_mut_ptr()).unwrap_or(NonNull::dangling());
-        Buffer::Host(HostBuffer { ptr, len, cap: len, owned: true, vec: Some(v) })
+        Buffer::Host(HostBuffer { ptr, len, cap: len, owned: true, align: 1, vec: Some(v) })
     }
 
     /// Usable length in bytes.
@@ -111,6 +113,7 @@ impl Buffer {
                 // The tail padding belongs to the view that ends the buffer.
                 cap: if range.end == h.len { h.cap - range.start } else { len },
                 owned: false,
+                align: HOST_ALIGN,
                 vec: None,
             }),
             Buffer::Pinned(p) => Buffer::Pinned(PinnedBuffer {
@@ -483,6 +486,8 @@ pub struct HostBuffer {
     cap: usize,
     /// False for a view (see [`Buffer::view`]): the owner frees it.
     owned: bool,
+    /// Alignment the allocation was made with (Drop needs the same layout).
+    align: usize,
     /// The allocation when adopted from a `Vec` ([`Buffer::from_vec`]); freed by its own Drop.
     vec: Option<Vec<u8>>,
 }
@@ -497,14 +502,27 @@ impl HostBuffer {
     /// one page), aligned to [`HOST_ALIGN`], zero-filled. Aborts on out-of-memory
     /// like every std allocation.
     pub fn new(len: usize) -> Self {
-        let cap = len.max(1).div_ceil(HOST_ALIGN) * HOST_ALIGN;
-        let layout = Layout::from_size_align(cap, HOST_ALIGN).expect("page-aligned layout");
+        // Buffers of 2 MiB and more are 2 MiB-aligned and ask for transparent
+        // huge pages: touching 1 GiB in 4 KiB pages is 262,144 page faults
+        // (measured on the 2-core VM: 1.2 s of system time for 4 x 256 MiB),
+        // in 2 MiB pages 512.
+        let align = if len >= HUGE_PAGE { HUGE_PAGE } else { HOST_ALIGN };
+        let cap = len.max(1).div_ceil(align) * align;
+        let layout = Layout::from_size_align(cap, align).expect("aligned layout");
         // SAFETY: layout has non-zero size.
         let raw = unsafe { alloc(layout) };
         let Some(ptr) = NonNull::new(raw) else { handle_alloc_error(layout) };
+        if align == HUGE_PAGE {
+            // SAFETY: the range is our allocation; advice only, failure is harmless
+            // (THP off, or not Linux: 4 KiB pages as before).
+            #[cfg(target_os = "linux")]
+            unsafe {
+                libc::madvise(ptr.as_ptr().cast(), cap, libc::MADV_HUGEPAGE);
+            }
+        }
         // SAFETY: ptr is valid for cap bytes; writing faults every page in now.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, cap) };
-        HostBuffer { ptr, len, cap, owned: true, vec: None }
+        HostBuffer { ptr, len, cap, owned: true, align, vec: None }
     }
 
     /// The first `len` bytes.
@@ -530,7 +548,7 @@ impl Drop for HostBuffer {
         if !self.owned || self.vec.is_some() {
             return;
         }
-        let layout = Layout::from_size_align(self.cap, HOST_ALIGN).expect("page-aligned layout");
+        let layout = Layout::from_size_align(self.cap, self.align).expect("aligned layout");
         // SAFETY: allocated in new() with this exact layout.
         unsafe { dealloc(self.ptr.as_ptr(), layout) };
     }
