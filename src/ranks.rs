@@ -24,14 +24,13 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::mem::Buffer;
 use crate::store::ObjectStore;
 
 /// How far apart the clocks of the hosts of one run may be (epoch freshness check).
 pub const CLOCK_SLACK: Duration = Duration::from_secs(60);
 
 /// When this process started (Unix seconds), for the epoch freshness check.
-static PROCESS_START: std::sync::LazyLock<f64> = std::sync::LazyLock::new(|| now_unix_ns() as f64 / 1e9);
+static PROCESS_START: std::sync::LazyLock<f64> = std::sync::LazyLock::new(crate::bench::now_unix);
 
 fn now_unix_ns() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
@@ -277,7 +276,7 @@ impl Group {
                 }
             }
             let epoch = format!("{:x}{:08x}", now_unix_ns(), std::process::id());
-            let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": now_unix_ns() as f64 / 1e9})).expect("encodes");
+            let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": crate::bench::now_unix()})).expect("encodes");
             g.put(&epoch_key, &body).await?;
             g.prefix = format!("{base}/{epoch}");
             return Ok(g);
@@ -285,16 +284,13 @@ impl Group {
         let started = *PROCESS_START;
         let t0 = Instant::now();
         loop {
-            if let Ok(meta) = g.store.head(&epoch_key).await {
-                let mut b = Buffer::host(meta.size as usize);
-                if g.store.get_into(&epoch_key, None, &mut b).await.is_ok()
-                    && let Ok(v) = serde_json::from_slice::<serde_json::Value>(b.as_host().expect("host"))
-                    && let (Some(epoch), Some(created)) = (v["epoch"].as_str(), v["created_unix_s"].as_f64())
-                    && created >= started - CLOCK_SLACK.as_secs_f64()
-                {
-                    g.prefix = format!("{base}/{epoch}");
-                    return Ok(g);
-                }
+            if let Ok(b) = crate::store::get_bytes(g.store.as_ref(), &epoch_key).await
+                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&b)
+                && let (Some(epoch), Some(created)) = (v["epoch"].as_str(), v["created_unix_s"].as_f64())
+                && created >= started - CLOCK_SLACK.as_secs_f64()
+            {
+                g.prefix = format!("{base}/{epoch}");
+                return Ok(g);
             }
             if t0.elapsed() > g.timeout {
                 return Err(Error::Runtime(format!(
@@ -338,14 +334,10 @@ impl Group {
         let keys = self.wait_all(&step, name).await?;
         let mut out = Vec::with_capacity(keys.len());
         for key in keys {
-            let size = self.store.head(&key).await?.size;
-            let mut b = Buffer::host(size as usize);
-            self.store.get_into(&key, None, &mut b).await?;
-            out.push(
-                serde_json::from_slice(b.as_host().expect("host"))
-                    .map_err(|e| Error::Runtime(format!("rank figures '{key}' are not JSON: {e}")))?,
-            );
+            let b = crate::store::get_bytes(self.store.as_ref(), &key).await?;
+            out.push(serde_json::from_slice(&b).map_err(|e| Error::Runtime(format!("rank figures '{key}' are not JSON: {e}")))?);
         }
+
         Ok(out)
     }
 
@@ -363,9 +355,7 @@ impl Group {
     }
 
     async fn put(&self, key: &str, body: &[u8]) -> Result<()> {
-        let mut b = Buffer::host(body.len());
-        b.as_host_mut().expect("host").copy_from_slice(body);
-        self.store.put_from(key, &b).await?;
+        crate::store::put_bytes(self.store.as_ref(), key, body.to_vec()).await?;
         Ok(())
     }
 

@@ -24,7 +24,7 @@
 //! original allocation (`verified`); a mismatch exits 4.
 
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use futures::StreamExt;
@@ -32,7 +32,7 @@ use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::Spread;
+use super::{Spread, dedup, host_cores, now_unix};
 use crate::cli::{Backend, CkptArgs, CkptMethod, CkptOp, ChunkChecksum, DEFAULT_LOCAL_ROOT};
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, Checksums, Manifest, TensorEntry, TensorSpec};
@@ -150,10 +150,6 @@ struct Ctx {
     staging: Arc<tokio::sync::Mutex<Vec<Buffer>>>,
 }
 
-fn now_unix() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// Hash `len` bytes of `buf` at `at`; device memory is read back through `scratch`.
 fn hash_range(buf: &Buffer, at: usize, len: usize, scratch: Option<&mut Buffer>) -> std::result::Result<String, String> {
     match buf {
@@ -172,6 +168,26 @@ fn hash_range(buf: &Buffer, at: usize, len: usize, scratch: Option<&mut Buffer>)
         }
         other => Ok(fmt::xxh3_hex(&other.as_host().expect("host")[at..at + len])),
     }
+}
+
+/// Run one chunk's transfer as its own task (a local read or write blocks
+/// its thread), lending it a staging buffer from the pool while it runs.
+async fn chunk_task<T, F, Fut>(staging: Arc<tokio::sync::Mutex<Vec<Buffer>>>, work: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce(Option<Buffer>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = (Option<Buffer>, Result<T>)> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let scratch = staging.lock().await.pop();
+        let (scratch, r) = work(scratch).await;
+        if let Some(s) = scratch {
+            staging.lock().await.push(s);
+        }
+        r
+    })
+    .await
+    .map_err(|e| Error::Runtime(format!("chunk task failed: {e}")))?
 }
 
 /// Save `state` as a flat checkpoint under `key` (a new generation), manifest last.
@@ -196,34 +212,26 @@ async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, gener
             let view = unsafe { flat.view(r.start as usize..r.end as usize) };
             let (store, staging, ck) = (ctx.store.clone(), ctx.staging.clone(), ctx.checksum);
             let ckey = manifest.chunk_key(key, i);
-            async move {
-                tokio::spawn(async move {
-                    let mut scratch = staging.lock().await.pop();
-                    let len = view.len();
-                    let r = async {
-                        let t = store::write_from(store.as_ref(), &ckey, &view, 0..len, scratch.as_mut()).await?;
-                        let th = Instant::now();
-                        let sum = match ck {
-                            ChunkChecksum::None => String::new(),
-                            // A staged write already has the bytes on the host: hash those.
-                            _ if matches!(view, Buffer::Device(_)) && t.path != TransferPath::Rdma => {
-                                fmt::xxh3_hex(&scratch.as_ref().expect("staged").as_host().expect("host")[..len])
-                            }
-                            _ => blocking(|| hash_range(&view, 0, len, scratch.as_mut()))
-                                .map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?,
-                        };
-                        Ok::<_, Error>((t, sum, th.elapsed().as_secs_f64()))
-                    }
-                    .await;
-                    if let Some(s) = scratch {
-                        staging.lock().await.push(s);
-                    }
-                    drop(view);
-                    r
-                })
-                .await
-                .map_err(|e| Error::Runtime(format!("chunk task failed: {e}")))?
-            }
+            chunk_task(staging, move |mut scratch| async move {
+                let len = view.len();
+                let r = async {
+                    let t = store::write_from(store.as_ref(), &ckey, &view, 0..len, scratch.as_mut()).await?;
+                    let th = Instant::now();
+                    let sum = match ck {
+                        ChunkChecksum::None => String::new(),
+                        // A staged write already has the bytes on the host: hash those.
+                        _ if matches!(view, Buffer::Device(_)) && t.path != TransferPath::Rdma => {
+                            fmt::xxh3_hex(&scratch.as_ref().expect("staged").as_host().expect("host")[..len])
+                        }
+                        _ => blocking(|| hash_range(&view, 0, len, scratch.as_mut()))
+                            .map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?,
+                    };
+                    Ok::<_, Error>((t, sum, th.elapsed().as_secs_f64()))
+                }
+                .await;
+                drop(view);
+                (scratch, r)
+            })
         })
         .collect();
     let results: Vec<_> = futures::stream::iter(tasks).buffered(ctx.concurrency).collect().await;
@@ -241,7 +249,7 @@ async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, gener
         ChunkChecksum::Xxh3 => Checksums { algorithm: "xxh3-64".into(), chunks: sums },
         ChunkChecksum::None => Checksums { algorithm: "none".into(), chunks: Vec::new() },
     });
-    put_bytes(ctx.store.as_ref(), &Manifest::key(key), &serde_json::to_vec_pretty(&manifest).expect("manifest encodes")).await?;
+    store::put_bytes(ctx.store.as_ref(), &Manifest::key(key), serde_json::to_vec_pretty(&manifest).expect("manifest encodes")).await?;
     let transfer_s = t1.elapsed().as_secs_f64();
     Ok(OpFigures {
         bytes: state.total,
@@ -279,23 +287,9 @@ fn figures_base() -> OpFigures {
     }
 }
 
-async fn put_bytes(store: &dyn ObjectStore, key: &str, body: &[u8]) -> Result<()> {
-    let mut b = Buffer::host(body.len());
-    b.as_host_mut().expect("host").copy_from_slice(body);
-    store.put_from(key, &b).await?;
-    Ok(())
-}
-
-async fn get_bytes(store: &dyn ObjectStore, key: &str) -> std::result::Result<Vec<u8>, StoreError> {
-    let size = store.head(key).await?.size;
-    let mut b = Buffer::host(size as usize);
-    store.get_into(key, None, &mut b).await?;
-    Ok(b.as_host().expect("host").to_vec())
-}
-
 /// Read the manifest of `key`: a missing one means no (complete) checkpoint.
 async fn read_manifest(store: &dyn ObjectStore, key: &str) -> Result<Manifest> {
-    match get_bytes(store, &Manifest::key(key)).await {
+    match store::get_bytes(store, &Manifest::key(key)).await {
         Ok(b) => Manifest::parse(key, &b),
         Err(StoreError::NotFound { .. }) => Err(Error::Runtime(format!(
             "checkpoint {key} is incomplete (no manifest {} at {}): it was never saved, or its save was interrupted; save it again",
@@ -335,63 +329,55 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
             let (store, staging) = (ctx.store.clone(), ctx.staging.clone());
             let ckey = manifest.chunk_key(key, i);
             let expect = sums.as_ref().map(|s| s[i as usize].clone());
-            async move {
-                tokio::spawn(async move {
-                    let mut scratch = staging.lock().await.pop();
-                    let len = view.len();
-                    let r = async {
-                        let staged = matches!(view, Buffer::Device(_)) && !store.writes_device();
-                        let mut staged_sum: Option<String> = None;
-                        let t = if staged {
-                            let s = scratch.as_mut().expect("staging buffers exist for staged restores");
-                            let t = store.get_into_at(&ckey, None, s, 0).await.map_err(|e| damaged(&ckey, len, e))?;
-                            if t.bytes as usize != len {
-                                return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
-                            }
-                            let host = &s.as_host().expect("host")[..len];
-                            // The host-to-device copy and the hash both only read the
-                            // staging buffer: run them side by side.
-                            let (copied, hashed) = blocking(|| {
-                                std::thread::scope(|sc| {
-                                    let h = expect.as_ref().map(|_| sc.spawn(|| fmt::xxh3_hex(host)));
-                                    (view.copy_from_host(0, host), h.map(|h| h.join().expect("hash thread")))
-                                })
-                            });
-                            copied.map_err(|e| Error::Runtime(format!("copying '{ckey}' to the device: {e}")))?;
-                            staged_sum = hashed;
-                            t
-                        } else {
-                            let t = store.get_into_at(&ckey, None, &mut view, 0).await.map_err(|e| damaged(&ckey, len, e))?;
-                            if t.bytes as usize != len {
-                                return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
-                            }
-                            t
-                        };
-                        let th = Instant::now();
-                        if let Some(expect) = expect {
-                            let got = if let Some(sum) = staged_sum {
-                                sum
-                            } else {
-                                blocking(|| hash_range(&view, 0, len, scratch.as_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?
-                            };
-                            if got != expect {
-                                return Err(Error::Mismatch(format!(
-                                    "checkpoint chunk '{ckey}' is corrupt: xxh3 {got}, its manifest says {expect}: the object changed after the save; save the checkpoint again"
-                                )));
-                            }
+            chunk_task(staging, move |mut scratch| async move {
+                let len = view.len();
+                let r = async {
+                    let staged = matches!(view, Buffer::Device(_)) && !store.writes_device();
+                    let mut staged_sum: Option<String> = None;
+                    let t = if staged {
+                        let s = scratch.as_mut().expect("staging buffers exist for staged restores");
+                        let t = store.get_into_at(&ckey, None, s, 0).await.map_err(|e| damaged(&ckey, len, e))?;
+                        if t.bytes as usize != len {
+                            return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
                         }
-                        Ok((t, th.elapsed().as_secs_f64()))
+                        let host = &s.as_host().expect("host")[..len];
+                        // The host-to-device copy and the hash both only read the
+                        // staging buffer: run them side by side.
+                        let (copied, hashed) = blocking(|| {
+                            std::thread::scope(|sc| {
+                                let h = expect.as_ref().map(|_| sc.spawn(|| fmt::xxh3_hex(host)));
+                                (view.copy_from_host(0, host), h.map(|h| h.join().expect("hash thread")))
+                            })
+                        });
+                        copied.map_err(|e| Error::Runtime(format!("copying '{ckey}' to the device: {e}")))?;
+                        staged_sum = hashed;
+                        t
+                    } else {
+                        let t = store.get_into_at(&ckey, None, &mut view, 0).await.map_err(|e| damaged(&ckey, len, e))?;
+                        if t.bytes as usize != len {
+                            return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
+                        }
+                        t
+                    };
+                    let th = Instant::now();
+                    if let Some(expect) = expect {
+                        let got = if let Some(sum) = staged_sum {
+                            sum
+                        } else {
+                            blocking(|| hash_range(&view, 0, len, scratch.as_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?
+                        };
+                        if got != expect {
+                            return Err(Error::Mismatch(format!(
+                                "checkpoint chunk '{ckey}' is corrupt: xxh3 {got}, its manifest says {expect}: the object changed after the save; save the checkpoint again"
+                            )));
+                        }
                     }
-                    .await;
-                    if let Some(s) = scratch {
-                        staging.lock().await.push(s);
-                    }
-                    drop(view);
-                    r
-                })
-                .await
-                .map_err(|e| Error::Runtime(format!("chunk task failed: {e}")))?
-            }
+                    Ok((t, th.elapsed().as_secs_f64()))
+                }
+                .await;
+                drop(view);
+                (scratch, r)
+            })
         })
         .collect();
     let results: Vec<_> = futures::stream::iter(tasks).buffered(ctx.concurrency).collect().await;
@@ -638,12 +624,6 @@ impl RepeatRow {
             (last - first).max(wall_s)
         }
         .max(1e-9);
-        // Whole-host cores: each host's busiest rank view (they sample the same host).
-        let mut hosts: std::collections::BTreeMap<&str, f64> = Default::default();
-        for f in &per_rank {
-            let e = hosts.entry(&f.host).or_default();
-            *e = e.max(f.host_cpu_cores);
-        }
         let cpu_s: f64 = per_rank.iter().map(|f| f.client_cpu_cores * f.wall_s).sum();
         RepeatRow {
             repeat,
@@ -652,7 +632,7 @@ impl RepeatRow {
             span_s,
             throughput_gbps: bytes as f64 / span_s / 1e9,
             client_cpu_cores: cpu_s / span_s,
-            host_cpu_cores: hosts.values().sum(),
+            host_cpu_cores: host_cores(per_rank.iter().map(|f| (f.host.as_str(), f.host_cpu_cores))),
             per_rank,
             witness,
         }
@@ -687,16 +667,6 @@ fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
         out.push(StateSpec { name: format!("synthetic-{}", human(s)), workload: "synthetic", size_bytes: s, tensors });
     }
     Ok(out)
-}
-
-/// Drop repeated entries, keeping the first of each.
-fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
-    let mut seen = Vec::new();
-    v.retain(|x| {
-        let new = !seen.contains(x);
-        seen.push(*x);
-        new
-    });
 }
 
 /// Refuse a run whose buffers cannot fit, before allocating anything: per

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -17,7 +17,7 @@ use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::{Latency, Spread};
+use super::{Latency, Spread, dedup, host_cores, now_unix};
 use crate::cli::FetchArgs;
 use crate::ranks::{self, Group, Rank};
 use crate::error::{Error, Result, StoreError};
@@ -332,10 +332,6 @@ async fn run_streams(
     }
 }
 
-fn now_unix() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// One process's window as figures plus samples.
 fn proc_wire(rank: usize, host: &str, ops: &[OpSample], wall: Duration, start_unix_s: f64, s: &SamplerReport) -> ProcWire {
     let bytes: u64 = ops.iter().map(|o| o.bytes).sum();
@@ -389,12 +385,7 @@ fn summarize_repeat(repeat: u32, procs: Vec<ProcWire>, s: SamplerReport, w: Witn
         }
     }
     let client_cpu_cores: f64 = procs.iter().map(|p| p.figures.client_cpu_cores).sum();
-    let mut hosts: BTreeMap<&str, f64> = BTreeMap::new();
-    for p in &procs {
-        let e = hosts.entry(&p.figures.host).or_default();
-        *e = e.max(p.figures.host_cpu_cores);
-    }
-    let host_cpu_cores = hosts.values().sum();
+    let host_cpu_cores = host_cores(procs.iter().map(|p| (p.figures.host.as_str(), p.figures.host_cpu_cores)));
     let per_process: Vec<ProcFigures> = procs.into_iter().map(|p| p.figures).collect();
     RepeatResult {
         repeat,
@@ -611,16 +602,6 @@ pub fn table(cells: &[CellResult]) -> Table {
         t.add_row(row.into_iter().map(|s| Cell::new(s).set_alignment(CellAlignment::Right)));
     }
     t
-}
-
-/// Drop repeated list entries, keeping the first of each (a cell runs once).
-fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
-    let mut seen = Vec::new();
-    v.retain(|x| {
-        let new = !seen.contains(x);
-        seen.push(*x);
-        new
-    });
 }
 
 /// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.

@@ -72,6 +72,33 @@ impl Spread {
     }
 }
 
+/// Now, Unix seconds (wall clock: comparable across processes and hosts).
+pub fn now_unix() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Drop repeated list entries, keeping the first of each (a cell or an operation runs once).
+pub fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
+    let mut seen = Vec::new();
+    v.retain(|x| {
+        let new = !seen.contains(x);
+        seen.push(*x);
+        new
+    });
+}
+
+/// Whole-host CPU cores over processes that each sampled their own host:
+/// processes on one host see the same host, so each host counts once (its
+/// busiest view) and hosts are summed. Input: (hostname, host cores) per process.
+pub fn host_cores<'a>(per_process: impl IntoIterator<Item = (&'a str, f64)>) -> f64 {
+    let mut hosts: std::collections::BTreeMap<&str, f64> = Default::default();
+    for (h, c) in per_process {
+        let e = hosts.entry(h).or_default();
+        *e = e.max(c);
+    }
+    hosts.values().sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,6 +121,15 @@ mod tests {
         assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 0.25), Some(1.0));
         assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 0.26), Some(2.0));
         assert!(Latency::from_durations(&[]).is_none());
+    }
+
+    #[test]
+    fn host_cores_count_each_host_once() {
+        assert_eq!(host_cores([("a", 1.5), ("a", 2.0), ("b", 0.5)]), 2.5);
+        assert_eq!(host_cores([]), 0.0);
+        let mut v = vec![2, 1, 2, 3, 1];
+        dedup(&mut v);
+        assert_eq!(v, [2, 1, 3]);
     }
 
     #[test]

@@ -204,6 +204,19 @@ pub(crate) fn blocking<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
+/// Write `body` as the small object `key` (manifests, rank markers, figures).
+pub async fn put_bytes(store: &dyn ObjectStore, key: &str, body: Vec<u8>) -> Result<Transfer, StoreError> {
+    store.put_from(key, &Buffer::from_vec(body)).await
+}
+
+/// Read the whole small object `key` into a `Vec` (HEAD for its size, then one GET).
+pub async fn get_bytes(store: &dyn ObjectStore, key: &str) -> Result<Vec<u8>, StoreError> {
+    let size = store.head(key).await?.size;
+    let mut b = Buffer::host(size as usize);
+    store.get_into(key, None, &mut b).await?;
+    Ok(b.as_host().expect("host").to_vec())
+}
+
 /// Check `range` lies within `src` (for `put_range`).
 pub fn check_source(key: &str, src: &Buffer, range: &Range<usize>) -> Result<(), StoreError> {
     if range.start > range.end || range.end > src.len() {
