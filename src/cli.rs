@@ -30,12 +30,15 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Checkpoint save and restore from GPU memory: flat chunked vs serialize-then-put, verified, per rank.
     Ckpt(CkptArgs),
-    /// (not implemented yet) Tokenized int32 loader throughput.
-    Tokens(NotYetArgs),
+    /// Build the datasets `tokens` and `train` read: token shards, raw image shards, JPEG tar shards.
+    #[command(subcommand)]
+    Ingest(IngestKind),
+    /// Tokenized int32 loader throughput into GPU memory, and how many GPUs it could feed.
+    Tokens(TokensArgs),
     /// Model weights (Hugging Face safetensors) into GPU memory: cold start.
     Weights(WeightsArgs),
-    /// (not implemented yet) ResNet-50 training step-time breakdown by backend.
-    Train(NotYetArgs),
+    /// ResNet-50 training (feature `train`) or its input pipeline alone (`--loader-only`): step-time breakdown by backend.
+    Train(TrainArgs),
     /// (not implemented yet) Compare result records side by side.
     Report(NotYetArgs),
 }
@@ -596,4 +599,227 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+/// `s3rdma ingest <kind>`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum IngestKind {
+    /// Text (or uniform random ids) -> int32 token shards + sidecars.
+    Tokens(IngestTokensArgs),
+    /// ImageFolder (or synthetic images) -> raw uint8 N x H x W x 3 shards + sidecars.
+    Raw(IngestImagesArgs),
+    /// ImageFolder (or synthetic images) -> WebDataset ustar tar shards + byte-offset indexes.
+    Jpeg(IngestImagesArgs),
+}
+
+/// `s3rdma ingest tokens`.
+#[derive(Debug, Clone, Args)]
+pub struct IngestTokensArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Key prefix: shards are <prefix>-NNNNNN.bin + <prefix>-NNNNNN.json.
+    #[arg(long, default_value = "tokens/train")]
+    pub prefix: String,
+    /// A Hugging Face tokenizer.json.
+    #[arg(long, required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    pub tokenizer: Option<PathBuf>,
+    /// Text files, or directories searched recursively (every regular file, UTF-8); each file is one document.
+    #[arg(long, num_args = 1.., required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    pub input: Vec<PathBuf>,
+    /// Tokens per sequence (row).
+    #[arg(long, value_parser = parse_positive, default_value_t = 4096)]
+    pub seq_len: u32,
+    /// Largest shard (rounded down to whole sequences).
+    #[arg(long, value_parser = parse_bytes, default_value = "1GiB")]
+    pub shard_bytes: u64,
+    /// Uniform random ids instead of text (for size sweeps); needs --total-bytes.
+    #[arg(long, requires = "total_bytes")]
+    pub synthetic: bool,
+    /// Vocabulary of the synthetic ids (Llama 3: 128256).
+    #[arg(long, value_parser = parse_positive, default_value_t = 128_256)]
+    pub vocab: u32,
+    /// Total bytes of synthetic token data (whole sequences).
+    #[arg(long, value_parser = parse_bytes, requires = "synthetic")]
+    pub total_bytes: Option<u64>,
+    /// Seed of the synthetic ids.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Worker threads for tokenizing/generating (default: all cores).
+    #[arg(long, value_parser = parse_positive)]
+    pub threads: Option<u32>,
+}
+
+/// `s3rdma ingest raw` and `s3rdma ingest jpeg`.
+#[derive(Debug, Clone, Args)]
+pub struct IngestImagesArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Key prefix (default raw/train or jpeg/train).
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// ImageFolder directory: one subdirectory per class holding .jpg/.jpeg/.png files.
+    #[arg(long, required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    pub src: Option<PathBuf>,
+    /// Generate this many synthetic images instead (class-dependent colour gradients + noise, learnable).
+    #[arg(long, value_parser = parse_positive)]
+    pub synthetic: Option<u32>,
+    /// Classes of the synthetic set.
+    #[arg(long, value_parser = parse_positive, default_value_t = 100)]
+    pub classes: u32,
+    /// Synthetic source image size WxH before encoding (ImageNet's typical 500x375).
+    #[arg(long, value_parser = parse_wxh, default_value = "500x375")]
+    pub synthetic_size: (u32, u32),
+    /// Raw shards: shorter side resized to this, then centre-cropped to size x size.
+    #[arg(long, value_parser = parse_positive, default_value_t = 256)]
+    pub size: u32,
+    /// Images per shard (default raw 4096, jpeg 8192).
+    #[arg(long, value_parser = parse_positive)]
+    pub samples_per_shard: Option<u32>,
+    /// Decode/resize/encode threads (default: all cores).
+    #[arg(long, value_parser = parse_positive)]
+    pub decode_threads: Option<u32>,
+    /// JPEG quality of synthetic images and of PNG sources transcoded into a jpeg shard.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100), default_value_t = 90)]
+    pub quality: u8,
+    /// Seed of the synthetic images.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+fn parse_wxh(s: &str) -> Result<(u32, u32), String> {
+    let bad = || format!("'{s}' is not WIDTHxHEIGHT such as 500x375");
+    let (w, h) = s.trim().split_once(['x', 'X']).ok_or_else(bad)?;
+    let (w, h): (u32, u32) = (w.parse().map_err(|_| bad())?, h.parse().map_err(|_| bad())?);
+    if w == 0 || h == 0 || w > 16384 || h > 16384 {
+        return Err(format!("'{s}': width and height must be 1..=16384"));
+    }
+    Ok((w, h))
+}
+
+/// `s3rdma tokens`: the seeds' B7.
+#[derive(Debug, Clone, Args)]
+pub struct TokensArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub witness: WitnessArgs,
+    #[command(flatten)]
+    pub mem: MemArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    /// Key prefix of the token shards (`s3rdma ingest tokens --prefix`).
+    #[arg(long, default_value = "tokens/train")]
+    pub prefix: String,
+    /// Runs (each one ranged GET into its own buffer) in flight.
+    #[arg(long, value_parser = parse_positive, default_value_t = 4)]
+    pub fetch_workers: u32,
+    /// Bytes of one contiguous run (rounded down to whole sequences; at most one shard).
+    #[arg(long, value_parser = parse_bytes, default_value = "256MiB")]
+    pub run_bytes: u64,
+    /// Sequences per batch handed to the consumer.
+    #[arg(long, value_parser = parse_positive, default_value_t = 8)]
+    pub batch_seqs: u32,
+    /// Simulated model step per batch (0 = consume as fast as the loader delivers).
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub compute: Duration,
+    /// Leading shards read once, untimed, before the timed pass over the rest.
+    #[arg(long, default_value_t = 1)]
+    pub warmup_shards: u32,
+    /// Timed passes over the remaining shards.
+    #[arg(long, value_parser = parse_positive, default_value_t = 3)]
+    pub repeats: u32,
+    /// Dense bf16 peak of one GPU in TFLOPS, for "GPUs it could feed" (H200 SXM: 989).
+    #[arg(long, default_value_t = 989.0)]
+    pub gpu_tflops: f64,
+    /// Model FLOPs utilisation assumed for "GPUs it could feed".
+    #[arg(long, default_value_t = 0.45)]
+    pub mfu: f64,
+}
+
+/// Training data layout (`--layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Pre-decoded uint8 shards fetched whole into device memory; crop/flip/normalize on the GPU.
+    Raw,
+    /// JPEG tar shards: ranged GET per sample (or whole shards), CPU decode, pinned staging.
+    Jpeg,
+}
+
+/// How `--layout jpeg` reads samples (`--jpeg-fetch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JpegFetch {
+    /// One ranged GET per sample by its index entry.
+    Sample,
+    /// Whole tar shards into host memory, samples sliced out.
+    Shard,
+}
+
+/// Mixed precision (`--amp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Amp {
+    Bf16,
+    Off,
+}
+
+/// `s3rdma train`: the seeds' B3 (and B2 with `--loader-only`).
+#[derive(Debug, Clone, Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub witness: WitnessArgs,
+    #[command(flatten)]
+    pub mem: MemArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+    #[command(flatten)]
+    pub group: GroupArgs,
+    #[arg(long, value_enum, default_value_t = Layout::Raw)]
+    pub layout: Layout,
+    /// Key prefix of the shards (default raw/train or jpeg/train, as `s3rdma ingest` writes).
+    #[arg(long)]
+    pub prefix: Option<String>,
+    /// Timed steps.
+    #[arg(long, value_parser = parse_positive, default_value_t = 200)]
+    pub steps: u32,
+    /// Untimed steps before them.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: u32,
+    /// Images per step (per rank).
+    #[arg(long, value_parser = parse_positive, default_value_t = 256)]
+    pub batch_size: u32,
+    #[arg(long, value_enum, default_value_t = Amp::Bf16)]
+    pub amp: Amp,
+    /// Raw: shards in flight (each into its own device buffer). Jpeg: ranged GETs in flight.
+    #[arg(long, value_parser = parse_positive, default_value_t = 4)]
+    pub fetch_workers: u32,
+    /// Jpeg: decode threads (default: all cores / ranks).
+    #[arg(long, value_parser = parse_positive)]
+    pub decode_threads: Option<u32>,
+    /// Jpeg: batches prepared ahead of the training loop.
+    #[arg(long, value_parser = parse_positive, default_value_t = 4)]
+    pub prefetch_batches: u32,
+    #[arg(long, value_enum, default_value_t = JpegFetch::Sample)]
+    pub jpeg_fetch: JpegFetch,
+    /// Random crop side (the model's input is crop x crop).
+    #[arg(long, value_parser = parse_positive, default_value_t = 224)]
+    pub crop: u32,
+    /// Measure the input pipeline alone (no model; the seeds' B2).
+    #[arg(long)]
+    pub loader_only: bool,
+    /// SGD learning rate (momentum 0.9, weight decay 1e-4).
+    #[arg(long, default_value_t = 0.1)]
+    pub lr: f64,
+    /// Timed repeats (each: warm-up steps, then the timed steps).
+    #[arg(long, value_parser = parse_positive, default_value_t = 1)]
+    pub repeats: u32,
+    /// Seed of shuffling, crops, flips and model init.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Start N ranks on this host, each on its own GPU (rank modulo visible GPUs) with its own shard subset.
+    #[arg(long, value_parser = parse_positive)]
+    pub ranks: Option<u32>,
 }

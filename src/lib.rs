@@ -8,6 +8,7 @@ pub mod bench;
 pub mod cli;
 pub mod error;
 pub mod format;
+pub mod ingest;
 pub mod mem;
 pub mod ranks;
 pub mod report;
@@ -24,9 +25,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Fetch(args) => bench::fetch::run(args).await,
         Command::Verify(args) => bench::verify::run(args).await,
         Command::Ckpt(args) => bench::ckpt::run(args).await,
-        Command::Tokens(_) => Err(Error::NotImplemented("tokens")),
+        Command::Ingest(kind) => ingest::run(kind).await,
+        Command::Tokens(args) => bench::tokens::run(args).await,
         Command::Weights(args) => bench::weights::run(args).await,
-        Command::Train(_) => Err(Error::NotImplemented("train")),
+        Command::Train(args) => bench::train::run(args).await,
         Command::Report(_) => Err(Error::NotImplemented("report")),
     }
 }

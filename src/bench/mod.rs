@@ -3,6 +3,10 @@
 
 pub mod ckpt;
 pub mod fetch;
+pub mod tokens;
+pub mod train;
+#[cfg(feature = "train")]
+pub mod train_model;
 pub mod verify;
 pub mod weights;
 
@@ -49,7 +53,7 @@ impl Latency {
 }
 
 /// Median and range of one figure over repeats.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Spread {
     /// Median (mean of the two middle values for an even count).
     pub median: f64,

@@ -2,3 +2,4 @@
 
 pub mod ckpt;
 pub mod weights;
+pub mod shards;

@@ -1,0 +1,359 @@
+//! `s3rdma tokens`: tokenized int32 loader throughput (the seeds' B7: one
+//! loader process, 6.75 B tokens/s over RDMA at 0.51 cores, 785 M tokens/s over
+//! HTTP at 2.69 cores), and how many GPUs that rate could feed.
+//!
+//! Shards are read in long contiguous runs (`--run-bytes`, whole sequences,
+//! ranged GETs of `--window` at most) into device memory by default, each of
+//! `--fetch-workers` workers with its own buffer: a worker reads a run, hands it
+//! to the consumer and waits until the consumer has taken every batch
+//! (`--batch-seqs` sequences) out of it, so at most `--fetch-workers` runs are
+//! in flight or waiting. The consumer optionally models a training step per
+//! batch (`--compute`); the time it waits for the next run is the fetch wait.
+//! The first `--warmup-shards` shards are read once, untimed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::Serialize;
+use serde_json::json;
+
+use super::Spread;
+use crate::cli::TokensArgs;
+use crate::error::{Error, Result};
+use crate::format::shards::{self, Listed, TokenShard};
+use crate::mem::Buffer;
+use crate::report::RunRecord;
+use crate::sampler::{Sampler, SamplerReport};
+use crate::store::{self, ObjectStore};
+use crate::witness::{Payload, Witness, WitnessReport};
+
+/// A model whose token appetite `tokens` compares with: parameters `params`
+/// (nominal), `6 x params` training FLOPs per token (Kaplan et al. 2020,
+/// "Scaling Laws for Neural Language Models", forward + backward).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Model {
+    pub name: &'static str,
+    pub params: f64,
+}
+
+/// The models in the "GPUs it could feed" columns (nominal parameter counts).
+pub const MODELS: [Model; 3] = [Model { name: "llama-3-8b", params: 8.0e9 }, Model { name: "llama-3-70b", params: 70.0e9 }, Model { name: "llama-3-405b", params: 405.0e9 }];
+
+/// Tokens per second one GPU consumes training `model`:
+/// `mfu x peak_tflops x 1e12 / (6 x params)`.
+///
+/// With the defaults (H200 dense bf16 peak 989 TFLOPS from NVIDIA's H200
+/// datasheet, MFU 0.45) an 8B model takes 9,272 tokens/s per GPU (37 KB/s of
+/// int32 ids; 0.30 MB/s per 8 GPUs, the seeds' "~0.3 MB/s per 8 GPUs"), and the
+/// seeds' 6.75 B tokens/s feeds 728,010 GPUs, within 0.03 % of their 727,856.
+pub fn gpu_tokens_per_s(model: &Model, peak_tflops: f64, mfu: f64) -> f64 {
+    mfu * peak_tflops * 1e12 / (6.0 * model.params)
+}
+
+/// One contiguous run: `sequences` whole sequences of `key` at `range`.
+#[derive(Debug, Clone)]
+struct Run {
+    key: String,
+    range: std::ops::Range<u64>,
+    sequences: u64,
+}
+
+fn runs_of(shards: &[Listed<TokenShard>], run_bytes: u64) -> Vec<Run> {
+    let mut out = Vec::new();
+    for s in shards {
+        let seq_bytes = s.meta.seq_len * 4;
+        let per = (run_bytes / seq_bytes).max(1);
+        let mut seq = 0;
+        while seq < s.meta.sequences {
+            let n = per.min(s.meta.sequences - seq);
+            out.push(Run { key: s.data_key.clone(), range: seq * seq_bytes..(seq + n) * seq_bytes, sequences: n });
+            seq += n;
+        }
+    }
+    out
+}
+
+/// Figures of one pass.
+#[derive(Debug, Clone, Serialize)]
+pub struct PassFigures {
+    pub bytes: u64,
+    pub tokens: u64,
+    pub runs: u64,
+    pub batches: u64,
+    pub wall_s: f64,
+    /// Seconds the consumer waited for a run to arrive.
+    pub fetch_wait_s: f64,
+    /// Per batch: wait for its data + simulated compute, milliseconds.
+    pub step_ms_median: f64,
+    pub step_ms_p99: f64,
+}
+
+/// One timed pass with its sampler and witness.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokensRepeat {
+    pub repeat: u32,
+    #[serde(flatten)]
+    pub figures: PassFigures,
+    pub tokens_per_s: f64,
+    pub throughput_gbps: f64,
+    pub client_cpu_cores: f64,
+    pub host_cpu_cores: f64,
+    pub sampler: SamplerReport,
+    pub witness: WitnessReport,
+}
+
+/// Read `runs` once through `bufs` (one per worker); see the module doc.
+async fn pass(store: &Arc<dyn ObjectStore>, runs: &Arc<Vec<Run>>, bufs: &mut Vec<Buffer>, window: u64, batch_seqs: u64, compute: Duration) -> Result<PassFigures> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, u64, tokio::sync::oneshot::Sender<()>)>(bufs.len());
+    let t0 = Instant::now();
+    let workers: Vec<_> = bufs
+        .drain(..)
+        .map(|mut buf| {
+            let (store, runs, next, tx) = (store.clone(), runs.clone(), next.clone(), tx.clone());
+            tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(run) = runs.get(i) else { break };
+                    let mut got = 0u64;
+                    for w in store::chunks(run.range.clone(), window) {
+                        let t = match store::read_into_at(store.as_ref(), &run.key, Some(w.clone()), &mut buf, (w.start - run.range.start) as usize).await {
+                            Ok(t) => t,
+                            Err(e) => return (buf, Err(Error::from(e))),
+                        };
+                        if t.bytes != w.end - w.start {
+                            return (buf, Err(Error::Runtime(format!("short read of '{}' at {}: {} of {} bytes", run.key, w.start, t.bytes, w.end - w.start))));
+                        }
+                        got += t.bytes;
+                    }
+                    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+                    if tx.send((got, run.sequences, done_tx)).await.is_err() {
+                        break;
+                    }
+                    // The consumer owns this buffer's bytes until it has taken every batch.
+                    let _ = done_rx.await;
+                }
+                (buf, Ok(()))
+            })
+        })
+        .collect();
+    drop(tx);
+    let (mut bytes, mut seqs, mut runs_done, mut batches) = (0u64, 0u64, 0u64, 0u64);
+    let mut wait = Duration::ZERO;
+    let mut steps = Vec::new();
+    loop {
+        let tw = Instant::now();
+        let Some((b, n, done)) = rx.recv().await else { break };
+        let waited = tw.elapsed();
+        wait += waited;
+        bytes += b;
+        seqs += n;
+        runs_done += 1;
+        let nb = n.div_ceil(batch_seqs);
+        for k in 0..nb {
+            if !compute.is_zero() {
+                tokio::time::sleep(compute).await;
+            }
+            steps.push(if k == 0 { waited + compute } else { compute }.as_secs_f64() * 1e3);
+        }
+        batches += nb;
+        let _ = done.send(());
+    }
+    let wall_s = t0.elapsed().as_secs_f64();
+    let mut first_err = None;
+    for w in workers {
+        let (buf, r) = w.await.map_err(|e| Error::Runtime(format!("fetch worker failed: {e}")))?;
+        bufs.push(buf);
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    steps.sort_by(f64::total_cmp);
+    let seq_len = runs.first().map_or(0, |r| (r.range.end - r.range.start) / r.sequences / 4);
+    Ok(PassFigures {
+        bytes,
+        tokens: seqs * seq_len,
+        runs: runs_done,
+        batches,
+        wall_s,
+        fetch_wait_s: wait.as_secs_f64(),
+        step_ms_median: super::percentile(&steps, 0.5).unwrap_or(0.0),
+        step_ms_p99: super::percentile(&steps, 0.99).unwrap_or(0.0),
+    })
+}
+
+/// Run `s3rdma tokens`.
+pub async fn run(args: TokensArgs) -> Result<()> {
+    crate::report::check_results_dir(&args.output.results_dir)?;
+    if !(args.mfu > 0.0 && args.mfu <= 1.0) || !(args.gpu_tflops > 0.0 && args.gpu_tflops.is_finite()) {
+        return Err(Error::Usage(format!("--mfu {} must be in (0, 1] and --gpu-tflops {} above 0", args.mfu, args.gpu_tflops)));
+    }
+    let witness = Witness::new(&args.store, &args.witness)?;
+    let gpu = args.mem.open_gpu()?;
+    let started = chrono::Utc::now();
+    let mut store_args = args.store.clone();
+    store_args.rdma_threads = store_args.rdma_threads.or(Some(args.fetch_workers));
+    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&store_args)?);
+    store.ensure_bucket(false).await.map_err(shards::no_dataset_bucket)?;
+    let listed = shards::list_tokens(store.as_ref(), &args.prefix).await?;
+    let seq_len = listed[0].meta.seq_len;
+    if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len) {
+        return Err(Error::Runtime(format!("'{}' has seq_len {}, the first shard {seq_len}: one set per --prefix", s.sidecar_key, s.meta.seq_len)));
+    }
+    let warm = args.warmup_shards as usize;
+    if listed.len() <= warm {
+        return Err(Error::Usage(format!(
+            "{} token shard(s) under '{}' and --warmup-shards {warm}: nothing left to time; lower --warmup-shards or ingest more shards",
+            listed.len(),
+            args.prefix
+        )));
+    }
+    let warm_runs = Arc::new(runs_of(&listed[..warm], args.run_bytes));
+    let timed_runs = Arc::new(runs_of(&listed[warm..], args.run_bytes));
+    let run_cap = timed_runs.iter().chain(warm_runs.iter()).map(|r| r.range.end - r.range.start).max().expect("shards hold sequences");
+    let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
+    let mut bufs: Vec<Buffer> = (0..args.fetch_workers)
+        .map(|_| Buffer::for_dest(args.mem.dest(), gpu.as_ref(), run_cap as usize, bounce, args.mem.stage_chunk as usize))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", args.fetch_workers, args.mem.dest().name())))?;
+    let batch_seqs = args.batch_seqs as u64;
+    let warmup = if warm > 0 { Some(pass(&store, &warm_runs, &mut bufs, args.store.window, batch_seqs, Duration::ZERO).await?) } else { None };
+    let mut repeats = Vec::new();
+    for rep in 1..=args.repeats {
+        let window = witness.begin().await;
+        let sampler = Sampler::start();
+        let f = pass(&store, &timed_runs, &mut bufs, args.store.window, batch_seqs, args.compute).await?;
+        let s = sampler.finish();
+        let w = witness.end(window, Payload { read_bytes: f.bytes, write_bytes: 0, client_http_bytes: 0 }).await;
+        repeats.push(TokensRepeat {
+            repeat: rep,
+            tokens_per_s: f.tokens as f64 / f.wall_s,
+            throughput_gbps: f.bytes as f64 / f.wall_s / 1e9,
+            client_cpu_cores: s.client_cpu_cores,
+            host_cpu_cores: s.host_cpu_cores,
+            figures: f,
+            sampler: s,
+            witness: w,
+        });
+    }
+    let tps = Spread::of(repeats.iter().map(|r| r.tokens_per_s)).expect("repeats >= 1");
+    let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
+    let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
+    let wait = Spread::of(repeats.iter().map(|r| r.figures.fetch_wait_s)).expect("repeats >= 1");
+    let step = Spread::of(repeats.iter().map(|r| r.figures.step_ms_median)).expect("repeats >= 1");
+    let worst = repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| r.witness.clone()).expect("repeats >= 1");
+    let feeds: Vec<_> = MODELS
+        .iter()
+        .map(|m| {
+            let per_gpu = gpu_tokens_per_s(m, args.gpu_tflops, args.mfu);
+            json!({"model": m.name, "params": m.params, "gpu_tokens_per_s": per_gpu, "gpu_bytes_per_s": per_gpu * 4.0, "gpus_fed": (tps.median / per_gpu).floor()})
+        })
+        .collect();
+    let timed_bytes: u64 = timed_runs.iter().map(|r| r.range.end - r.range.start).sum();
+    let record = RunRecord {
+        environment: {
+            let mut env = args.mem.describe(gpu.as_ref(), store.writes_device());
+            env["store"] = store.describe();
+            env["witness"] = witness.describe();
+            env
+        },
+        params: json!({"prefix": args.prefix, "fetch_workers": args.fetch_workers, "run_bytes": args.run_bytes, "batch_seqs": args.batch_seqs,
+                       "compute_s": args.compute.as_secs_f64(), "warmup_shards": warm, "repeats": args.repeats, "window_bytes": args.store.window,
+                       "gpu_tflops": args.gpu_tflops, "mfu": args.mfu,
+                       "feed_formula": "gpu_tokens_per_s = mfu * gpu_tflops * 1e12 / (6 * params) (6N FLOPs per token: Kaplan et al. 2020)"}),
+        results: json!({"shards": listed.len(), "timed_shards": listed.len() - warm, "seq_len": seq_len, "vocab_size": listed[0].meta.vocab_size,
+                        "synthetic": listed[0].meta.synthetic, "tokenizer": listed[0].meta.tokenizer, "timed_bytes": timed_bytes,
+                        "warmup": warmup, "repeats": repeats,
+                        "summary": {"tokens_per_s": tps, "throughput_gbps": gbps, "client_cpu_cores": cores, "fetch_wait_s": wait, "step_ms_median": step},
+                        "gpus_it_could_feed": feeds}),
+        rdma_witness: json!({"verdict": worst.verdict, "reason": worst.reason}),
+        ..RunRecord::new("tokens", store.backend().name(), started, args.output.tag.clone())
+    };
+    let path = record.write(&args.output.results_dir, started)?;
+    if args.output.json {
+        println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
+    } else {
+        let range = |s: &Spread, f: fn(f64) -> String| if s.max > s.min { format!("{} ({}–{})", f(s.median), f(s.min), f(s.max)) } else { f(s.median) };
+        let mut t = Table::new();
+        t.load_preset(UTF8_FULL_CONDENSED);
+        let mut header = vec!["backend".to_string(), "dest".into(), "tokens/s".into(), "GB/s".into(), "client cores".into(), "fetch wait s".into(), "step ms (median)".into()];
+        header.extend(MODELS.iter().map(|m| format!("GPUs of {}", m.name)));
+        header.push("witness".into());
+        t.set_header(header);
+        let mut row = vec![
+            store.backend().name().to_string(),
+            args.mem.dest().name().to_string(),
+            range(&tps, human_rate),
+            range(&gbps, |v| format!("{v:.2}")),
+            format!("{:.2}", cores.median),
+            format!("{:.3}", wait.median),
+            format!("{:.3}", step.median),
+        ];
+        row.extend(feeds.iter().map(|f| format!("{}", f["gpus_fed"].as_f64().unwrap_or(0.0) as u64)));
+        row.push(worst.verdict.as_str().to_string());
+        t.add_row(row);
+        println!(
+            "tokens '{}' from {} ({}): {} timed shard(s), {:.2} GB, seq_len {seq_len}, batches of {} sequences, {} fetch workers x {} runs",
+            args.prefix,
+            store.backend().name(),
+            store.location(),
+            listed.len() - warm,
+            timed_bytes as f64 / 1e9,
+            args.batch_seqs,
+            args.fetch_workers,
+            human_bytes(run_cap)
+        );
+        println!("{t}");
+        println!("GPUs it could feed: per GPU {:.0} tokens/s for {} at MFU {} of {} TFLOPS (6N FLOPs/token)", gpu_tokens_per_s(&MODELS[0], args.gpu_tflops, args.mfu), MODELS[0].name, args.mfu, args.gpu_tflops);
+    }
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn human_rate(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2} B", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.1} M", v / 1e6)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn human_bytes(b: u64) -> String {
+    if b >= 1 << 30 { format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64) } else { format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feed_formula_reproduces_the_seeds() {
+        // Seeds (B7): 6.75 B tokens/s over RDMA "could feed" 727,856 H200s of Llama-3 8B.
+        let per = gpu_tokens_per_s(&MODELS[0], 989.0, 0.45);
+        assert!((per - 9271.875).abs() < 1e-6, "{per}");
+        let fed = 6.75e9 / per;
+        assert!((fed - 727_856.0).abs() / 727_856.0 < 0.001, "{fed}");
+        // "~0.3 MB/s per 8 GPUs" of int32 ids.
+        assert!((per * 4.0 * 8.0 / 1e6 - 0.30).abs() < 0.01);
+    }
+
+    #[test]
+    fn runs_split_shards_in_whole_sequences() {
+        let meta = TokenShard { sequences: 10, seq_len: 4, dtype: "int32".into(), bytes_per_token: 4, vocab_size: 9, tokenizer: "t".into(), synthetic: true, separator: None };
+        let listed = vec![Listed { data_key: "a.bin".into(), sidecar_key: "a.json".into(), meta }];
+        // 16-byte sequences, 40-byte runs -> 2 sequences each.
+        let runs = runs_of(&listed, 40);
+        assert_eq!(runs.len(), 5);
+        assert_eq!(runs[4].range, 128..160);
+        assert!(runs.iter().all(|r| r.sequences == 2));
+        // A run smaller than a sequence still carries one sequence.
+        assert_eq!(runs_of(&listed, 1).len(), 10);
+    }
+}
