@@ -330,17 +330,18 @@ fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buff
                 let decoded = tokio::task::spawn_blocking(move || {
                     let mut slot = slot;
                     let per = (crop * crop * 3) as usize;
-                    let t = Instant::now();
                     let out = slot.as_host_mut().expect("batch slots are host or pinned memory");
                     let r: std::result::Result<(), String> = decode.install(|| {
                         use rayon::prelude::*;
                         out[..per * jpegs.len()].par_chunks_mut(per).zip(jpegs.par_iter()).enumerate().try_for_each(|(i, (dst, j))| {
                             let mut rng = SmallRng::seed_from_u64(batch_seed ^ i as u64);
-                            decode_crop(j, crop, &mut rng, dst).map_err(|e| format!("sample '{}' does not decode as JPEG ({e})", keys[i]))
+                            // Thread-seconds: each sample's own decode time on its thread.
+                            let t = Instant::now();
+                            let r = decode_crop(j, crop, &mut rng, dst).map_err(|e| format!("sample '{}' does not decode as JPEG ({e})", keys[i]));
+                            counters.decode_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+                            r
                         })
                     });
-                    // Thread-seconds: wall x threads busy is not known per thread; count wall x the pool size used.
-                    counters.decode_us.fetch_add((t.elapsed().as_micros() as u64) * decode.current_num_threads() as u64, Ordering::Relaxed);
                     (slot, r)
                 })
                 .await;
