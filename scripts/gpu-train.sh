@@ -7,7 +7,7 @@
 # Prints a short table last.
 # Env: IMAGES (32768), STEPS (200), WARMUP (10), BATCH (256), REPEATS (3),
 #      LAYOUTS (raw,jpeg), BACKENDS (local,http), RANKS (unset: one process),
-#      TRAIN_FLAGS (extra flags, e.g. --loader-only), TAG (gpu).
+#      TRAIN_FLAGS (extra flags, e.g. --loader-only), TAG (gpu), SKIP_INGEST (reuse the sets of an earlier run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry}
@@ -26,15 +26,19 @@ export AWS_ACCESS_KEY_ID=gpuak AWS_SECRET_ACCESS_KEY=gpusk-secret
 for backend in ${BACKENDS//,/ }; do
   if [ "$backend" = http ]; then B=(--backend http --endpoint http://127.0.0.1:9558 --part-size 64MiB); else B=(--root "$ROOT"); fi
   for layout in ${LAYOUTS//,/ }; do
-    if [ "$layout" = raw ]; then
+    if [ -n "${SKIP_INGEST:-}" ]; then
+      :
+    elif [ "$layout" = raw ]; then
       /usr/bin/time -f "ingest raw $backend: %e s" "$BIN/s3rdma" ingest raw "${B[@]}" --synthetic "$IMAGES" --classes 100 --size 256 2>&1 | tail -2
     else
       /usr/bin/time -f "ingest jpeg $backend: %e s" "$BIN/s3rdma" ingest jpeg "${B[@]}" --synthetic "$IMAGES" --classes 100 --synthetic-size 500x375 2>&1 | tail -2
     fi
-    timeout 540 env LD_LIBRARY_PATH="$TORCH_LIB" LD_PRELOAD="$TORCH_LIB/libtorch_cuda.so" "$BIN/s3rdma-train" train "${B[@]}" --layout "$layout" \
+    timeout "${TRAIN_TIMEOUT:-540}" env LD_LIBRARY_PATH="$TORCH_LIB" LD_PRELOAD="$TORCH_LIB/libtorch_cuda.so" "$BIN/s3rdma-train" train "${B[@]}" --layout "$layout" \
       --steps "$STEPS" --warmup "$WARMUP" --batch-size "$BATCH" --repeats "$REPEATS" $RANKS_FLAG ${TRAIN_FLAGS:-} \
       --tag "$TAG-$layout-$backend${RANKS:+-ranks$RANKS}" --json > "$ROOT/$layout-$backend.json" 2> "$ROOT/$layout-$backend.err" \
       || { echo "train $layout $backend FAILED:"; tail -5 "$ROOT/$layout-$backend.err"; }
+    # On the lent machine, keep each record as soon as it exists (a later step may run out of time).
+    [ -n "${OUT:-}" ] && mkdir -p "$OUT/results" && cp results/train-*"$TAG"* "$OUT/results/" 2>/dev/null
   done
 done
 [ -n "${SRV:-}" ] && kill $SRV
