@@ -635,8 +635,8 @@ pub struct IngestTokensArgs {
     /// Uniform random ids instead of text (for size sweeps); needs --total-bytes.
     #[arg(long, requires = "total_bytes")]
     pub synthetic: bool,
-    /// Vocabulary of the synthetic ids (Llama 3: 128256).
-    #[arg(long, value_parser = parse_positive, default_value_t = 128_256)]
+    /// Vocabulary of the synthetic ids (Llama 3: 128256); at most 2^31 - 1 (ids are int32).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64), default_value_t = 128_256)]
     pub vocab: u32,
     /// Total bytes of synthetic token data (whole sequences).
     #[arg(long, value_parser = parse_bytes, requires = "synthetic")]
@@ -669,8 +669,8 @@ pub struct IngestImagesArgs {
     /// Synthetic source image size WxH before encoding (ImageNet's typical 500x375).
     #[arg(long, value_parser = parse_wxh, default_value = "500x375")]
     pub synthetic_size: (u32, u32),
-    /// Raw shards: shorter side resized to this, then centre-cropped to size x size.
-    #[arg(long, value_parser = parse_positive, default_value_t = 256)]
+    /// Raw shards: shorter side resized to this, then centre-cropped to size x size (at most 16384).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16384), default_value_t = 256)]
     pub size: u32,
     /// Images per shard (default raw 4096, jpeg 8192).
     #[arg(long, value_parser = parse_positive)]

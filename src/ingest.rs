@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use crate::cli::{IngestImagesArgs, IngestKind, IngestTokensArgs};
 use crate::error::{Error, Result};
-use crate::format::shards::{self, JpegIndex, JpegSample, RawShard, TokenShard};
+use crate::format::shards::{self, DatasetManifest, JpegIndex, JpegSample, RawShard, TokenShard};
 use crate::store::{self, ObjectStore};
 
 /// Run `s3rdma ingest <kind>`.
@@ -43,6 +43,11 @@ fn bar(len: u64, what: String) -> ProgressBar {
     pb.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} {per_sec} eta {eta}").expect("static template").progress_chars("=> "));
     pb.set_message(what);
     pb
+}
+
+/// A shard is built in memory twice over (the pieces and the packed object).
+fn check_shard_memory(what: &str, bytes: u64, fix: &str) -> Result<()> {
+    crate::bench::check_host_memory(&format!("{what} (built in memory twice over)"), bytes.saturating_mul(2), fix)
 }
 
 /// Write one shard: data object, then the sidecar (the commit).
@@ -147,6 +152,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
     if seqs_per_shard == 0 {
         return Err(Error::Usage(format!("--shard-bytes {} holds no whole sequence of {} tokens ({seq_bytes} bytes): raise --shard-bytes or lower --seq-len", a.shard_bytes, a.seq_len)));
     }
+    check_shard_memory("a token shard", seqs_per_shard * seq_bytes, "lower --shard-bytes")?;
     let pool = pool(a.threads)?;
     let (tk, proto) = if a.synthetic {
         let proto = TokenShard { sequences: 0, seq_len: a.seq_len as u64, dtype: "int32".into(), bytes_per_token: 4, vocab_size: a.vocab as u64, tokenizer: "synthetic-uniform".into(), synthetic: true, separator: None };
@@ -172,6 +178,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
     };
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
+    shards::begin_ingest(store.as_ref(), &a.prefix).await?;
     let t0 = Instant::now();
     let mut packer = Packer { store: store.as_ref(), prefix: a.prefix.clone(), seq_len: a.seq_len as u64, seqs_per_shard, proto, pending: Vec::new(), shards: 0, sequences: 0, bytes: 0 };
     let mut documents = 0usize;
@@ -235,6 +242,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
     if shard_count == 0 {
         return Err(Error::Usage(format!("the input holds {tokens_total} tokens, less than one sequence of {}: lower --seq-len or add text", a.seq_len)));
     }
+    shards::commit_ingest(store.as_ref(), &a.prefix, &DatasetManifest { kind: "tokens".into(), shards: shard_count, items: sequences, bytes, tool_version: env!("CARGO_PKG_VERSION").into() }).await?;
     let s = t0.elapsed().as_secs_f64();
     println!(
         "wrote {shard_count} token shard(s) under '{}' at {}: {sequences} sequences x {} tokens = {bytes} bytes ({} tokens{}; {dropped} trailing tokens dropped) in {s:.2} s",
@@ -285,6 +293,17 @@ pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
     if out.is_empty() {
         return Err(Error::Usage(format!("--src {}: no images found ({} class directories): {fix}", root.display(), classes.len())));
     }
+    let mut seen: std::collections::HashMap<&str, &Path> = std::collections::HashMap::new();
+    for s in &out {
+        if let Some(other) = seen.insert(&s.key, &s.path) {
+            return Err(Error::Usage(format!(
+                "{} and {} both become sample key '{}' (keys are <class>/<stem> with dots replaced, and must be unique in a WebDataset shard): rename one",
+                other.display(),
+                s.path.display(),
+                s.key
+            )));
+        }
+    }
     Ok((classes, out))
 }
 
@@ -315,7 +334,12 @@ pub fn synth_image(label: u32, index: u64, seed: u64, w: u32, h: u32) -> RgbImag
 
 fn decode(path: &Path) -> Result<(Vec<u8>, RgbImage)> {
     let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("--src: cannot read {}: {e}", path.display())))?;
-    let img = image::load_from_memory(&bytes).map_err(|e| Error::Usage(format!("--src: {} is not a decodable JPEG/PNG ({e}): remove or replace it", path.display())))?;
+    if is_jpeg(&bytes) && !bytes[bytes.len().saturating_sub(64)..].windows(2).any(|w| w == [0xFF, 0xD9]) {
+        // The decoder fills a cut-off JPEG with grey and says nothing: require the end-of-image marker.
+        return Err(Error::Usage(format!("--src: {} is a truncated JPEG (no end-of-image marker): remove or replace it", path.display())));
+    }
+    let img = image::load_from_memory(&bytes)
+        .map_err(|e| Error::Usage(format!("--src: {} is not a decodable JPEG/PNG ({}): remove or replace it", path.display(), e.to_string().replace('\n', " "))))?;
     Ok((bytes, img.to_rgb8()))
 }
 
@@ -394,9 +418,14 @@ async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
         }
         (None, None) => return Err(Error::Usage("pass --src <ImageFolder dir> or --synthetic <N>".into())),
     };
+    if !jpeg {
+        let per = per_shard.min(sources.len()) as u64;
+        check_shard_memory("a raw shard", per * (a.size as u64).pow(2) * 3, "lower --size or --samples-per-shard")?;
+    }
     let pool = pool(a.decode_threads)?;
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
+    shards::begin_ingest(store.as_ref(), &prefix).await?;
     let t0 = Instant::now();
     let (size, quality, seed, synth) = (a.size, a.quality, a.seed, a.synthetic.is_some());
     let (sw, sh) = a.synthetic_size;
@@ -473,6 +502,8 @@ async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
             commit(store.as_ref(), &shards::shard_key(&prefix, n, "raw"), data, &shards::shard_key(&prefix, n, "json"), serde_json::to_vec(&meta).expect("sidecar encodes")).await?;
         }
     }
+    let kind = if jpeg { "jpeg" } else { "raw" };
+    shards::commit_ingest(store.as_ref(), &prefix, &DatasetManifest { kind: kind.into(), shards: shard_count, items: sources.len() as u64, bytes: total_bytes, tool_version: env!("CARGO_PKG_VERSION").into() }).await?;
     println!(
         "wrote {shard_count} {} shard(s) under '{prefix}' at {}: {} images, {} classes, {total_bytes} bytes{} in {:.2} s",
         if jpeg { "jpeg" } else { "raw" },

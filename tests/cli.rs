@@ -1309,10 +1309,10 @@ fn ingest_tokens_and_train_refuse_bad_input() {
     std::fs::create_dir_all(tmp.path().join("empty/cls")).unwrap();
     assert_fails(&run_ingest(&["ingest", "raw", "--src", "empty"]), 2, "no images found", &res);
     std::fs::write(tmp.path().join("empty/cls/broken.jpg"), b"\xFF\xD8\xFFnot really").unwrap();
-    assert_fails(&run_ingest(&["ingest", "jpeg", "--src", "empty"]), 2, "broken.jpg is not a decodable JPEG/PNG", &res);
+    assert_fails(&run_ingest(&["ingest", "jpeg", "--src", "empty"]), 2, "broken.jpg is a truncated JPEG", &res);
     assert_fails(&run_ingest(&["ingest", "raw", "--synthetic", "4", "--synthetic-size", "0x5"]), 2, "width and height", &res);
     ok(&run_ingest(&["ingest", "raw", "--synthetic", "8", "--size", "32", "--samples-per-shard", "8"]));
-    assert_fails(&run(&["tokens", "--prefix", "raw/train"]), 1, "'raw/train-000000.json' is not a token shard sidecar", &res);
+    assert_fails(&run(&["tokens", "--prefix", "raw/train"]), 2, "'raw/train' holds a raw set, not tokens", &res);
     assert_fails(&run(&["tokens", "--prefix", "nothing/here"]), 2, "no tokens shards under 'nothing/here-NNNNNN.bin'", &res);
     assert_fails(&run(&["train", "--loader-only", "--dest", "host", "--crop", "64"]), 2, "--crop 64 is larger than the 32x32 images", &res);
     assert_fails(&run(&["train", "--loader-only", "--dest", "host", "--batch-size", "16", "--crop", "16"]), 2, "fewer than --batch-size 16", &res);
@@ -1321,6 +1321,51 @@ fn ingest_tokens_and_train_refuse_bad_input() {
     if !cfg!(feature = "train") {
         assert_fails(&run(&["train", "--dest", "host"]), 2, "--features train", &res);
     }
+    // Sizes no host can hold are refused before allocating, not by an abort.
+    assert_fails(&run_ingest(&["ingest", "tokens", "--synthetic", "--total-bytes", "1TiB", "--shard-bytes", "1TiB"]), 2, "host memory", &res);
+    assert_fails(&run(&["train", "--loader-only", "--layout", "jpeg", "--dest", "host", "--batch-size", "1000000"]), 2, "host memory", &res);
+    assert_fails(&run_ingest(&["ingest", "tokens", "--synthetic", "--total-bytes", "1MiB", "--vocab", "3000000000"]), 2, "3000000000", &res);
+    // Two files that map to one WebDataset key.
+    std::fs::create_dir_all(tmp.path().join("dup/c")).unwrap();
+    for f in ["a.b.png", "a_b.png"] {
+        image::RgbImage::new(8, 8).save(tmp.path().join("dup/c").join(f)).unwrap();
+    }
+    assert_fails(&run_ingest(&["ingest", "jpeg", "--src", "dup"]), 2, "both become sample key 'c/a_b'", &res);
+}
+
+#[test]
+fn a_reingest_replaces_the_set_and_damage_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("store");
+    let r = root.to_str().unwrap();
+    let res = tmp.path().join("results");
+    let run = |args: &[&str]| {
+        let mut v = args.to_vec();
+        v.extend(["--root", r, "--bucket", "data", "--results-dir", res.to_str().unwrap()]);
+        s3rdma(&v, tmp.path())
+    };
+    let ingest = |n: &str| {
+        let mut v = vec!["ingest", "tokens", "--synthetic", "--total-bytes", n, "--seq-len", "256", "--shard-bytes", "64KiB"];
+        v.extend(["--root", r, "--bucket", "data"]);
+        ok(&s3rdma(&v, tmp.path()))
+    };
+    ingest("1MiB"); // 16 shards
+    ingest("256KiB"); // 4 shards: the 12 old ones must not be read
+    let dir = root.join("data/tokens");
+    assert!(!dir.join("train-000004.bin").exists() && !dir.join("train-000004.json").exists());
+    let m: Value = serde_json::from_slice(&std::fs::read(root.join("data/tokens/train.dataset.json")).unwrap()).unwrap();
+    assert_eq!((m["kind"].as_str(), m["shards"].as_u64(), m["items"].as_u64()), (Some("tokens"), Some(4), Some(256)));
+    let rec = record(&run(&["tokens", "--dest", "host", "--repeats", "1", "--json"]));
+    assert_eq!(rec["results"]["shards"], 4);
+    std::fs::remove_dir_all(&res).unwrap();
+    // A lost shard is named; a set without its manifest is read with a warning.
+    std::fs::remove_file(dir.join("train-000002.json")).unwrap();
+    assert_fails(&run(&["tokens", "--dest", "host"]), 1, "manifest lists 4 shards, the store holds 3 committed (shard 2 missing)", &res);
+    ingest("256KiB");
+    std::fs::remove_file(dir.join("train.dataset.json")).unwrap();
+    let o = run(&["tokens", "--dest", "host", "--repeats", "1", "--json"]);
+    assert!(stderr(&o).contains("warning: 'tokens/train.dataset.json' is missing"), "{}", stderr(&o));
+    assert_eq!(record(&o)["results"]["shards"], 4);
 }
 
 /// Feature `train` only (scripts/test-train.sh): ResNet-50 really trains, on the CPU here.

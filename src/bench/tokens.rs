@@ -217,7 +217,12 @@ pub async fn run(args: TokensArgs) -> Result<()> {
     let timed_runs = Arc::new(runs_of(&listed[warm..], args.run_bytes));
     let run_cap = timed_runs.iter().chain(warm_runs.iter()).map(|r| r.range.end - r.range.start).max().expect("shards hold sequences");
     let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
-    let mut bufs: Vec<Buffer> = (0..args.fetch_workers)
+    // No more buffers than runs to fill them.
+    let workers = (args.fetch_workers as usize).min(timed_runs.len().max(warm_runs.len())) as u32;
+    if args.mem.dest() != crate::mem::Dest::Device {
+        super::check_host_memory(&format!("{workers} run buffers of {run_cap} bytes"), workers as u64 * run_cap, "lower --fetch-workers or --run-bytes")?;
+    }
+    let mut bufs: Vec<Buffer> = (0..workers)
         .map(|_| Buffer::for_dest(args.mem.dest(), gpu.as_ref(), run_cap as usize, bounce, args.mem.stage_chunk as usize))
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", args.fetch_workers, args.mem.dest().name())))?;

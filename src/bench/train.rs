@@ -531,6 +531,15 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         Layout::Jpeg => "jpeg/train".into(),
     });
     store::check_key(&format!("{prefix}-000000.json")).map_err(|e| Error::Usage(format!("--prefix '{prefix}': {e}")))?;
+    if args.layout == Layout::Jpeg {
+        // Batch buffers, plus each batch's JPEG bytes while it is prepared (about a tenth of its pixels).
+        let per = args.batch_size as u64 * (args.crop as u64).pow(2) * 3;
+        super::check_host_memory(
+            &format!("{} batch buffers of {} x {} x {} x 3", args.prefetch_batches, args.batch_size, args.crop, args.crop),
+            (args.prefetch_batches as u64) * per * 11 / 10,
+            "lower --batch-size, --crop or --prefetch-batches",
+        )?;
+    }
     if let Some(id) = &args.group.run_id {
         ranks::check_run_id(id)?;
     }
@@ -594,6 +603,9 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             shards_mine = mine.len();
             samples_mine = mine.iter().map(|l| l.meta.samples).sum::<u64>();
             let cap = mine.iter().map(|l| l.meta.data_bytes()).max().expect("non-empty") as usize;
+            if dest != Dest::Device {
+                super::check_host_memory(&format!("{} shard buffers of {cap} bytes", args.fetch_workers), args.fetch_workers as u64 * cap as u64, "lower --fetch-workers")?;
+            }
             let bufs = (0..args.fetch_workers).map(|_| Buffer::for_dest(dest, gpu.as_ref(), cap, bounce, mem.stage_chunk as usize).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;
             device_batch = None;
             decode_threads = 0;
@@ -610,6 +622,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             shards_mine = mine.len();
             samples_mine = mine.iter().map(|l| l.meta.samples.len() as u64).sum();
             let per = batch * (crop * crop * 3) as usize;
+
             let slot = |_| match (&gpu, dest) {
                 (Some(g), Dest::Device | Dest::Pinned) => crate::mem::PinnedBuffer::new(g, per).map(Buffer::Pinned).map_err(|e| alloc_err("a pinned batch buffer", per, e)),
                 _ => Ok(Buffer::host(per)),

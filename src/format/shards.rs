@@ -11,6 +11,12 @@
 //!
 //! The sidecar is written after its data object: a shard without a sidecar does
 //! not exist for the readers (the same commit rule as checkpoint manifests).
+//! The whole set is committed by `<prefix>.dataset.json` ([`DatasetManifest`]),
+//! written after the last shard; an ingest first deletes the old manifest and
+//! every old shard of the prefix, so a re-ingest never mixes with an older set
+//! and an interrupted one has no manifest. Readers check the manifest's shard
+//! count; a set without one (an interrupted ingest, or a set the original suite
+//! wrote) is read with a warning.
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +29,86 @@ pub const SHARD_DIGITS: usize = 6;
 /// Key of shard `n` with suffix `ext` (`tokens/train-000003.bin`).
 pub fn shard_key(prefix: &str, n: usize, ext: &str) -> String {
     format!("{prefix}-{n:0SHARD_DIGITS$}.{ext}")
+}
+
+/// `<prefix>.dataset.json`: the set's commit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DatasetManifest {
+    /// `tokens`, `raw` or `jpeg`.
+    pub kind: String,
+    /// Shards `<prefix>-000000` .. `<prefix>-{shards-1}`.
+    pub shards: usize,
+    /// Sequences (tokens) or images (raw, jpeg) in the set.
+    pub items: u64,
+    /// Bytes of the data objects.
+    pub bytes: u64,
+    /// The `s3rdma` version that wrote it.
+    pub tool_version: String,
+}
+
+/// Key of the dataset manifest of `prefix`.
+pub fn manifest_key(prefix: &str) -> String {
+    format!("{prefix}.dataset.json")
+}
+
+/// Start an ingest: delete the old manifest (uncommit), then every old shard
+/// object of `prefix` (data and sidecars). Returns how many objects went.
+pub async fn begin_ingest(store: &dyn ObjectStore, prefix: &str) -> Result<usize> {
+    let m = manifest_key(prefix);
+    if store.head(&m).await.is_ok() {
+        store.delete(&m).await?;
+    }
+    let stem = format!("{prefix}-");
+    let mut n = 0;
+    for o in store.list(&stem).await? {
+        let rest = &o.key[stem.len()..];
+        if rest.len() > SHARD_DIGITS && rest.as_bytes()[..SHARD_DIGITS].iter().all(u8::is_ascii_digit) && rest.as_bytes()[SHARD_DIGITS] == b'.' {
+            store.delete(&o.key).await?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Commit a set: write its manifest, last.
+pub async fn commit_ingest(store: &dyn ObjectStore, prefix: &str, m: &DatasetManifest) -> Result<()> {
+    store::put_bytes(store, &manifest_key(prefix), serde_json::to_vec_pretty(m).expect("manifest encodes")).await?;
+    Ok(())
+}
+
+/// Check the listed shard numbers against the set's manifest: contiguous from
+/// 0, as many as it says, of its kind. Without a manifest: a warning.
+async fn check_set(store: &dyn ObjectStore, prefix: &str, kind: &str, numbers: &[usize]) -> Result<()> {
+    let gap = numbers.iter().enumerate().find(|(i, n)| i != *n).map(|(i, _)| i);
+    match store::get_bytes(store, &manifest_key(prefix)).await {
+        Ok(body) => {
+            let m: DatasetManifest = serde_json::from_slice(&body)
+                .map_err(|e| Error::Runtime(format!("'{}' is not a dataset manifest ({e}): re-run `s3rdma ingest {kind}`", manifest_key(prefix))))?;
+            if m.kind != kind {
+                return Err(Error::Usage(format!("'{prefix}' holds a {} set, not {kind}: check --prefix/--layout", m.kind)));
+            }
+            if numbers.len() != m.shards || gap.is_some() {
+                return Err(Error::Runtime(format!(
+                    "the {kind} set '{prefix}' is damaged: its manifest lists {} shards, the store holds {} committed ({}): re-run `s3rdma ingest {kind}`",
+                    m.shards,
+                    numbers.len(),
+                    gap.map_or("numbers from 0".into(), |g| format!("shard {g} missing"))
+                )));
+            }
+        }
+        Err(crate::error::StoreError::NotFound { .. }) => {
+            if let Some(g) = gap {
+                return Err(Error::Runtime(format!("the {kind} set '{prefix}' has no shard {g} (and no manifest): re-run `s3rdma ingest {kind}`")));
+            }
+            eprintln!(
+                "warning: '{}' is missing: '{prefix}' is an interrupted ingest or a set from the original suite; reading the {} shard(s) found",
+                manifest_key(prefix),
+                numbers.len()
+            );
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(())
 }
 
 /// Sidecar of one token shard.
@@ -160,10 +246,11 @@ fn none_found(store: &dyn ObjectStore, prefix: &str, kind: &str, ext: &str) -> E
 /// sidecar does not describe int32 tokens.
 pub async fn list_tokens(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Listed<TokenShard>>> {
     let mut out = Vec::new();
-    for (n, key) in sidecars(store, prefix, "json").await? {
-        if key.ends_with(".index.json") {
-            continue;
-        }
+    let found: Vec<(usize, String)> = sidecars(store, prefix, "json").await?.into_iter().filter(|(_, k)| !k.ends_with(".index.json")).collect();
+    if !found.is_empty() {
+        check_set(store, prefix, "tokens", &found.iter().map(|f| f.0).collect::<Vec<_>>()).await?;
+    }
+    for (n, key) in found {
         let meta: TokenShard = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "token shard")?;
         if meta.dtype != "int32" || meta.bytes_per_token != 4 || meta.seq_len == 0 {
             return Err(Error::Runtime(format!("'{key}': dtype {} x {} bytes, seq_len {}: only int32 token shards are supported", meta.dtype, meta.bytes_per_token, meta.seq_len)));
@@ -179,7 +266,11 @@ pub async fn list_tokens(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Li
 /// Every committed raw image shard under `prefix`.
 pub async fn list_raw(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Listed<RawShard>>> {
     let mut out = Vec::new();
-    for (n, key) in sidecars(store, prefix, "json").await? {
+    let found = sidecars(store, prefix, "json").await?;
+    if !found.is_empty() {
+        check_set(store, prefix, "raw", &found.iter().map(|f| f.0).collect::<Vec<_>>()).await?;
+    }
+    for (n, key) in found {
         let meta: RawShard = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "raw image shard")?;
         if meta.channels != 3 || meta.labels.len() as u64 != meta.samples || meta.samples == 0 {
             return Err(Error::Runtime(format!("'{key}': {} samples, {} labels, {} channels: not a valid raw shard sidecar", meta.samples, meta.labels.len(), meta.channels)));
@@ -195,7 +286,11 @@ pub async fn list_raw(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Liste
 /// Every committed JPEG tar shard's index under `prefix`.
 pub async fn list_jpeg(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Listed<JpegIndex>>> {
     let mut out = Vec::new();
-    for (_, key) in sidecars(store, prefix, "index.json").await? {
+    let found = sidecars(store, prefix, "index.json").await?;
+    if !found.is_empty() {
+        check_set(store, prefix, "jpeg", &found.iter().map(|f| f.0).collect::<Vec<_>>()).await?;
+    }
+    for (_, key) in found {
         let meta: JpegIndex = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "JPEG shard index")?;
         if let Some(s) = meta.samples.iter().find(|s| s.offset + s.length > meta.size || s.length == 0) {
             return Err(Error::Runtime(format!("'{key}': sample '{}' at {}+{} lies outside the {}-byte shard: rebuild it with `s3rdma ingest jpeg`", s.key, s.offset, s.length, meta.size)));
