@@ -793,9 +793,12 @@ pub struct TrainArgs {
     pub batch_size: u32,
     #[arg(long, value_enum, default_value_t = Amp::Bf16)]
     pub amp: Amp,
-    /// Raw: shards in flight (each into its own device buffer). Jpeg: ranged GETs in flight.
+    /// Raw: shards in flight, each into its own device buffer.
     #[arg(long, value_parser = parse_positive, default_value_t = 4)]
     pub fetch_workers: u32,
+    /// Jpeg with --jpeg-fetch sample: ranged GETs in flight (one per sample).
+    #[arg(long, value_parser = parse_positive, default_value_t = 64)]
+    pub sample_gets: u32,
     /// Jpeg: decode threads (default: all cores / ranks).
     #[arg(long, value_parser = parse_positive)]
     pub decode_threads: Option<u32>,

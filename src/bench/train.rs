@@ -209,12 +209,12 @@ pub fn decode_crop(jpeg: &[u8], crop: u32, rng: &mut SmallRng, out: &mut [u8]) -
 /// in preparation at once; samples come by ranged GET (`Sample`) or out of
 /// whole shards held in host memory (`Shard`).
 #[allow(clippy::too_many_arguments)]
-fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buffer>, fetch: JpegFetch, fetch_workers: usize, decode: Arc<rayon::ThreadPool>, crop: u32, tx: mpsc::Sender<Result<Batch>>) -> Vec<tokio::task::JoinHandle<()>> {
+fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buffer>, fetch: JpegFetch, sample_gets: usize, decode: Arc<rayon::ThreadPool>, crop: u32, tx: mpsc::Sender<Result<Batch>>) -> Vec<tokio::task::JoinHandle<()>> {
     let (home, mut free) = mpsc::unbounded_channel();
     for b in slots {
         let _ = home.send(b);
     }
-    let gets = Arc::new(tokio::sync::Semaphore::new(fetch_workers));
+    let gets = Arc::new(tokio::sync::Semaphore::new(sample_gets));
     // Every (shard, sample) of this rank, in a fresh order each epoch.
     let all: Arc<Vec<(usize, usize)>> = Arc::new(mine.iter().enumerate().flat_map(|(s, l)| (0..l.meta.samples.len()).map(move |i| (s, i))).collect());
     let mine = Arc::new(mine);
@@ -225,6 +225,7 @@ fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buff
         let mut pos = 0usize;
         let mut shard_cache: Option<(usize, Arc<Buffer>)> = None;
         let mut shard_ticket = 0u64;
+        let mut next_shard: Option<tokio::task::JoinHandle<Result<(usize, Buffer)>>> = None;
         loop {
             let Some(slot) = free.recv().await else { return };
             if ctx.stop.load(Ordering::Relaxed) {
@@ -246,29 +247,29 @@ fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buff
                 JpegFetch::Shard => {
                     // Batches are cut from one shard at a time (shuffled within it).
                     if pos + ctx.batch > order.len() {
-                        let s = shard_order(mine.len(), ctx.seed, shard_ticket / mine.len() as u64)[(shard_ticket % mine.len() as u64) as usize];
-                        shard_ticket += 1;
-                        order = (0..mine[s].meta.samples.len()).map(|i| (s, i)).collect();
-                        order.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ shard_ticket));
-                        pos = 0;
-                        let l = &mine[s];
-                        let mut b = Buffer::host(l.meta.size as usize);
-                        let t = Instant::now();
-                        let r = read_whole(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.window).await;
-                        ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-                        match r {
-                            Ok((bytes, n)) => {
-                                ctx.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
-                                ctx.counters.gets.fetch_add(n, Ordering::Relaxed);
-                            }
-                            Err(e) => {
+                        // The shard read ahead (or, the first time, this one read now), then the next one started.
+                        let ahead = match next_shard.take() {
+                            Some(h) => h,
+                            None => spawn_shard_read(ctx.clone(), mine.clone(), &mut shard_ticket),
+                        };
+                        next_shard = Some(spawn_shard_read(ctx.clone(), mine.clone(), &mut shard_ticket));
+                        let (s, b) = match ahead.await {
+                            Ok(Ok(x)) => x,
+                            Ok(Err(e)) => {
                                 let _ = tx.send(Err(e)).await;
                                 return;
                             }
-                        }
+                            Err(e) => {
+                                let _ = tx.send(Err(Error::Runtime(format!("shard read task: {e}")))).await;
+                                return;
+                            }
+                        };
+                        order = (0..mine[s].meta.samples.len()).map(|i| (s, i)).collect();
+                        order.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ shard_ticket));
+                        pos = 0;
                         shard_cache = Some((s, Arc::new(b)));
                         if order.len() < ctx.batch {
-                            let _ = tx.send(Err(Error::Usage(format!("jpeg shard '{}' holds {} samples, fewer than --batch-size {}: use --jpeg-fetch sample or a smaller --batch-size", l.data_key, order.len(), ctx.batch)))).await;
+                            let _ = tx.send(Err(Error::Usage(format!("jpeg shard '{}' holds {} samples, fewer than --batch-size {}: use --jpeg-fetch sample or a smaller --batch-size", mine[s].data_key, order.len(), ctx.batch)))).await;
                             return;
                         }
                     }
@@ -359,6 +360,24 @@ fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buff
         }
     });
     vec![producer]
+}
+
+/// Jpeg `--jpeg-fetch shard`: read the next shard in this rank's epoch order
+/// (ticket `*ticket`, then advanced) whole into host memory, as a task.
+fn spawn_shard_read(ctx: Arc<LoaderCtx>, mine: Arc<Vec<Listed<JpegIndex>>>, ticket: &mut u64) -> tokio::task::JoinHandle<Result<(usize, Buffer)>> {
+    let s = shard_order(mine.len(), ctx.seed, *ticket / mine.len() as u64)[(*ticket % mine.len() as u64) as usize];
+    *ticket += 1;
+    tokio::spawn(async move {
+        let l = &mine[s];
+        let mut b = Buffer::host(l.meta.size as usize);
+        let t = Instant::now();
+        let r = read_whole(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.window).await;
+        ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+        let (bytes, n) = r?;
+        ctx.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
+        ctx.counters.gets.fetch_add(n, Ordering::Relaxed);
+        Ok((s, b))
+    })
 }
 
 /// Seconds of one step, by phase.
@@ -634,7 +653,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             };
             decode_threads = args.decode_threads.map_or_else(|| (std::thread::available_parallelism().map_or(1, |n| n.get()) / me.world).max(1), |n| n as usize);
             let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(decode_threads).thread_name(|i| format!("decode-{i}")).build().map_err(|e| Error::Runtime(format!("cannot start decode threads: {e}")))?);
-            handles = start_jpeg(ctx.clone(), mine, slots, args.jpeg_fetch, args.fetch_workers as usize, pool, crop, tx);
+            handles = start_jpeg(ctx.clone(), mine, slots, args.jpeg_fetch, args.sample_gets as usize, pool, crop, tx);
         }
     }
 
@@ -797,7 +816,7 @@ fn write_record(
         },
         params: json!({"layout": args.layout, "prefix": prefix, "steps": args.steps, "warmup": args.warmup, "batch_size": args.batch_size,
                        "amp": args.amp, "fetch_workers": args.fetch_workers, "decode_threads": args.decode_threads, "prefetch_batches": args.prefetch_batches,
-                       "jpeg_fetch": args.jpeg_fetch, "crop": args.crop, "loader_only": args.loader_only, "lr": args.lr, "repeats": args.repeats,
+                       "jpeg_fetch": args.jpeg_fetch, "sample_gets": args.sample_gets, "crop": args.crop, "loader_only": args.loader_only, "lr": args.lr, "repeats": args.repeats,
                        "seed": args.seed, "ranks": world, "gradients": if world > 1 { "not all-reduced: independent replicas on disjoint shards" } else { "single rank" }}),
         results: json!({"summary": {"wall_s": wall, "images_per_s": ips, "step_s_median": step, "fetch_wait_s": wait, "h2d_s": h2d, "augment_s": aug,
                                     "compute_s": comp, "client_cpu_cores": cores, "host_cpu_cores": host_cores, "read_gbps": gbps,
