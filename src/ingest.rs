@@ -23,6 +23,16 @@ use crate::store::{self, ObjectStore};
 
 /// Run `s3rdma ingest <kind>`.
 pub async fn run(kind: IngestKind) -> Result<()> {
+    let prefix = match &kind {
+        IngestKind::Tokens(a) => Some(a.prefix.clone()),
+        IngestKind::Raw(a) | IngestKind::Jpeg(a) => a.prefix.clone(),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() || p.ends_with('/') {
+            return Err(Error::Usage(format!("--prefix '{p}': give a key prefix such as tokens/train (not empty, not ending in '/')")));
+        }
+        store::check_key(&shards::shard_key(&p, 0, "index.json")).map_err(|e| Error::Usage(format!("--prefix '{p}': {e}")))?;
+    }
     match kind {
         IngestKind::Tokens(a) => tokens(a).await,
         IngestKind::Raw(a) => images(a, false).await,
