@@ -39,16 +39,40 @@ pub enum Command {
     Weights(WeightsArgs),
     /// ResNet-50 training (feature `train`) or its input pipeline alone (`--loader-only`): step-time breakdown by backend.
     Train(TrainArgs),
-    /// (not implemented yet) Compare result records side by side.
-    Report(NotYetArgs),
+    /// Compare result records side by side: medians, ranges, CPU, ratio to a baseline, witness verdicts; plots.
+    Report(ReportArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
-/// Arguments of a subcommand that is not built yet: accepted and ignored, so
-/// the answer is always "not implemented yet" rather than a parse error.
-#[derive(Debug, Args)]
-pub struct NotYetArgs {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub args: Vec<String>,
+/// Output of `s3rdma report` (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// One markdown table per benchmark.
+    Md,
+    Csv,
+    Json,
+}
+
+/// `s3rdma report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Result records (results/*.json); files that are not run records are skipped with a note.
+    pub files: Vec<PathBuf>,
+    /// Row order: fields compared first (benchmark, backend, tag, file, or any dimension such as size, concurrency, procs, state, op, layout, ranks).
+    #[arg(long, value_delimiter = ',', default_value = "benchmark,backend,size,concurrency")]
+    pub group_by: Vec<String>,
+    /// Ratio column against the rows of this backend (e.g. http) or this file with the same dimensions.
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Draw an SVG: fetch throughput vs concurrency per backend and size, else bars per row with min–max.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
+    pub format: ReportFormat,
 }
 
 /// Which transport a store uses.

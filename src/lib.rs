@@ -6,10 +6,12 @@
 
 pub mod bench;
 pub mod cli;
+pub mod compare;
 pub mod error;
 pub mod format;
 pub mod ingest;
 pub mod mem;
+pub mod plot;
 pub mod ranks;
 pub mod report;
 pub mod sampler;
@@ -17,7 +19,7 @@ pub mod store;
 pub mod witness;
 
 use cli::{Cli, Command};
-use error::{Error, Result};
+use error::Result;
 
 /// Run one parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
@@ -29,6 +31,11 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tokens(args) => bench::tokens::run(args).await,
         Command::Weights(args) => bench::weights::run(args).await,
         Command::Train(args) => bench::train::run(args).await,
-        Command::Report(_) => Err(Error::NotImplemented("report")),
+        Command::Report(args) => compare::run(args).await,
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "s3rdma", &mut std::io::stdout());
+            Ok(())
+        }
     }
 }

@@ -1,0 +1,399 @@
+//! `s3rdma report`: read result records (this tool's, and the original
+//! suite's `RunRecord` field names), turn each into comparable rows, and print
+//! one table per benchmark with medians, ranges, CPU, GB/s per core, the ratio
+//! to a baseline and every row's witness verdict. An rdma row whose verdict is
+//! not `rdma-verified` is flagged in its own column and never folded into a
+//! verified one: rows are grouped, never averaged across files.
+//!
+//! Rows per benchmark (the figure compared, from `results`):
+//! fetch: one per cell (size, concurrency[, procs]), GB/s; ckpt: one per
+//! (state, method, op, ranks), GB/s and seconds; weights: GB/s and seconds;
+//! tokens: tokens/s; train: images/s and seconds; original-suite records: any
+//! `throughput_gbps` / `gbps` / `tokens_per_s` / `images_per_s` figure found in
+//! `results` (one row per list element).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::bench::Spread;
+use crate::cli::{ReportArgs, ReportFormat};
+use crate::error::{Error, Result};
+
+/// One comparable figure of one record.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Row {
+    pub benchmark: String,
+    pub backend: String,
+    pub file: String,
+    pub tag: Option<String>,
+    /// What distinguishes rows of one benchmark: size, concurrency, state, op, layout, ...
+    pub dims: BTreeMap<String, String>,
+    /// Unit of `value`: "GB/s", "tokens/s" or "images/s".
+    pub metric: String,
+    pub value: Spread,
+    pub wall_s: Option<Spread>,
+    /// Client CPU in cores (CPU-seconds / wall-seconds), median.
+    pub cpu_cores: Option<f64>,
+    /// GB/s (1e9 B/s) the row moved, median, for GB/s per core.
+    pub gbps: Option<f64>,
+    /// Witness verdict of this row (cell verdict where the record has one).
+    pub verdict: String,
+}
+
+impl Row {
+    /// GB/s per client core.
+    pub fn gbps_per_core(&self) -> Option<f64> {
+        match (self.gbps, self.cpu_cores) {
+            (Some(g), Some(c)) if c > 0.0 => Some(g / c),
+            _ => None,
+        }
+    }
+    /// True when the row claims RDMA and the server did not prove it.
+    pub fn unproven_rdma(&self) -> bool {
+        self.backend == "rdma" && self.verdict != "rdma-verified"
+    }
+}
+
+/// A `{median, min, max}` object or a plain number.
+fn spread(v: &Value) -> Option<Spread> {
+    match v {
+        Value::Number(n) => n.as_f64().map(|x| Spread { median: x, min: x, max: x }),
+        Value::Object(o) => {
+            let m = o.get("median")?.as_f64()?;
+            Some(Spread { median: m, min: o.get("min").and_then(Value::as_f64).unwrap_or(m), max: o.get("max").and_then(Value::as_f64).unwrap_or(m) })
+        }
+        _ => None,
+    }
+}
+
+fn median(v: &Value) -> Option<f64> {
+    spread(v).map(|s| s.median)
+}
+
+/// Bytes as the shortest IEC name (`64MiB`), the way sizes are given on the command line.
+pub fn size_name(b: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if b >= 1 << shift && b % (1 << shift) == 0 {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    format!("{b}B")
+}
+
+fn verdict_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o.get("verdict").and_then(Value::as_str).unwrap_or("none").to_string(),
+        Value::Null => "none".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The original suite named benchmarks after its report sections (b1-fetch, b3-resnet50, ...).
+fn canonical_benchmark(name: &str) -> String {
+    let n = name.to_ascii_lowercase();
+    for (key, canon) in [("fetch", "fetch"), ("resnet", "train"), ("train", "train"), ("checkpoint", "ckpt"), ("ckpt", "ckpt"), ("token", "tokens"), ("weight", "weights")] {
+        if n.contains(key) {
+            return canon.into();
+        }
+    }
+    n
+}
+
+/// Every row of one record. `file` names it in the table.
+pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
+    let bad = |why: &str| Error::Usage(format!("{file}: {why}: pass result records written by s3rdma (or the original suite)"));
+    let benchmark = canonical_benchmark(record.get("benchmark").and_then(Value::as_str).ok_or_else(|| bad("no \"benchmark\" field"))?);
+    let backend = record.get("backend").and_then(Value::as_str).ok_or_else(|| bad("no \"backend\" field"))?.to_string();
+    let results = record.get("results").ok_or_else(|| bad("no \"results\" field"))?;
+    let tag = record.get("tag").and_then(Value::as_str).map(String::from);
+    let witness = record.get("rdma_witness").cloned().unwrap_or(Value::Null);
+    let overall = verdict_of(&witness);
+    let ours = record.get("schema_version").is_some();
+    let base = |dims: BTreeMap<String, String>, metric: &str, value: Spread| Row {
+        benchmark: benchmark.clone(),
+        backend: backend.clone(),
+        file: file.to_string(),
+        tag: tag.clone(),
+        dims,
+        metric: metric.into(),
+        value,
+        wall_s: None,
+        cpu_cores: None,
+        gbps: None,
+        verdict: overall.clone(),
+    };
+    let mut out = Vec::new();
+    match (ours, benchmark.as_str()) {
+        (true, "fetch") => {
+            for cell in results.as_array().ok_or_else(|| bad("fetch results are not a list of cells"))? {
+                let s = &cell["summary"];
+                // From the raw per-repeat figures where the record has them, else its summary.
+                let reps = cell["repeats"].as_array().map(|a| a.iter().filter_map(|r| r["throughput_gbps"].as_f64()).collect::<Vec<_>>()).unwrap_or_default();
+                let Some(v) = Spread::of(reps.iter().copied()).or_else(|| spread(&s["throughput_gbps"])) else { continue };
+                let mut dims = BTreeMap::new();
+                let size = cell["size_bytes"].as_u64().unwrap_or(0);
+                dims.insert("size".into(), size_name(size));
+                dims.insert("concurrency".into(), cell["concurrency"].to_string());
+                if let Some(p) = cell.get("procs") {
+                    dims.insert("procs".into(), p.to_string());
+                }
+                let mut r = base(dims, "GB/s", v);
+                let cores: Vec<f64> = cell["repeats"].as_array().map(|a| a.iter().filter_map(|r| r["client_cpu_cores"].as_f64()).collect()).unwrap_or_default();
+                r.cpu_cores = Spread::of(cores).map(|c| c.median).or_else(|| median(&s["client_cpu_cores"]));
+                r.gbps = Some(v.median);
+                // The cell's own verdict, where the witness judged cells.
+                if let Some(c) = witness["cells"].as_array().and_then(|cs| {
+                    cs.iter().find(|c| c["size_bytes"].as_u64() == Some(size) && c["concurrency"] == cell["concurrency"] && c.get("procs") == cell.get("procs"))
+                }) {
+                    r.verdict = verdict_of(c);
+                }
+                out.push(r);
+            }
+        }
+        (true, "ckpt") => {
+            for row in results["rows"].as_array().ok_or_else(|| bad("ckpt results have no rows"))? {
+                let Some(v) = spread(&row["throughput_gbps"]) else { continue };
+                let dims = ["state", "method", "op", "ranks"].iter().map(|k| (k.to_string(), row[*k].as_str().map_or_else(|| row[*k].to_string(), String::from))).collect();
+                let mut r = base(dims, "GB/s", v);
+                r.wall_s = spread(&row["wall_s"]);
+                r.cpu_cores = median(&row["client_cpu_cores"]);
+                r.gbps = Some(v.median);
+                r.verdict = row["witness_verdict"].as_str().unwrap_or(&overall).to_string();
+                out.push(r);
+            }
+        }
+        (true, "weights") => {
+            let s = &results["summary"];
+            let v = spread(&s["throughput_gbps"]).ok_or_else(|| bad("weights results have no summary"))?;
+            let dims = BTreeMap::from([("model".to_string(), record["params"]["model"].as_str().unwrap_or("?").to_string())]);
+            let mut r = base(dims, "GB/s", v);
+            r.wall_s = spread(&s["wall_s"]);
+            r.cpu_cores = median(&s["client_cpu_cores"]);
+            r.gbps = Some(v.median);
+            out.push(r);
+        }
+        (true, "tokens") => {
+            let s = &results["summary"];
+            let v = spread(&s["tokens_per_s"]).ok_or_else(|| bad("tokens results have no summary"))?;
+            let mut r = base(BTreeMap::from([("seq_len".to_string(), results["seq_len"].to_string())]), "tokens/s", v);
+            r.cpu_cores = median(&s["client_cpu_cores"]);
+            r.gbps = median(&s["throughput_gbps"]);
+            out.push(r);
+        }
+        (true, "train") => {
+            let s = &results["summary"];
+            let v = spread(&s["images_per_s"]).ok_or_else(|| bad("train results have no summary"))?;
+            let p = &record["params"];
+            let mut dims = BTreeMap::new();
+            dims.insert("layout".into(), p["layout"].as_str().unwrap_or("?").to_string());
+            dims.insert("ranks".into(), p["ranks"].to_string());
+            if p["loader_only"] == Value::Bool(true) {
+                dims.insert("loader".into(), "only".into());
+            }
+            let mut r = base(dims, "images/s", v);
+            r.wall_s = spread(&s["wall_s"]);
+            r.cpu_cores = median(&s["client_cpu_cores"]);
+            r.gbps = median(&s["read_gbps"]);
+            out.push(r);
+        }
+        _ => {
+            // The original suite's records (or a bench this build does not know): any known figure.
+            let items: Vec<&Value> = match results {
+                Value::Array(a) => a.iter().collect(),
+                other => vec![other],
+            };
+            for it in items {
+                let found = [("throughput_gbps", "GB/s"), ("gbps", "GB/s"), ("tokens_per_s", "tokens/s"), ("images_per_s", "images/s")]
+                    .iter()
+                    .find_map(|(k, unit)| spread(it.get(*k)?).map(|v| (*k, *unit, v)));
+                let Some((key, unit, v)) = found else { continue };
+                let mut dims = BTreeMap::new();
+                for k in ["size", "object_size", "size_bytes", "concurrency", "streams", "procs", "layout", "state", "op", "method"] {
+                    if let Some(x) = it.get(k).filter(|x| x.is_string() || x.is_number()) {
+                        let s = match (k, x.as_u64()) {
+                            ("size" | "object_size" | "size_bytes", Some(b)) => size_name(b),
+                            _ => x.as_str().map_or_else(|| x.to_string(), String::from),
+                        };
+                        dims.insert(if k.starts_with("size") || k == "object_size" { "size".into() } else if k == "streams" { "concurrency".into() } else { k.to_string() }, s);
+                    }
+                }
+                let mut r = base(dims, unit, v);
+                r.wall_s = ["wall_s", "seconds"].iter().find_map(|k| spread(it.get(*k)?));
+                r.cpu_cores = ["client_cpu_cores", "cpu_cores"].iter().find_map(|k| median(it.get(*k)?));
+                r.gbps = if unit == "GB/s" { Some(v.median) } else { it.get("throughput_gbps").and_then(median) };
+                if let Some(w) = it.get("rdma_witness").or_else(|| it.get("witness")) {
+                    r.verdict = verdict_of(w);
+                }
+                let _ = key;
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Read every file (a record each) into rows; `http-peers` tables and other
+/// non-records are skipped with a note on stderr.
+pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for f in files {
+        let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let body = std::fs::read(f).map_err(|e| Error::Usage(format!("{}: {e}: pass result files (results/*.json)", f.display())))?;
+        let v: Value = serde_json::from_slice(&body).map_err(|e| Error::Usage(format!("{}: not JSON ({e}): pass result records", f.display())))?;
+        if v.get("benchmark").is_none() || v.get("backend").is_none() {
+            eprintln!("note: {} is not a run record of one backend (no \"benchmark\"/\"backend\"): skipped", f.display());
+            continue;
+        }
+        rows.extend(rows_of(&v, &name)?);
+    }
+    if rows.is_empty() {
+        return Err(Error::Usage("no rows: none of the files holds a run record with a figure to compare".into()));
+    }
+    Ok(rows)
+}
+
+/// Sort key of a row: the `--group-by` fields in order; numbers and sizes
+/// compare by value (2 before 16, 64MiB before 1GiB), everything else as text.
+fn group_key(r: &Row, by: &[String]) -> Vec<(f64, String)> {
+    by.iter()
+        .map(|k| {
+            let text = match k.as_str() {
+                "benchmark" => r.benchmark.clone(),
+                "backend" => r.backend.clone(),
+                "tag" => r.tag.clone().unwrap_or_default(),
+                "file" => r.file.clone(),
+                other => r.dims.get(other).cloned().unwrap_or_default(),
+            };
+            let num = text.parse::<f64>().ok().or_else(|| parse_size::parse_size(&text).ok().map(|b| b as f64)).unwrap_or(f64::NAN);
+            (num, text)
+        })
+        .collect()
+}
+
+fn cmp_keys(a: &[(f64, String)], b: &[(f64, String)]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = match (x.0.is_nan(), y.0.is_nan()) {
+            (false, false) => x.0.total_cmp(&y.0),
+            _ => x.1.cmp(&y.1),
+        };
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
+}
+
+/// The baseline of each row: `--baseline` names a backend (rows of that
+/// backend with the same dims) or a file (rows of that file with the same dims).
+fn baseline_for<'a>(r: &Row, rows: &'a [Row], baseline: &str) -> Option<&'a Row> {
+    rows.iter().find(|b| b.benchmark == r.benchmark && b.dims == r.dims && b.metric == r.metric && (b.backend == baseline || b.file == baseline || Path::new(baseline).file_name().is_some_and(|n| n.to_string_lossy() == b.file)))
+}
+
+fn fmt_spread(s: &Spread) -> String {
+    let p = if s.median.abs() >= 1000.0 { 0 } else if s.median.abs() >= 10.0 { 1 } else { 3 };
+    if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) }
+}
+
+/// The tables as markdown (one per benchmark), CSV or JSON.
+pub fn render(rows: &[Row], args: &ReportArgs) -> String {
+    let mut rows = rows.to_vec();
+    rows.sort_by(|a, b| cmp_keys(&group_key(a, &args.group_by), &group_key(b, &args.group_by)).then_with(|| a.file.cmp(&b.file)));
+    let ratio = |r: &Row| args.baseline.as_deref().and_then(|b| baseline_for(r, &rows, b)).map(|b| r.value.median / b.value.median);
+    match args.format {
+        ReportFormat::Json => {
+            let v: Vec<Value> = rows
+                .iter()
+                .map(|r| {
+                    let mut v = serde_json::to_value(r).expect("rows encode");
+                    v["gbps_per_core"] = serde_json::json!(r.gbps_per_core());
+                    v["ratio_to_baseline"] = serde_json::json!(ratio(r));
+                    v["unproven_rdma"] = Value::Bool(r.unproven_rdma());
+                    v
+                })
+                .collect();
+            serde_json::to_string_pretty(&v).expect("rows encode")
+        }
+        ReportFormat::Csv => {
+            let mut s = String::from("benchmark,backend,dims,metric,median,min,max,wall_s_median,cpu_cores,gbps_per_core,ratio_to_baseline,verdict,unproven_rdma,file\n");
+            for r in &rows {
+                let dims: Vec<String> = r.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
+                s += &format!(
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                    r.benchmark,
+                    r.backend,
+                    dims.join(";"),
+                    r.metric,
+                    r.value.median,
+                    r.value.min,
+                    r.value.max,
+                    opt(r.wall_s.map(|w| w.median)),
+                    opt(r.cpu_cores),
+                    opt(r.gbps_per_core()),
+                    opt(ratio(&r.clone())),
+                    r.verdict,
+                    r.unproven_rdma(),
+                    r.file
+                );
+            }
+            s
+        }
+        ReportFormat::Md => {
+            let mut s = String::new();
+            let mut benches: Vec<&str> = rows.iter().map(|r| r.benchmark.as_str()).collect();
+            benches.dedup();
+            for b in benches {
+                let these: Vec<&Row> = rows.iter().filter(|r| r.benchmark == b).collect();
+                let dim_names: Vec<String> = {
+                    let mut d: Vec<String> = these.iter().flat_map(|r| r.dims.keys().cloned()).collect();
+                    d.sort();
+                    d.dedup();
+                    d
+                };
+                let metric = these[0].metric.clone();
+                s += &format!("### {b}\n\n| backend | {} | {metric} (min–max) | wall s | client cores | GB/s per core |{} witness | file |\n", dim_names.join(" | "), if args.baseline.is_some() { " ratio |" } else { "" });
+                s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if args.baseline.is_some() { "---|" } else { "" });
+                for r in these {
+                    let dims: Vec<String> = dim_names.iter().map(|k| r.dims.get(k).cloned().unwrap_or_else(|| "-".into())).collect();
+                    let flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", r.verdict) } else { r.verdict.clone() };
+                    s += &format!(
+                        "| {} | {} | {} | {} | {} | {} |{} {flag} | {} |\n",
+                        r.backend,
+                        dims.join(" | "),
+                        fmt_spread(&r.value),
+                        r.wall_s.as_ref().map_or("-".into(), fmt_spread),
+                        r.cpu_cores.map_or("-".into(), |c| format!("{c:.2}")),
+                        r.gbps_per_core().map_or("-".into(), |g| format!("{g:.2}")),
+                        if args.baseline.is_some() { format!(" {} |", ratio(r).map_or("-".into(), |x| format!("{x:.2}x"))) } else { String::new() },
+                        r.file
+                    );
+                }
+                s += "\n";
+            }
+            s
+        }
+    }
+}
+
+/// Run `s3rdma report`.
+pub async fn run(args: ReportArgs) -> Result<()> {
+    if args.files.is_empty() {
+        return Err(Error::Usage("give result files, e.g. `s3rdma report results/*.json`".into()));
+    }
+    let rows = load(&args.files)?;
+    if let Some(b) = &args.baseline
+        && !rows.iter().any(|r| &r.backend == b || &r.file == b || Path::new(b).file_name().is_some_and(|n| n.to_string_lossy() == r.file))
+    {
+        return Err(Error::Usage(format!("--baseline '{b}' names neither a backend nor a file among the rows: use e.g. --baseline http or a file name")));
+    }
+    if let Some(p) = &args.plot {
+        crate::plot::draw(&rows, p)?;
+        eprintln!("wrote {}", p.display());
+    }
+    print!("{}", render(&rows, &args));
+    Ok(())
+}

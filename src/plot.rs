@@ -1,0 +1,100 @@
+//! `s3rdma report --plot out.svg`: fetch throughput vs concurrency, one line per
+//! (backend, size); the other benchmarks as bars per row with min–max error
+//! bars. SVG through `plotters` (its SVG backend needs no font files; PNG
+//! would need a font rasteriser, so it is refused with the conversion to use).
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::compare::Row;
+use crate::error::{Error, Result};
+
+fn err(e: impl std::fmt::Debug) -> Error {
+    Error::Runtime(format!("plot: {e:?}"))
+}
+
+/// Draw `rows` into `path` (.svg).
+///
+/// Errors: a path not ending in .svg (usage), or a drawing/write failure.
+pub fn draw(rows: &[Row], path: &Path) -> Result<()> {
+    if path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() != Some("svg") {
+        return Err(Error::Usage(format!("--plot {}: write .svg (PNG needs fonts this build does not carry; convert with `rsvg-convert out.svg > out.png`)", path.display())));
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| Error::Runtime(format!("--plot: cannot create {}: {e}", dir.display())))?;
+    }
+    let tmp = path.with_extension("svg.tmp");
+    let fetch: Vec<&Row> = rows.iter().filter(|r| r.benchmark == "fetch" && r.dims.contains_key("concurrency")).collect();
+    if fetch.is_empty() { bars(rows, &tmp)? } else { lines(&fetch, &tmp)? }
+    std::fs::rename(&tmp, path).map_err(|e| Error::Runtime(format!("--plot: cannot write {}: {e}", path.display())))?;
+    Ok(())
+}
+
+fn lines(rows: &[&Row], path: &Path) -> Result<()> {
+    // One series per (backend, size[, procs], file tag), points by concurrency.
+    let mut series: std::collections::BTreeMap<String, Vec<(f64, f64, f64, f64)>> = Default::default();
+    for r in rows {
+        let c: f64 = r.dims["concurrency"].parse().unwrap_or(0.0);
+        // One line per run and (backend, size, procs): two files never share a line.
+        let run = r.tag.clone().unwrap_or_else(|| r.file.trim_end_matches(".json").to_string());
+        let name = format!("{} {}{} [{run}]", r.backend, r.dims.get("size").cloned().unwrap_or_default(), r.dims.get("procs").map_or(String::new(), |p| format!(" x{p} procs")));
+        series.entry(name).or_default().push((c, r.value.median, r.value.min, r.value.max));
+    }
+    let xmax = rows.iter().filter_map(|r| r.dims["concurrency"].parse::<f64>().ok()).fold(1.0, f64::max);
+    let ymax = rows.iter().map(|r| r.value.max).fold(0.0, f64::max) * 1.1 + 1e-9;
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("fetch: throughput vs concurrency", ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..xmax * 1.05, 0f64..ymax)
+        .map_err(err)?;
+    chart.configure_mesh().x_desc("concurrent streams").y_desc("GB/s (1e9 B/s)").draw().map_err(err)?;
+    for (i, (name, mut pts)) in series.into_iter().enumerate() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let color = Palette99::pick(i).to_rgba();
+        chart.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color.stroke_width(2))).map_err(err)?.label(name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart.draw_series(pts.iter().map(|p| ErrorBar::new_vertical(p.0, p.2, p.1, p.3, color.filled(), 6))).map_err(err)?;
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+fn bars(rows: &[Row], path: &Path) -> Result<()> {
+    let labels: Vec<String> = rows.iter().map(|r| format!("{} {} {}", r.benchmark, r.backend, r.dims.values().cloned().collect::<Vec<_>>().join(" "))).collect();
+    let ymax = rows.iter().map(|r| r.value.max).fold(0.0, f64::max) * 1.1 + 1e-9;
+    let metric = rows[0].metric.clone();
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let n = rows.len() as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("{metric} by run (median, min–max)"), ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(120)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..n - 0.5, 0f64..ymax)
+        .map_err(err)?;
+    let lab = labels.clone();
+    chart
+        .configure_mesh()
+        .y_desc(metric)
+        .x_labels(rows.len())
+        .x_label_formatter(&move |x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 { lab.get(i as usize).cloned().unwrap_or_default() } else { String::new() }
+        })
+        .draw()
+        .map_err(err)?;
+    for (i, r) in rows.iter().enumerate() {
+        let x = i as f64;
+        let color: RGBAColor = if r.unproven_rdma() { RED.to_rgba() } else { Palette99::pick(i % 8).to_rgba() };
+        chart.draw_series(std::iter::once(Rectangle::new([(x - 0.35, 0.0), (x + 0.35, r.value.median)], color.filled()))).map_err(err)?;
+        chart.draw_series(std::iter::once(ErrorBar::new_vertical(x, r.value.min, r.value.median, r.value.max, BLACK.filled(), 10))).map_err(err)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}
