@@ -453,6 +453,10 @@ pub struct FetchArgs {
     /// the launched processes are the workers and the largest value must not exceed them.
     #[arg(long, value_delimiter = ',', value_parser = parse_positive, default_value = "1")]
     pub procs: Vec<u32>,
+    /// Record a throughput series (GB/s per interval, this process's completed
+    /// GETs) in every repeat, e.g. --series 1s; `report --plot` draws it.
+    #[arg(long, value_parser = parse_positive_duration)]
+    pub series: Option<Duration>,
     #[command(flatten)]
     pub group: GroupArgs,
 }

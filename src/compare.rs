@@ -41,6 +41,9 @@ pub struct Row {
     pub gbps: Option<f64>,
     /// Witness verdict of this row (cell verdict where the record has one).
     pub verdict: String,
+    /// `fetch --series`: [seconds, GB/s] of the row's first repeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<Vec<[f64; 2]>>,
 }
 
 impl Row {
@@ -53,7 +56,7 @@ impl Row {
     }
     /// True when the row claims RDMA and the server did not prove it.
     pub fn unproven_rdma(&self) -> bool {
-        self.backend == "rdma" && self.verdict != "rdma-verified"
+        self.backend.eq_ignore_ascii_case("rdma") && self.verdict != "rdma-verified"
     }
 }
 
@@ -125,6 +128,17 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         cpu_cores: None,
         gbps: None,
         verdict: overall.clone(),
+        series: None,
+    };
+    // Settings that change the figure but are not a bench's own dimension:
+    // where the bytes went, and how the store was driven.
+    let dest = record["environment"]["dest"].as_str().map(String::from);
+    let io_threads = record["environment"]["store"]["io_threads"].as_u64();
+    let base = |mut dims: BTreeMap<String, String>, metric: &str, value: Spread| {
+        if let Some(d) = &dest {
+            dims.insert("dest".into(), d.clone());
+        }
+        base(dims, metric, value)
     };
     let mut out = Vec::new();
     match (ours, benchmark.as_str()) {
@@ -142,6 +156,7 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
                     dims.insert("procs".into(), p.to_string());
                 }
                 let mut r = base(dims, "GB/s", v);
+                r.series = cell["repeats"][0]["series"].as_array().map(|a| a.iter().filter_map(|p| Some([p[0].as_f64()?, p[1].as_f64()?])).collect());
                 let cores: Vec<f64> = cell["repeats"].as_array().map(|a| a.iter().filter_map(|r| r["client_cpu_cores"].as_f64()).collect()).unwrap_or_default();
                 r.cpu_cores = Spread::of(cores).map(|c| c.median).or_else(|| median(&s["client_cpu_cores"]));
                 r.gbps = Some(v.median);
@@ -169,7 +184,12 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         (true, "weights") => {
             let s = &results["summary"];
             let v = spread(&s["throughput_gbps"]).ok_or_else(|| bad("weights results have no summary"))?;
-            let dims = BTreeMap::from([("model".to_string(), record["params"]["model"].as_str().unwrap_or("?").to_string())]);
+            let p = &record["params"];
+            let mut dims = BTreeMap::from([("model".to_string(), p["model"].as_str().unwrap_or("?").to_string())]);
+            dims.insert("concurrency".into(), p["concurrency"].to_string());
+            if let Some(t) = io_threads {
+                dims.insert("io_threads".into(), t.to_string());
+            }
             let mut r = base(dims, "GB/s", v);
             r.wall_s = spread(&s["wall_s"]);
             r.cpu_cores = median(&s["client_cpu_cores"]);
@@ -191,6 +211,9 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
             let mut dims = BTreeMap::new();
             dims.insert("layout".into(), p["layout"].as_str().unwrap_or("?").to_string());
             dims.insert("ranks".into(), p["ranks"].to_string());
+            if p["layout"] == "jpeg" {
+                dims.insert("jpeg_fetch".into(), p["jpeg_fetch"].as_str().unwrap_or("?").to_string());
+            }
             if p["loader_only"] == Value::Bool(true) {
                 dims.insert("loader".into(), "only".into());
             }
@@ -289,8 +312,25 @@ fn cmp_keys(a: &[(f64, String)], b: &[(f64, String)]) -> std::cmp::Ordering {
 
 /// The baseline of each row: `--baseline` names a backend (rows of that
 /// backend with the same dims) or a file (rows of that file with the same dims).
+/// None when no row matches, or when several do (the ratio would be arbitrary).
 fn baseline_for<'a>(r: &Row, rows: &'a [Row], baseline: &str) -> Option<&'a Row> {
-    rows.iter().find(|b| b.benchmark == r.benchmark && b.dims == r.dims && b.metric == r.metric && (b.backend == baseline || b.file == baseline || Path::new(baseline).file_name().is_some_and(|n| n.to_string_lossy() == b.file)))
+    let mut m = rows.iter().filter(|b| b.benchmark == r.benchmark && b.dims == r.dims && b.metric == r.metric && is_baseline(b, baseline));
+    let first = m.next()?;
+    m.next().is_none().then_some(first)
+}
+
+fn is_baseline(b: &Row, baseline: &str) -> bool {
+    b.backend == baseline || b.file == baseline || Path::new(baseline).file_name().is_some_and(|n| n.to_string_lossy() == b.file)
+}
+
+/// A markdown table cell: no pipes or line breaks from the data.
+fn md(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// A CSV field (RFC 4180): quoted when it holds a comma, quote or line break.
+fn csv(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
 }
 
 fn fmt_spread(s: &Spread) -> String {
@@ -324,10 +364,10 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                 let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
                 s += &format!(
                     "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                    r.benchmark,
-                    r.backend,
-                    dims.join(";"),
-                    r.metric,
+                    csv(&r.benchmark),
+                    csv(&r.backend),
+                    csv(&dims.join(";")),
+                    csv(&r.metric),
                     r.value.median,
                     r.value.min,
                     r.value.max,
@@ -335,9 +375,9 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                     opt(r.cpu_cores),
                     opt(r.gbps_per_core()),
                     opt(ratio(&r.clone())),
-                    r.verdict,
+                    csv(&r.verdict),
                     r.unproven_rdma(),
-                    r.file
+                    csv(&r.file)
                 );
             }
             s
@@ -358,18 +398,18 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                 s += &format!("### {b}\n\n| backend | {} | {metric} (min–max) | wall s | client cores | GB/s per core |{} witness | file |\n", dim_names.join(" | "), if args.baseline.is_some() { " ratio |" } else { "" });
                 s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if args.baseline.is_some() { "---|" } else { "" });
                 for r in these {
-                    let dims: Vec<String> = dim_names.iter().map(|k| r.dims.get(k).cloned().unwrap_or_else(|| "-".into())).collect();
-                    let flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", r.verdict) } else { r.verdict.clone() };
+                    let dims: Vec<String> = dim_names.iter().map(|k| md(r.dims.get(k).map_or("-", String::as_str))).collect();
+                    let flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", md(&r.verdict)) } else { md(&r.verdict) };
                     s += &format!(
                         "| {} | {} | {} | {} | {} | {} |{} {flag} | {} |\n",
-                        r.backend,
+                        md(&r.backend),
                         dims.join(" | "),
                         fmt_spread(&r.value),
                         r.wall_s.as_ref().map_or("-".into(), fmt_spread),
                         r.cpu_cores.map_or("-".into(), |c| format!("{c:.2}")),
-                        r.gbps_per_core().map_or("-".into(), |g| format!("{g:.2}")),
+                        r.gbps_per_core().map_or("-".into(), |g| if g < 0.1 { format!("{g:.4}") } else { format!("{g:.2}") }),
                         if args.baseline.is_some() { format!(" {} |", ratio(r).map_or("-".into(), |x| format!("{x:.2}x"))) } else { String::new() },
-                        r.file
+                        md(&r.file)
                     );
                 }
                 s += "\n";
@@ -386,14 +426,43 @@ pub async fn run(args: ReportArgs) -> Result<()> {
     }
     let rows = load(&args.files)?;
     if let Some(b) = &args.baseline
-        && !rows.iter().any(|r| &r.backend == b || &r.file == b || Path::new(b).file_name().is_some_and(|n| n.to_string_lossy() == r.file))
+        && !rows.iter().any(|r| is_baseline(r, b))
     {
-        return Err(Error::Usage(format!("--baseline '{b}' names neither a backend nor a file among the rows: use e.g. --baseline http or a file name")));
+        let mut backends: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
+        backends.sort();
+        backends.dedup();
+        return Err(Error::Usage(format!("--baseline '{b}' matches no row: the rows' backends are {}; or name one of the files", backends.join(", "))));
+    }
+    if let Some(b) = &args.baseline
+        && rows.iter().any(|r| baseline_for(r, &rows, b).is_none() && rows.iter().filter(|x| x.benchmark == r.benchmark && x.dims == r.dims && is_baseline(x, b)).count() > 1)
+    {
+        eprintln!("note: some rows match several --baseline '{b}' rows with the same dimensions (repeated runs): their ratio is left empty; name one file as --baseline");
+    }
+    for k in &args.group_by {
+        let known = ["benchmark", "backend", "tag", "file"].contains(&k.as_str()) || rows.iter().any(|r| r.dims.contains_key(k));
+        if !known {
+            eprintln!("note: --group-by '{k}' is neither benchmark/backend/tag/file nor a dimension of any row: ignored");
+        }
     }
     if let Some(p) = &args.plot {
         crate::plot::draw(&rows, p)?;
         eprintln!("wrote {}", p.display());
     }
-    print!("{}", render(&rows, &args));
-    Ok(())
+    let mut text = render(&rows, &args);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    write_stdout(text.as_bytes())
+}
+
+/// Write to stdout: a closed pipe (`| head`) ends quietly, any other failure
+/// (a full disk) is an error, never a panic.
+pub fn write_stdout(bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::Runtime(format!("cannot write to stdout: {e}"))),
+    }
 }

@@ -34,8 +34,9 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Report(args) => compare::run(args).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            clap_complete::generate(shell, &mut Cli::command(), "s3rdma", &mut std::io::stdout());
-            Ok(())
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "s3rdma", &mut script);
+            compare::write_stdout(&script)
         }
     }
 }

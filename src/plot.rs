@@ -1,5 +1,6 @@
 //! `s3rdma report --plot out.svg`: fetch throughput vs concurrency, one line per
-//! (backend, size); the other benchmarks as bars per row with min–max error
+//! (backend, size); GB/s over time instead when the records carry
+//! `fetch --series`; the other benchmarks as bars per row with min–max error
 //! bars. SVG through `plotters` (its SVG backend needs no font files; PNG
 //! would need a font rasteriser, so it is refused with the conversion to use).
 
@@ -10,8 +11,8 @@ use plotters::prelude::*;
 use crate::compare::Row;
 use crate::error::{Error, Result};
 
-fn err(e: impl std::fmt::Debug) -> Error {
-    Error::Runtime(format!("plot: {e:?}"))
+fn err(e: impl std::fmt::Display) -> Error {
+    Error::Runtime(format!("--plot: {e}"))
 }
 
 /// Draw `rows` into `path` (.svg).
@@ -19,14 +20,36 @@ fn err(e: impl std::fmt::Debug) -> Error {
 /// Errors: a path not ending in .svg (usage), or a drawing/write failure.
 pub fn draw(rows: &[Row], path: &Path) -> Result<()> {
     if path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() != Some("svg") {
-        return Err(Error::Usage(format!("--plot {}: write .svg (PNG needs fonts this build does not carry; convert with `rsvg-convert out.svg > out.png`)", path.display())));
+        return Err(Error::Usage(format!(
+            "--plot {}: give a file name ending in .svg (PNG and PDF are not written: they need fonts this build does not carry; convert with `rsvg-convert out.svg > out.png`)",
+            path.display()
+        )));
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| Error::Runtime(format!("--plot: cannot create {}: {e}", dir.display())))?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.is_dir()
+    {
+        return Err(Error::Usage(format!("--plot {}: the directory {} does not exist: create it first", path.display(), dir.display())));
     }
     let tmp = path.with_extension("svg.tmp");
     let fetch: Vec<&Row> = rows.iter().filter(|r| r.benchmark == "fetch" && r.dims.contains_key("concurrency")).collect();
-    if fetch.is_empty() { bars(rows, &tmp)? } else { lines(&fetch, &tmp)? }
+    let timed: Vec<&Row> = fetch.iter().copied().filter(|r| r.series.as_ref().is_some_and(|s| !s.is_empty())).collect();
+    let drawn = if !timed.is_empty() {
+        series(&timed, &tmp)
+    } else if fetch.is_empty() {
+        let mut metrics: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
+        metrics.sort();
+        metrics.dedup();
+        if metrics.len() > 1 {
+            return Err(Error::Usage(format!("--plot: the rows measure different things ({}): plot one benchmark's records at a time", metrics.join(", "))));
+        }
+        bars(rows, &tmp)
+    } else {
+        lines(&fetch, &tmp)
+    };
+    if let Err(e) = drawn {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::Runtime(format!("--plot {}: {e}", path.display())));
+    }
     std::fs::rename(&tmp, path).map_err(|e| Error::Runtime(format!("--plot: cannot write {}: {e}", path.display())))?;
     Ok(())
 }
@@ -38,7 +61,15 @@ fn lines(rows: &[&Row], path: &Path) -> Result<()> {
         let c: f64 = r.dims["concurrency"].parse().unwrap_or(0.0);
         // One line per run and (backend, size, procs): two files never share a line.
         let run = r.tag.clone().unwrap_or_else(|| r.file.trim_end_matches(".json").to_string());
-        let name = format!("{} {}{} [{run}]", r.backend, r.dims.get("size").cloned().unwrap_or_default(), r.dims.get("procs").map_or(String::new(), |p| format!(" x{p} procs")));
+        // Unproven rdma points get their own, labelled line: never joined to verified ones.
+        let name = format!(
+            "{} {}{}{} [{run}]{}",
+            r.backend,
+            r.dims.get("size").cloned().unwrap_or_default(),
+            r.dims.get("dest").map_or(String::new(), |d| format!(" {d}")),
+            r.dims.get("procs").map_or(String::new(), |p| format!(" x{p} procs")),
+            if r.unproven_rdma() { " NOT RDMA-VERIFIED" } else { "" }
+        );
         series.entry(name).or_default().push((c, r.value.median, r.value.min, r.value.max));
     }
     let xmax = rows.iter().filter_map(|r| r.dims["concurrency"].parse::<f64>().ok()).fold(1.0, f64::max);
@@ -64,8 +95,37 @@ fn lines(rows: &[&Row], path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `fetch --series`: GB/s over time, one line per cell and run.
+fn series(rows: &[&Row], path: &Path) -> Result<()> {
+    let pts = |r: &Row| r.series.clone().unwrap_or_default();
+    let xmax = rows.iter().flat_map(|r| pts(r)).map(|p| p[0]).fold(1e-9, f64::max);
+    let ymax = rows.iter().flat_map(|r| pts(r)).map(|p| p[1]).fold(0.0, f64::max) * 1.1 + 1e-9;
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("fetch: throughput over time (--series)", ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+        .map_err(err)?;
+    chart.configure_mesh().x_desc("seconds into the timed window").y_desc("GB/s (1e9 B/s)").draw().map_err(err)?;
+    for (i, r) in rows.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let run = r.tag.clone().unwrap_or_else(|| r.file.trim_end_matches(".json").to_string());
+        let name = format!("{} {} x{} [{run}]", r.backend, r.dims.get("size").cloned().unwrap_or_default(), r.dims.get("concurrency").cloned().unwrap_or_default());
+        chart.draw_series(LineSeries::new(pts(r).into_iter().map(|p| (p[0], p[1])), color.stroke_width(2))).map_err(err)?.label(name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
 fn bars(rows: &[Row], path: &Path) -> Result<()> {
-    let labels: Vec<String> = rows.iter().map(|r| format!("{} {} {}", r.benchmark, r.backend, r.dims.values().cloned().collect::<Vec<_>>().join(" "))).collect();
+    let labels: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{} {} {}{}", r.benchmark, r.backend, r.dims.values().cloned().collect::<Vec<_>>().join(" "), if r.unproven_rdma() { " NOT RDMA-VERIFIED" } else { "" }))
+        .collect();
     let ymax = rows.iter().map(|r| r.value.max).fold(0.0, f64::max) * 1.1 + 1e-9;
     let metric = rows[0].metric.clone();
     let root = SVGBackend::new(path, (960, 600)).into_drawing_area();

@@ -1445,6 +1445,7 @@ fn report_tables_medians_flags_fallback_and_plots() {
 
     // Markdown: numbers, the flag, and the plot.
     let svg = tmp.path().join("img/fetch.svg");
+    std::fs::create_dir_all(tmp.path().join("img")).unwrap();
     let mut args: Vec<&str> = vec!["report", "--plot", svg.to_str().unwrap()];
     args.extend(files.iter().map(String::as_str));
     let md = ok(&s3rdma(&args, tmp.path()));
@@ -1464,10 +1465,21 @@ fn report_tables_medians_flags_fallback_and_plots() {
     assert_eq!(ok(&s3rdma(&args, tmp.path())).lines().count(), 6);
     let res = tmp.path().join("results");
     assert_fails(&s3rdma(&["report", "nope.json"], tmp.path()), 2, "nope.json", &res);
-    assert_fails(&s3rdma(&["report", "--plot", "x.png", &files[0]], tmp.path()), 2, "write .svg", &res);
+    assert_fails(&s3rdma(&["report", "--plot", "x.png", &files[0]], tmp.path()), 2, "ending in .svg", &res);
+    assert_fails(&s3rdma(&["report", "--plot", "no/such/dir/x.svg", &files[0]], tmp.path()), 2, "does not exist", &res);
     let mut args: Vec<&str> = vec!["report", "--baseline", "ftp"];
     args.extend(files.iter().map(String::as_str));
     assert_fails(&s3rdma(&args, tmp.path()), 2, "--baseline 'ftp'", &res);
+    // fetch --series: a per-interval series in every repeat, drawn over time by --plot.
+    let o = s3rdma(&["fetch", "--sizes", "1MiB", "--concurrency", "2", "--duration", "600ms", "--warmup", "0s", "--series", "100ms", "--json", "--tag", "series"], tmp.path());
+    let rec: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let series = rec["results"][0]["repeats"][0]["series"].as_array().unwrap();
+    assert!((4..=7).contains(&series.len()), "{} points in 600 ms at 100 ms", series.len());
+    assert!(series.iter().all(|p| p[1].as_f64().unwrap() >= 0.0) && series.iter().any(|p| p[1].as_f64().unwrap() > 0.0));
+    let rec_file = results_in(&res).into_iter().find(|p| p.to_string_lossy().contains("series")).unwrap();
+    let svg2 = tmp.path().join("series.svg");
+    ok(&s3rdma(&["report", "--plot", svg2.to_str().unwrap(), rec_file.to_str().unwrap()], tmp.path()));
+    assert!(std::fs::read_to_string(&svg2).unwrap().contains("throughput over time"));
     // Completions come from the CLI definition.
     let bash = ok(&s3rdma(&["completions", "bash"], tmp.path()));
     assert!(bash.contains("s3rdma") && bash.contains("--layout") && bash.contains("ingest"));

@@ -33,6 +33,10 @@ use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
 pub struct RepeatResult {
     /// 1-based repeat number.
     pub repeat: u32,
+    /// `--series`: [seconds since the window opened, GB/s in the interval ending then]
+    /// from rank 0's completed GETs (a GET counts when it completes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<Vec<[f64; 2]>>,
     /// Worker processes in this cell.
     pub procs: u32,
     /// Payload bytes read (client's count, all processes).
@@ -389,6 +393,7 @@ fn summarize_repeat(repeat: u32, procs: Vec<ProcWire>, s: SamplerReport, w: Witn
     let per_process: Vec<ProcFigures> = procs.into_iter().map(|p| p.figures).collect();
     RepeatResult {
         repeat,
+        series: None,
         procs: per_process.len() as u32,
         bytes,
         ops,
@@ -493,12 +498,33 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
             Some(k) => Stop::Iters(k),
             None => Stop::At(Instant::now() + args.run.duration),
         };
+        // --series: the counter's growth per interval, sampled beside the streams.
+        let series_buf: Arc<std::sync::Mutex<Vec<[f64; 2]>>> = Default::default();
+        let series_task = args.series.map(|every| {
+            let (counter, out) = (counter.clone(), series_buf.clone());
+            tokio::spawn(async move {
+                let (mut last, mut t_last) = (0u64, Instant::now());
+                let start = t_last;
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tick.tick().await;
+                    let (now_b, now_t) = (counter.load(Ordering::Relaxed), Instant::now());
+                    let gbps = now_b.saturating_sub(last) as f64 / now_t.duration_since(t_last).as_secs_f64() / 1e9;
+                    out.lock().unwrap_or_else(|e| e.into_inner()).push([now_t.duration_since(start).as_secs_f64(), gbps]);
+                    (last, t_last) = (now_b, now_t);
+                }
+            })
+        });
         let calls0 = store.call_counts();
         let start_unix_s = now_unix();
         let sampler = Sampler::start();
         let res = if active { run_streams(store, keys, &mut buffers, stop, &counter).await } else { Ok((Vec::new(), Duration::ZERO)) };
         let s = sampler.finish();
         ticker.abort();
+        let series = series_task.map(|h| {
+            h.abort();
+            std::mem::take(&mut *series_buf.lock().unwrap_or_else(|e| e.into_inner()))
+        });
         let (ops, wall) = res?;
         let mine = proc_wire(me.rank, cx.host, &ops, wall, start_unix_s, &s);
         let all = cx.group.all_gather(&format!("fetch-{cell}-{rep}-figures"), &serde_json::to_value(&mine).expect("figures encode")).await?;
@@ -514,6 +540,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
         let client_http_bytes = procs_wire.iter().map(|p| p.figures.client_http_bytes).sum();
         let w = cx.witness.end(window, Payload { read_bytes, write_bytes: 0, client_http_bytes }).await;
         let mut r = summarize_repeat(rep, procs_wire, s, w);
+        r.series = series;
         r.rdma_calls = store.call_counts().zip(calls0).map(|(now, then)| now.since(&then));
         repeats.push(r);
     }
