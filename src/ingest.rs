@@ -531,6 +531,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn input_files_are_walked_recursively_in_sorted_order() {
+        let d = tempfile::tempdir().unwrap();
+        for f in ["b.txt", "a/z.txt", "a/c/y.txt", "c.txt"] {
+            let p = d.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "x").unwrap();
+        }
+        let got: Vec<String> = collect_files(&[d.path().to_path_buf(), d.path().join("b.txt")])
+            .unwrap()
+            .iter()
+            .map(|p| p.strip_prefix(d.path()).unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(got, ["a/c/y.txt", "a/z.txt", "b.txt", "c.txt", "b.txt"]);
+        assert!(collect_files(&[d.path().join("missing")]).unwrap_err().to_string().contains("missing"));
+    }
+
+    #[test]
     fn tar_offsets_point_at_payloads() {
         let samples = vec![("a/x".to_string(), vec![0xFF, 0xD8, 0xFF, 1, 2, 3], 7), ("b/y".to_string(), vec![9u8; 1000], 12)];
         let (tar, spans) = build_tar(&samples).unwrap();

@@ -1030,8 +1030,15 @@ fn ingest_tokens_matches_the_tokenizer_on_real_text() {
     // Real text: this project's own docs, one document per file.
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     let root = tmp.path().join("store");
-    let (tok_s, docs_s, root_s) = (tok.to_str().unwrap(), docs.to_str().unwrap(), root.to_str().unwrap());
-    let mut args = vec!["ingest", "tokens", "--tokenizer", tok_s, "--input", docs_s, "--seq-len", "64", "--shard-bytes", "16KiB", "--prefix", "tok/docs"];
+    // The docs' markdown files, named one by one (in sorted order), each one document.
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&docs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "md")).collect();
+    files.sort();
+    assert!(files.len() >= 8, "{files:?}");
+    let names: Vec<String> = files.iter().map(|f| f.to_string_lossy().into_owned()).collect();
+    let (tok_s, root_s) = (tok.to_str().unwrap(), root.to_str().unwrap());
+    let mut args = vec!["ingest", "tokens", "--tokenizer", tok_s, "--input"];
+    args.extend(names.iter().map(String::as_str));
+    args.extend(["--seq-len", "64", "--shard-bytes", "16KiB", "--prefix", "tok/docs"]);
     args.extend(local_args(root_s));
     let out = ok(&s3rdma(&args, tmp.path()));
     // The expected ids: the tokenizers crate on the same files (sorted), [SEP] after each, no truncation.
@@ -1039,8 +1046,6 @@ fn ingest_tokens_matches_the_tokenizer_on_real_text() {
     tk.with_truncation(None).unwrap();
     tk.with_padding(None);
     let sep = tk.token_to_id("[SEP]").unwrap() as i32;
-    let mut files: Vec<_> = std::fs::read_dir(&docs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
-    files.sort();
     let mut expected: Vec<i32> = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
