@@ -158,3 +158,21 @@ pub fn check_host_memory(what: &str, bytes: u64, fix: &str) -> crate::error::Res
     }
     Ok(())
 }
+
+/// Read `range` of `key` into `buf` (from its start) in `window`-sized ranged
+/// GETs, one after another (never two transfers into one buffer at once:
+/// cuObject registers by address); returns (bytes, GETs).
+///
+/// Errors: the store's, or a short read naming the key and offset.
+pub async fn read_range(store: &dyn crate::store::ObjectStore, key: &str, range: std::ops::Range<u64>, buf: &mut crate::mem::Buffer, window: u64) -> crate::error::Result<(u64, u64)> {
+    let (mut bytes, mut n) = (0, 0);
+    for w in crate::store::chunks(range.clone(), window) {
+        let t = crate::store::read_into_at(store, key, Some(w.clone()), buf, (w.start - range.start) as usize).await?;
+        if t.bytes != w.end - w.start {
+            return Err(crate::error::Error::Runtime(format!("short read of '{key}' at {}: {} of {} bytes", w.start, t.bytes, w.end - w.start)));
+        }
+        bytes += t.bytes;
+        n += 1;
+    }
+    Ok((bytes, n))
+}

@@ -117,17 +117,10 @@ async fn pass(store: &Arc<dyn ObjectStore>, runs: &Arc<Vec<Run>>, bufs: &mut Vec
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    let mut got = 0u64;
-                    for w in store::chunks(run.range.clone(), window) {
-                        let t = match store::read_into_at(store.as_ref(), &run.key, Some(w.clone()), &mut buf, (w.start - run.range.start) as usize).await {
-                            Ok(t) => t,
-                            Err(e) => return (buf, Err(Error::from(e))),
-                        };
-                        if t.bytes != w.end - w.start {
-                            return (buf, Err(Error::Runtime(format!("short read of '{}' at {}: {} of {} bytes", run.key, w.start, t.bytes, w.end - w.start))));
-                        }
-                        got += t.bytes;
-                    }
+                    let got = match super::read_range(store.as_ref(), &run.key, run.range.clone(), &mut buf, window).await {
+                        Ok((b, _)) => b,
+                        Err(e) => return (buf, Err(e)),
+                    };
                     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
                     if tx.send((got, run.sequences, done_tx)).await.is_err() {
                         break;

@@ -105,20 +105,6 @@ fn shard_order(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
     v
 }
 
-/// Read `range` of `key` into `buf` from its start in `window`-sized ranged GETs; returns (bytes, GETs).
-pub async fn read_whole(store: &dyn ObjectStore, key: &str, range: std::ops::Range<u64>, buf: &mut Buffer, window: u64) -> Result<(u64, u64)> {
-    let (mut bytes, mut n) = (0, 0);
-    for w in store::chunks(range.clone(), window) {
-        let t = store::read_into_at(store, key, Some(w.clone()), buf, (w.start - range.start) as usize).await?;
-        if t.bytes != w.end - w.start {
-            return Err(Error::Runtime(format!("short read of '{key}' at {}: {} of {} bytes", w.start, t.bytes, w.end - w.start)));
-        }
-        bytes += t.bytes;
-        n += 1;
-    }
-    Ok((bytes, n))
-}
-
 /// Everything the loader tasks share.
 struct LoaderCtx {
     store: Arc<dyn ObjectStore>,
@@ -153,7 +139,7 @@ fn start_raw(ctx: Arc<LoaderCtx>, mine: Vec<Listed<RawShard>>, bufs: Vec<Buffer>
                         return;
                     }
                     let t = Instant::now();
-                    let r = read_whole(ctx.store.as_ref(), &shard.data_key, 0..shard.meta.data_bytes(), &mut buf, ctx.window).await;
+                    let r = super::read_range(ctx.store.as_ref(), &shard.data_key, 0..shard.meta.data_bytes(), &mut buf, ctx.window).await;
                     ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
                     match r {
                         Ok((b, n)) => {
@@ -371,7 +357,7 @@ fn spawn_shard_read(ctx: Arc<LoaderCtx>, mine: Arc<Vec<Listed<JpegIndex>>>, tick
         let l = &mine[s];
         let mut b = Buffer::host(l.meta.size as usize);
         let t = Instant::now();
-        let r = read_whole(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.window).await;
+        let r = super::read_range(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.window).await;
         ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         let (bytes, n) = r?;
         ctx.counters.bytes.fetch_add(bytes, Ordering::Relaxed);

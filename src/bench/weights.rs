@@ -52,22 +52,6 @@ pub struct Verified {
     pub reference: String,
 }
 
-/// Read one shard's data blob into its buffer, window after window.
-async fn load_shard(store: &dyn ObjectStore, shard: &ShardLayout, buf: &mut Buffer, window: u64) -> Result<(u64, u64)> {
-    let mut bytes = 0;
-    let mut n = 0;
-    for w in store::chunks(shard.data_start..shard.object_bytes, window) {
-        let at = (w.start - shard.data_start) as usize;
-        let t = store::read_into_at(store, &shard.key, Some(w.clone()), buf, at).await?;
-        if t.bytes != w.end - w.start {
-            return Err(Error::Runtime(format!("short read of '{}' at {}: {} of {} bytes", shard.key, w.start, t.bytes, w.end - w.start)));
-        }
-        bytes += t.bytes;
-        n += 1;
-    }
-    Ok((bytes, n))
-}
-
 /// Load every shard's data blob into `bufs` (one per shard, same order);
 /// returns (bytes, windows). Each shard is its own task (up to `concurrency`
 /// at once): a local read blocks its task's thread, so shards polled in one
@@ -82,7 +66,7 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
             let (store, permits) = (store.clone(), permits.clone());
             tokio::spawn(async move {
                 let _permit = permits.acquire_owned().await;
-                let r = load_shard(store.as_ref(), &shard, &mut buf, window).await;
+                let r = super::read_range(store.as_ref(), &shard.key, shard.data_start..shard.object_bytes, &mut buf, window).await;
                 (buf, r)
             })
         })
