@@ -108,6 +108,18 @@ pub enum ChecksumMode {
     WhenSupported,
 }
 
+/// How the http backend performs ranged GETs (docs/http-peers.md has the measurements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HttpGet {
+    /// direct for plain http:// endpoints without --response-checksums when-supported, sdk otherwise.
+    Auto,
+    /// aws-sdk-s3: the body arrives in the client's chunks and is copied into the buffer.
+    Sdk,
+    /// SigV4-signed HTTP/1.1 GET read from the socket straight into the buffer (http:// only).
+    Direct,
+}
+
 /// Which store to use and how to reach it.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
@@ -149,6 +161,11 @@ pub struct StoreArgs {
     /// http: when to validate response checksums.
     #[arg(long, value_enum, default_value_t = ChecksumMode::WhenRequired)]
     pub response_checksums: ChecksumMode,
+    /// http: ranged-GET path. `direct` reads each body from the socket straight
+    /// into the destination buffer (one copy fewer than the SDK's chunks);
+    /// every other request (PUT, multipart, HEAD, LIST, DELETE) uses aws-sdk-s3.
+    #[arg(long, value_enum, default_value_t = HttpGet::Auto)]
+    pub http_get: HttpGet,
     /// http: attempts per request (1 = no retries).
     #[arg(long, value_parser = parse_positive, default_value_t = 3)]
     pub attempts: u32,

@@ -69,6 +69,7 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     assert_eq!(rec["schema_version"], 1);
     assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
     assert_eq!(rec["environment"]["store"]["endpoint"], s.endpoint.as_str());
+    assert_eq!(rec["environment"]["store"]["get_path"], "direct", "plain http:// defaults to the direct GET path");
     let cells = rec["results"].as_array().unwrap();
     assert_eq!(cells.len(), 4);
     let mut seen = Vec::new();

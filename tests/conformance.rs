@@ -32,14 +32,27 @@ fn local(bucket: &str) -> Arc<dyn ObjectStore> {
     open(&["--backend", "local", "--root", root.to_str().unwrap(), "--bucket", bucket])
 }
 
+/// The http backend with its default GET path: `direct` (plain http:// endpoint).
 fn http(bucket: &str) -> Arc<dyn ObjectStore> {
+    http_with(bucket, "auto")
+}
+
+/// The http backend with every GET through aws-sdk-s3.
+fn http_sdk(bucket: &str) -> Arc<dyn ObjectStore> {
+    http_with(bucket, "sdk")
+}
+
+fn http_with(bucket: &str, get: &str) -> Arc<dyn ObjectStore> {
     let s = common::server();
     // Small parts so one GET becomes many concurrent ranged GETs.
-    open(&[
+    let st = open(&[
         "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY,
         "--secret-key", common::SECRET_KEY, "--bucket", bucket, "--part-size", "1MiB",
-        "--part-concurrency", "4",
-    ])
+        "--part-concurrency", "4", "--http-get", get,
+    ]);
+    let want = if get == "auto" { "direct" } else { get };
+    assert_eq!(st.describe()["get_path"], want, "--http-get {get}");
+    st
 }
 
 /// The rdma backend through the test double: data over the C ABI, control
@@ -191,6 +204,29 @@ suite!(rdma: put_then_get_whole, ranged_get_at_odd_offsets, multipart_put, head_
        empty_object, bad_ranges_and_small_buffers, invalid_keys, missing_bucket);
 suite!(http: put_then_get_whole, ranged_get_at_odd_offsets, multipart_put, head_list_delete, missing_key,
        empty_object, bad_ranges_and_small_buffers, invalid_keys, missing_bucket);
+suite!(http_sdk: put_then_get_whole, ranged_get_at_odd_offsets, multipart_put, head_list_delete, missing_key,
+       empty_object, bad_ranges_and_small_buffers, invalid_keys, missing_bucket);
+
+/// The direct GET path signs what it sends: s3s checks SigV4, so a wrong
+/// secret is refused (and the suites above, which pass, were signed right).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn direct_gets_are_signed() {
+    let good = http("direct-signed");
+    fresh(&*good).await;
+    good.put_from("k", &random(3000, 7)).await.unwrap();
+    let s = common::server();
+    let bad = open(&[
+        "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY,
+        "--secret-key", "not-the-secret", "--bucket", "direct-signed", "--http-get", "direct",
+    ]);
+    let mut dst = Buffer::host(3000);
+    let e = bad.get_into("k", None, &mut dst).await.unwrap_err();
+    assert!(matches!(e, s3rdma::error::StoreError::Auth { .. }), "{e}");
+    assert!(e.to_string().contains("SignatureDoesNotMatch"), "{e}");
+    let t = good.get_into("k", None, &mut dst).await.unwrap();
+    assert_eq!(t.bytes, 3000);
+    assert_eq!(dst.as_host().unwrap(), random(3000, 7).as_host().unwrap());
+}
 
 /// Parallel reads (--io-threads) give the same bytes as serial ones, at odd offsets too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

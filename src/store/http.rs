@@ -30,8 +30,9 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
+use super::direct::{DirectError, DirectGet};
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
-use crate::cli::{Backend, ChecksumMode, StoreArgs};
+use crate::cli::{Backend, ChecksumMode, HttpGet, StoreArgs};
 use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
 
@@ -50,6 +51,8 @@ pub struct HttpStore {
     part_concurrency: usize,
     checksums: ChecksumMode,
     attempts: u32,
+    /// The ranged-GET path when it is `direct` (`--http-get`); `None`: the SDK.
+    direct: Option<DirectGet>,
 }
 
 impl HttpStore {
@@ -83,6 +86,26 @@ impl HttpStore {
         if args.endpoint.is_some() {
             conf = conf.endpoint_url(&endpoint);
         }
+        let plain = endpoint.starts_with("http://");
+        let validate = args.response_checksums == ChecksumMode::WhenSupported;
+        let direct = match args.http_get {
+            HttpGet::Sdk => false,
+            HttpGet::Auto => plain && !validate,
+            HttpGet::Direct if validate => {
+                return Err(StoreError::Config(
+                    "--http-get direct does not validate response checksums: drop --response-checksums when-supported, or use --http-get sdk".into(),
+                ));
+            }
+            HttpGet::Direct => true,
+        };
+        let direct = if direct {
+            Some(
+                DirectGet::new(&endpoint, ak, sk, &args.region, args.connect_timeout, args.read_timeout, args.attempts)
+                    .map_err(StoreError::Config)?,
+            )
+        } else {
+            None
+        };
         Ok(HttpStore {
             client: Client::from_conf(conf.build()),
             bucket: args.bucket.clone(),
@@ -92,6 +115,7 @@ impl HttpStore {
             part_concurrency: args.part_concurrency as usize,
             checksums: args.response_checksums,
             attempts: args.attempts,
+            direct,
         })
     }
 
@@ -105,28 +129,44 @@ impl HttpStore {
             SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
                 StoreError::Unreachable { location, detail: root_cause(&err) }
             }
-            SdkError::ServiceError(ctx) => {
-                let status = ctx.raw().status().as_u16();
-                let code = ctx.err().code().unwrap_or("");
-                match (status, code) {
-                    (_, "NoSuchBucket") => StoreError::NoSuchBucket { bucket: self.bucket.clone(), location },
-                    (_, "NoSuchKey") | (404, _) => {
-                        StoreError::NotFound { bucket: self.bucket.clone(), key: key.into(), location }
-                    }
-                    (_, "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied") | (401 | 403, _) => {
-                        let what = if code.is_empty() { format!("HTTP {status}") } else { code.to_string() };
-                        let msg = ctx.err().message().map(|m| format!(": {m}")).unwrap_or_default();
-                        StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}") }
-                    }
-                    _ => StoreError::Other {
-                        op,
-                        key: key.into(),
-                        location,
-                        detail: format!("HTTP {status} {code}: {}", ctx.err().message().unwrap_or("no message")),
-                    },
-                }
-            }
+            SdkError::ServiceError(ctx) => self.map_status(
+                op,
+                key,
+                ctx.raw().status().as_u16(),
+                ctx.err().code().unwrap_or(""),
+                ctx.err().message(),
+            ),
             _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err) },
+        }
+    }
+
+    /// Map an error status (and the S3 error code and message, when the body had
+    /// them) to a [`StoreError`]; shared by the SDK and the direct GET path.
+    fn map_status(&self, op: &'static str, key: &str, status: u16, code: &str, message: Option<&str>) -> StoreError {
+        let location = self.endpoint.clone();
+        match (status, code) {
+            (_, "NoSuchBucket") => StoreError::NoSuchBucket { bucket: self.bucket.clone(), location },
+            (_, "NoSuchKey") | (404, _) => StoreError::NotFound { bucket: self.bucket.clone(), key: key.into(), location },
+            (_, "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied") | (401 | 403, _) => {
+                let what = if code.is_empty() { format!("HTTP {status}") } else { code.to_string() };
+                let msg = message.map(|m| format!(": {m}")).unwrap_or_default();
+                StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}") }
+            }
+            _ => StoreError::Other {
+                op,
+                key: key.into(),
+                location,
+                detail: format!("HTTP {status} {code}: {}", message.unwrap_or("no message")),
+            },
+        }
+    }
+
+    /// Map a direct-path error (see [`DirectError`]).
+    fn map_direct(&self, key: &str, e: DirectError) -> StoreError {
+        match e {
+            DirectError::Status { status, code, message } => self.map_status("GET", key, status, &code, Some(&message)),
+            DirectError::Io(detail) => StoreError::Unreachable { location: self.endpoint.clone(), detail },
+            DirectError::Protocol(detail) => StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail },
         }
     }
 
@@ -149,6 +189,76 @@ impl HttpStore {
             return Err(self.short(key, n.max(0) as u64, dst.len() as u64));
         }
         self.stream_into(key, resp.body, dst).await
+    }
+
+    /// One ranged GET on the direct path, read into `dst` (exactly `dst.len()` bytes at `offset`).
+    async fn get_part_direct(&self, d: &DirectGet, key: &str, offset: u64, dst: &mut [u8]) -> Result<Option<Instant>, StoreError> {
+        let last = offset + dst.len() as u64 - 1;
+        let mut resp = d.send(&self.bucket, key, offset, last).await.map_err(|e| self.map_direct(key, e))?;
+        if resp.content_length != dst.len() as u64 {
+            return Err(self.short(key, resp.content_length, dst.len() as u64));
+        }
+        let first = resp.read_into(dst).await.map_err(|e| self.map_direct(key, e))?;
+        d.recycle(resp);
+        Ok(Some(first))
+    }
+
+    /// [`ObjectStore::get_into_at`] on the direct path: the same plan as the
+    /// SDK path (the first ranged GET learns the size from `Content-Range`,
+    /// the rest go `--part-concurrency` at a time), each body read from the
+    /// socket into its slice of `dst`.
+    async fn get_direct(&self, d: &DirectGet, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
+        let t0 = Instant::now();
+        let start = range.as_ref().map_or(0, |r| r.start);
+        let first_end = range.as_ref().map_or(u64::MAX, |r| r.end).min(start.saturating_add(self.part_size));
+        let mut first = match d.send(&self.bucket, key, start, first_end - 1).await {
+            Ok(r) => r,
+            Err(DirectError::Status { status: 416, .. }) => {
+                let size = self.head(key).await?.size;
+                if size == 0 && range.is_none() {
+                    return Ok(Transfer { bytes: 0, path: TransferPath::Http, first_byte: Some(t0.elapsed()) });
+                }
+                return Err(StoreError::BadRange { key: key.into(), range: range.unwrap_or(0..0), size });
+            }
+            Err(e) => return Err(self.map_direct(key, e)),
+        };
+        let total = match (first.status, first.total) {
+            (206, Some(t)) => t,
+            _ => {
+                return Err(StoreError::Other {
+                    op: "GET",
+                    key: key.into(),
+                    location: self.endpoint.clone(),
+                    detail: format!("ranged GET answered HTTP {} without a Content-Range header: the server ignores Range", first.status),
+                });
+            }
+        };
+        let full = resolve_range(key, range, total)?;
+        let len = full.end - full.start;
+        check_capacity(key, len, at, dst)?;
+        let first_len = (first_end.min(full.end) - full.start) as usize;
+        if first.content_length != first_len as u64 {
+            return Err(self.short(key, first.content_length, first_len as u64));
+        }
+        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..at + len as usize];
+        let (head, rest) = buf.split_at_mut(first_len);
+        let part = self.part_size as usize;
+        let rest_start = full.start + first_len as u64;
+        let first_fut = async {
+            let t = first.read_into(head).await.map_err(|e| self.map_direct(key, e))?;
+            d.recycle(first);
+            Ok::<_, StoreError>(t)
+        };
+        let parts: Vec<_> = rest
+            .chunks_mut(part)
+            .enumerate()
+            .map(|(i, chunk)| self.get_part_direct(d, key, rest_start + (i * part) as u64, chunk))
+            .collect();
+        let rest_fut = futures::stream::iter(parts)
+            .buffer_unordered(self.part_concurrency.saturating_sub(1).max(1))
+            .try_collect::<Vec<_>>();
+        let (first_byte, _) = futures::try_join!(first_fut, rest_fut)?;
+        Ok(Transfer { bytes: len, path: TransferPath::Http, first_byte: Some(first_byte - t0) })
     }
 
     /// Copy a response body into `dst`; it must fill `dst` exactly.
@@ -282,7 +392,8 @@ impl ObjectStore for HttpStore {
         json!({"backend": "http", "endpoint": self.endpoint, "region": self.region, "bucket": self.bucket,
                "addressing": "path-style", "part_size_bytes": self.part_size,
                "part_concurrency": self.part_concurrency, "response_checksums": self.checksums,
-               "request_checksums": "when-required", "attempts": self.attempts})
+               "request_checksums": "when-required", "attempts": self.attempts,
+               "get_path": if self.direct.is_some() { "direct" } else { "sdk" }})
     }
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
@@ -333,6 +444,9 @@ impl ObjectStore for HttpStore {
         {
             let size = self.head(key).await?.size;
             return Err(StoreError::BadRange { key: key.into(), range: r.clone(), size });
+        }
+        if let Some(d) = &self.direct {
+            return self.get_direct(d, key, range, dst, at).await;
         }
         let t0 = Instant::now();
         let start = range.as_ref().map_or(0, |r| r.start);

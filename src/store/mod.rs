@@ -8,6 +8,7 @@
 //! returns a [`Transfer`] saying how many bytes moved and over which path, so
 //! the benches can report (and the witness can check) what carried the bytes.
 
+pub mod direct;
 pub mod http;
 pub mod local;
 pub mod rdma;

@@ -1,0 +1,520 @@
+//! The `direct` GET path of the http backend: a SigV4-signed ranged GET over
+//! plain HTTP/1.1 whose response body is read from the socket straight into
+//! the caller's slice.
+//!
+//! Why our own reader and not a client library: every Rust HTTP client
+//! (hyper, and reqwest and the AWS SDK on top of it) reads the socket into its
+//! own buffer and hands the body out as chunks, so the body costs two copies:
+//! the kernel's, socket to that buffer, and ours, chunk to the destination.
+//! Profiled on the 2-core VM (`perf record` of `fetch --backend http`, 64 x
+//! 16 MiB from nginx, docs/http-peers.md): the kernel copy was 24 % of the
+//! process's CPU samples and the chunk copy (`copy_from_slice` in
+//! `HttpStore::stream_into`) 25 %; the SDK's own request handling < 1 %. A
+//! reqwest + aws-sigv4 path would keep the chunk copy. Reading into the final
+//! buffer leaves only the kernel's copy: the floor the HTTP-peers table
+//! measures. Scope is deliberately small: GET only, `http://` only (TLS would
+//! put a decrypting copy back), `Content-Length` bodies only (S3 servers send
+//! ranged GETs that way; a chunked body is refused with the way out), one
+//! request per connection at a time, idle connections pooled. Signing is the
+//! `aws-sigv4` crate's, header parsing `httparse`'s (both already under the SDK).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings, UriPathNormalizationMode, sign,
+};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Characters a key keeps unescaped in the request path: RFC 3986 unreserved
+/// plus '/', as S3 expects (AWS SigV4 docs, "Create a canonical request").
+const KEY_ESCAPE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~').remove(b'/');
+
+/// Largest response head accepted (status line + headers), bytes.
+const MAX_HEAD: usize = 64 << 10;
+/// Largest error body read for its S3 `<Code>`, bytes.
+const MAX_ERROR_BODY: usize = 1 << 20;
+/// Idle connections kept for reuse.
+const MAX_IDLE: usize = 512;
+
+/// What went wrong, in terms the http backend maps to its [`StoreError`](crate::error::StoreError)s.
+#[derive(Debug)]
+pub enum DirectError {
+    /// The server answered with a non-2xx status; `code` and `message` from the S3 XML error body when it had one.
+    Status { status: u16, code: String, message: String },
+    /// Connect, read or write failed, or timed out.
+    Io(String),
+    /// The response broke HTTP or S3 rules (no Content-Length, chunked body, oversized head, short body ...).
+    Protocol(String),
+}
+
+impl std::fmt::Display for DirectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DirectError::Status { status, code, message } => write!(f, "HTTP {status} {code}: {message}"),
+            DirectError::Io(e) | DirectError::Protocol(e) => f.write_str(e),
+        }
+    }
+}
+
+/// A response whose head has been read; its body is still on the socket.
+pub struct Response {
+    conn: TcpStream,
+    /// HTTP status (2xx here: others become [`DirectError::Status`]).
+    pub status: u16,
+    /// Body length in bytes (`Content-Length`).
+    pub content_length: u64,
+    /// Object size from `Content-Range: bytes a-b/total`, when the server sent one.
+    pub total: Option<u64>,
+    /// Body bytes that arrived with the head (at most a few KiB).
+    early: Vec<u8>,
+    keep_alive: bool,
+    read_timeout: Duration,
+}
+
+/// Signed ranged GETs against one plain-HTTP endpoint, with a pool of idle connections.
+pub struct DirectGet {
+    /// `host:port` to connect to.
+    addr: String,
+    /// `http://host[:port]`, as signed.
+    base: String,
+    /// `Host` header value (the port omitted when it is 80, as the signer does).
+    host_header: String,
+    identity: Identity,
+    region: String,
+    pool: Mutex<Vec<TcpStream>>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+    attempts: u32,
+}
+
+impl std::fmt::Debug for DirectGet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectGet").field("base", &self.base).field("region", &self.region).finish_non_exhaustive()
+    }
+}
+
+impl DirectGet {
+    /// For `endpoint` (`http://host[:port]`, already checked by the http
+    /// backend). `attempts` counts tries per request for connect failures and
+    /// 5xx answers (1 = no retry). Errors: the endpoint is not plain `http://`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        endpoint: &str,
+        access_key: &str,
+        secret_key: &str,
+        region: &str,
+        connect_timeout: Duration,
+        read_timeout: Duration,
+        attempts: u32,
+    ) -> Result<Self, String> {
+        let url = reqwest::Url::parse(endpoint).map_err(|e| format!("endpoint '{endpoint}': {e}"))?;
+        if url.scheme() != "http" {
+            return Err(format!("--http-get direct reads plain http:// only, not '{endpoint}': use --http-get sdk for https"));
+        }
+        let host = url.host_str().ok_or_else(|| format!("endpoint '{endpoint}' has no host"))?.to_string();
+        let port = url.port().unwrap_or(80);
+        let host_header = if port == 80 { host.clone() } else { format!("{host}:{port}") };
+        Ok(DirectGet {
+            addr: format!("{host}:{port}"),
+            base: format!("http://{host_header}"),
+            host_header,
+            identity: Credentials::new(access_key, secret_key, None, None, "s3rdma-cli").into(),
+            region: region.to_string(),
+            pool: Mutex::new(Vec::new()),
+            connect_timeout,
+            read_timeout,
+            attempts: attempts.max(1),
+        })
+    }
+
+    /// The request head of a signed `GET /<bucket>/<key>` for bytes `first..=last`.
+    fn request(&self, bucket: &str, key: &str, first: u64, last: u64) -> Result<Vec<u8>, DirectError> {
+        let path = format!("/{}/{}", utf8_percent_encode(bucket, KEY_ESCAPE), utf8_percent_encode(key, KEY_ESCAPE));
+        let range = format!("bytes={first}-{last}");
+        let mut settings = SigningSettings::default();
+        // S3's rules: the path is signed as sent (encoded once, not normalised),
+        // and the unsigned-payload marker goes in x-amz-content-sha256.
+        settings.percent_encoding_mode = PercentEncodingMode::Single;
+        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+        let params = v4::SigningParams::builder()
+            .identity(&self.identity)
+            .region(&self.region)
+            .name("s3")
+            .time(SystemTime::now())
+            .settings(settings)
+            .build()
+            .map_err(|e| DirectError::Protocol(format!("signing parameters: {e}")))?
+            .into();
+        let uri = format!("{}{path}", self.base);
+        let signable = SignableRequest::new("GET", uri.as_str(), [("range", range.as_str())].into_iter(), SignableBody::UnsignedPayload)
+            .map_err(|e| DirectError::Protocol(format!("signing GET {path}: {e}")))?;
+        let (instructions, _) =
+            sign(signable, &params).map_err(|e| DirectError::Protocol(format!("signing GET {path}: {e}")))?.into_parts();
+        let mut head = format!("GET {path} HTTP/1.1\r\nHost: {}\r\nRange: {range}\r\nUser-Agent: s3rdma-direct\r\n", self.host_header);
+        for (name, value) in instructions.headers() {
+            head.push_str(name);
+            head.push_str(": ");
+            head.push_str(value);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        Ok(head.into_bytes())
+    }
+
+    async fn connect(&self) -> Result<TcpStream, DirectError> {
+        let conn = tokio::time::timeout(self.connect_timeout, TcpStream::connect(&self.addr))
+            .await
+            .map_err(|_| DirectError::Io(format!("connect to {} timed out after {:?}", self.addr, self.connect_timeout)))?
+            .map_err(|e| DirectError::Io(format!("connect to {}: {e}", self.addr)))?;
+        let _ = conn.set_nodelay(true);
+        Ok(conn)
+    }
+
+    /// Send a ranged GET of bytes `first..=last` and read the response head.
+    /// A pooled connection the server has closed meanwhile is replaced without
+    /// counting as an attempt; connect failures and 5xx answers are retried up
+    /// to `attempts` tries with 50 ms, 100 ms, ... between them.
+    ///
+    /// Errors: [`DirectError::Status`] for any non-2xx answer (416 included:
+    /// the caller decides what an empty object means).
+    pub async fn send(&self, bucket: &str, key: &str, first: u64, last: u64) -> Result<Response, DirectError> {
+        let req = self.request(bucket, key, first, last)?;
+        let mut tries = 0;
+        loop {
+            let pooled = self.pool.lock().map(|mut p| p.pop()).unwrap_or(None);
+            let reused = pooled.is_some();
+            let conn = match pooled {
+                Some(c) => c,
+                None => match self.connect().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tries += 1;
+                        if tries >= self.attempts {
+                            return Err(e);
+                        }
+                        tokio::time::sleep(Duration::from_millis(50 << (tries - 1).min(6))).await;
+                        continue;
+                    }
+                },
+            };
+            match self.exchange(conn, &req).await {
+                Err(DirectError::Io(_)) if reused => continue, // stale keep-alive connection
+                Err(e @ DirectError::Status { status: 500..=599, .. }) | Err(e @ DirectError::Io(_)) => {
+                    tries += 1;
+                    if tries >= self.attempts {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50 << (tries - 1).min(6))).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn exchange(&self, mut conn: TcpStream, req: &[u8]) -> Result<Response, DirectError> {
+        let io = |what: &str, e: std::io::Error| DirectError::Io(format!("{what} {}: {e}", self.addr));
+        conn.write_all(req).await.map_err(|e| io("sending to", e))?;
+        let mut buf = vec![0u8; 16 << 10];
+        let mut filled = 0;
+        loop {
+            if filled == buf.len() {
+                if buf.len() >= MAX_HEAD {
+                    return Err(DirectError::Protocol(format!("{}: response head over {} KiB", self.addr, MAX_HEAD >> 10)));
+                }
+                buf.resize(buf.len() * 2, 0);
+            }
+            let n = read_timed(&mut conn, &mut buf[filled..], self.read_timeout).await.map_err(|e| io("reading from", e))?;
+            if n == 0 {
+                return Err(DirectError::Io(format!("{} closed the connection before answering", self.addr)));
+            }
+            filled += n;
+            let mut headers = [httparse::EMPTY_HEADER; 64];
+            let mut resp = httparse::Response::new(&mut headers);
+            let head_len = match resp.parse(&buf[..filled]) {
+                Ok(httparse::Status::Complete(n)) => n,
+                Ok(httparse::Status::Partial) => continue,
+                Err(e) => return Err(DirectError::Protocol(format!("{}: malformed response: {e}", self.addr))),
+            };
+            let status = resp.code.unwrap_or(0);
+            let header = |name: &str| {
+                resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).and_then(|h| std::str::from_utf8(h.value).ok())
+            };
+            let chunked = header("transfer-encoding").is_some_and(|v| !v.trim().eq_ignore_ascii_case("identity"));
+            let content_length = header("content-length").and_then(|v| v.trim().parse::<u64>().ok());
+            let total = header("content-range").and_then(|v| v.rsplit('/').next()?.trim().parse().ok());
+            let keep_alive = resp.version == Some(1) && !header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+            let early = buf[head_len..filled].to_vec();
+            let mut r = Response { conn, status, content_length: content_length.unwrap_or(0), total, early, keep_alive, read_timeout: self.read_timeout };
+            if !(200..300).contains(&status) {
+                let body = if chunked || content_length.is_none_or(|n| n > MAX_ERROR_BODY as u64) {
+                    Vec::new()
+                } else {
+                    let mut b = vec![0u8; r.content_length as usize];
+                    // A broken error body still leaves the status to report.
+                    let _ = r.read_into(&mut b).await;
+                    b
+                };
+                let text = String::from_utf8_lossy(&body);
+                return Err(DirectError::Status {
+                    status,
+                    code: xml_field(&text, "Code").unwrap_or_default(),
+                    message: xml_field(&text, "Message").unwrap_or_else(|| "no message".into()),
+                });
+            }
+            if chunked {
+                return Err(DirectError::Protocol(format!(
+                    "{} sent a chunked body; the direct GET path reads Content-Length bodies only: use --http-get sdk",
+                    self.addr
+                )));
+            }
+            if content_length.is_none() {
+                return Err(DirectError::Protocol(format!("{} answered without Content-Length: use --http-get sdk", self.addr)));
+            }
+            return Ok(r);
+        }
+    }
+
+    /// Give a connection whose response was read to the end back to the pool.
+    pub fn recycle(&self, resp: Response) {
+        if resp.keep_alive
+            && let Ok(mut p) = self.pool.lock()
+            && p.len() < MAX_IDLE
+        {
+            p.push(resp.conn);
+        }
+    }
+}
+
+impl Response {
+    /// Read the body into `dst`, which must be exactly `content_length` bytes.
+    /// Returns when the first body byte was in hand.
+    ///
+    /// Errors: [`DirectError::Protocol`] when `dst` and the body differ in
+    /// length or the server closes early (with the count received),
+    /// also on socket errors and read timeouts (named "body broke after N bytes").
+    pub async fn read_into(&mut self, dst: &mut [u8]) -> Result<Instant, DirectError> {
+        if dst.len() as u64 != self.content_length {
+            return Err(DirectError::Protocol(format!(
+                "body is {} bytes, {} were expected",
+                self.content_length,
+                dst.len()
+            )));
+        }
+        let early = self.early.len();
+        if early > dst.len() {
+            return Err(DirectError::Protocol(format!("server sent more than the {} bytes of its Content-Length", dst.len())));
+        }
+        dst[..early].copy_from_slice(&self.early);
+        self.early.clear();
+        let mut first = (early > 0).then(Instant::now);
+        let mut off = early;
+        while off < dst.len() {
+            let n = read_timed(&mut self.conn, &mut dst[off..], self.read_timeout)
+                .await
+                .map_err(|e| DirectError::Protocol(format!("body broke after {off} of {} bytes: {e}", dst.len())))?;
+            if n == 0 {
+                return Err(DirectError::Protocol(format!("server closed the connection after {off} of {} body bytes", dst.len())));
+            }
+            first.get_or_insert_with(Instant::now);
+            off += n;
+        }
+        Ok(first.unwrap_or_else(Instant::now))
+    }
+}
+
+async fn read_timed(conn: &mut TcpStream, dst: &mut [u8], timeout: Duration) -> std::io::Result<usize> {
+    match tokio::time::timeout(timeout, conn.read(dst)).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no data for {timeout:?} (--read-timeout)"))),
+    }
+}
+
+/// The text of the first `<name>...</name>` in an S3 XML error body.
+fn xml_field(xml: &str, name: &str) -> Option<String> {
+    let open = format!("<{name}>");
+    let start = xml.find(&open)? + open.len();
+    let end = xml[start..].find(&format!("</{name}>"))? + start;
+    Some(xml[start..end].trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_escaped_like_s3() {
+        let d = DirectGet::new("http://127.0.0.1:9000", "ak", "sk", "us-east-1", Duration::from_secs(1), Duration::from_secs(1), 1)
+            .unwrap();
+        let head = String::from_utf8(d.request("b", "dir/a b+c~ü.bin", 0, 9).unwrap()).unwrap();
+        assert!(head.starts_with("GET /b/dir/a%20b%2Bc~%C3%BC.bin HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nRange: bytes=0-9\r\n"), "{head}");
+        assert!(head.contains("x-amz-content-sha256: UNSIGNED-PAYLOAD\r\n"), "{head}");
+        let auth = head.lines().find(|l| l.starts_with("authorization: ")).expect("signed");
+        assert!(auth.contains("Credential=ak/") && auth.contains("/us-east-1/s3/aws4_request"), "{auth}");
+        assert!(auth.contains("SignedHeaders=host;range;x-amz-content-sha256;x-amz-date"), "{auth}");
+        assert!(head.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn https_and_port_80() {
+        let e = DirectGet::new("https://h", "a", "s", "r", Duration::from_secs(1), Duration::from_secs(1), 1).unwrap_err();
+        assert!(e.contains("--http-get sdk"), "{e}");
+        let d = DirectGet::new("http://h", "a", "s", "r", Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
+        assert_eq!((d.addr.as_str(), d.host_header.as_str()), ("h:80", "h"));
+    }
+
+    /// A scripted HTTP server on loopback: `answer(connection no., request no.
+    /// on it)` gives the bytes to write for each request head it reads, and
+    /// whether to close the connection after them. Returns the port and the
+    /// count of connections accepted.
+    async fn scripted(
+        answer: impl Fn(usize, usize) -> (Vec<u8>, bool) + Send + Sync + 'static,
+    ) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let conns = std::sync::Arc::new(AtomicUsize::new(0));
+        let answer = std::sync::Arc::new(answer);
+        let counter = conns.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let mut req = 0;
+                    loop {
+                        let mut head = Vec::new();
+                        let mut b = [0u8; 1];
+                        while !head.ends_with(b"\r\n\r\n") {
+                            match sock.read(&mut b).await {
+                                Ok(1) => head.push(b[0]),
+                                _ => return,
+                            }
+                        }
+                        let (bytes, close) = answer(n, req);
+                        req += 1;
+                        if sock.write_all(&bytes).await.is_err() || close {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (port, conns)
+    }
+
+    fn client(port: u16, attempts: u32) -> DirectGet {
+        DirectGet::new(&format!("http://127.0.0.1:{port}"), "ak", "sk", "us-east-1", Duration::from_secs(2), Duration::from_millis(300), attempts)
+            .unwrap()
+    }
+
+    fn partial(body: &[u8], total: usize) -> Vec<u8> {
+        let mut r = format!(
+            "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes 0-{}/{total}\r\n\r\n",
+            body.len(),
+            body.len() - 1
+        )
+        .into_bytes();
+        r.extend_from_slice(body);
+        r
+    }
+
+    async fn get(d: &DirectGet, len: usize) -> Result<Vec<u8>, DirectError> {
+        let mut resp = d.send("b", "k", 0, len as u64 - 1).await?;
+        let mut dst = vec![0u8; resp.content_length as usize];
+        resp.read_into(&mut dst).await?;
+        assert_eq!(resp.total, Some(1000));
+        d.recycle(resp);
+        Ok(dst)
+    }
+
+    #[tokio::test]
+    async fn body_lands_in_the_buffer_and_connections_are_reused() {
+        let body: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let b2 = body.clone();
+        let (port, conns) = scripted(move |_, _| (partial(&b2, 1000), false)).await;
+        let d = client(port, 1);
+        for _ in 0..3 {
+            assert_eq!(get(&d, body.len()).await.unwrap(), body);
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1, "one kept-alive connection serves all three");
+    }
+
+    #[tokio::test]
+    async fn a_pooled_connection_the_server_closed_is_replaced() {
+        // One request per connection, then the server hangs up without saying so.
+        let (port, conns) = scripted(|_, _| (partial(b"0123456789", 1000), true)).await;
+        let d = client(port, 1); // no retries: the stale connection must not count as one
+        for _ in 0..3 {
+            assert_eq!(get(&d, 10).await.unwrap(), b"0123456789");
+        }
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn bad_answers_are_named() {
+        let (port, _) = scripted(|_, _| {
+            (b"HTTP/1.1 206 Partial Content\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".to_vec(), false)
+        })
+        .await;
+        let e = get(&client(port, 1), 5).await.unwrap_err().to_string();
+        assert!(e.contains("chunked") && e.contains("--http-get sdk"), "{e}");
+
+        let (port, _) = scripted(|_, _| {
+            let mut r = b"HTTP/1.1 206 Partial Content\r\nContent-Length: 100\r\nContent-Range: bytes 0-99/1000\r\n\r\n".to_vec();
+            r.extend_from_slice(&[b'x'; 50]); // half the body, then the server hangs up
+            (r, true)
+        })
+        .await;
+        let e = get(&client(port, 1), 100).await.unwrap_err().to_string();
+        assert!(e.contains("after 50 of 100"), "{e}");
+
+        // Head sent, body never comes: the read timeout (300 ms here) ends it.
+        let (port, _) = scripted(|_, _| (b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\nContent-Range: bytes 0-9/1000\r\n\r\n".to_vec(), false)).await;
+        let t = Instant::now();
+        let e = get(&client(port, 1), 10).await.unwrap_err().to_string();
+        assert!(e.contains("after 0 of 10") && e.contains("--read-timeout"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(2));
+
+        let xml = "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>gone</Message></Error>";
+        let not_found = format!("HTTP/1.1 404 Not Found\r\nContent-Length: {}\r\n\r\n{xml}", xml.len()).into_bytes();
+        let (port, _) = scripted(move |_, _| (not_found.clone(), false)).await;
+        match get(&client(port, 3), 10).await {
+            Err(DirectError::Status { status: 404, code, message }) => assert_eq!((code.as_str(), message.as_str()), ("NoSuchKey", "gone")),
+            other => panic!("{:?}", other.map(|v| v.len())),
+        }
+    }
+
+    #[tokio::test]
+    async fn server_errors_are_retried_up_to_attempts() {
+        // The first two connections answer 503 (and are dropped), the third the data.
+        let answer = |conn, _| {
+            if conn < 2 {
+                (b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n".to_vec(), false)
+            } else {
+                (partial(b"abc", 1000), false)
+            }
+        };
+        let (port, _) = scripted(answer).await;
+        assert_eq!(get(&client(port, 3), 3).await.unwrap(), b"abc");
+        let (port, _) = scripted(answer).await;
+        match get(&client(port, 2), 3).await {
+            Err(DirectError::Status { status: 503, .. }) => {}
+            other => panic!("{:?}", other.map(|v| v.len())),
+        }
+    }
+
+    #[test]
+    fn error_fields() {
+        let x = "<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code><Message>The key does not exist</Message></Error>";
+        assert_eq!(xml_field(x, "Code").as_deref(), Some("NoSuchKey"));
+        assert_eq!(xml_field(x, "Message").as_deref(), Some("The key does not exist"));
+        assert_eq!(xml_field("<html>nope</html>", "Code"), None);
+    }
+}
