@@ -4,8 +4,9 @@
 Puts one set of objects (random bytes) into s3s-fs on loopback, serves the
 same files from nginx (sendfile, Range, path-style /<bucket>/<key>), then for
 each server, object set and client downloads every object once, `--repeats`
-times, each whole client process timed by /usr/bin/time -v (wall, user+sys
-CPU-seconds, max RSS), with the same number of objects in flight (C) and the
+times, each whole client process timed from the kernel's own accounting
+(wall, user+sys CPU-seconds, max RSS: wait4's rusage, the counters
+/usr/bin/time -v prints, so no GNU time is needed on the GPU machine), with the same number of objects in flight (C) and the
 same parts per object (P) everywhere a client has the knob. Prints one table
 and writes results/http-peers-<UTC>.json. Clients that are not installed are
 skipped with the command that installs them.
@@ -38,15 +39,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, timeout=10):
+def wait_port(port, timeout=10, exit_on_fail=True):
     t0 = time.time()
     while time.time() - t0 < timeout:
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
+            return True
         except OSError:
             time.sleep(0.05)
-    sys.exit(f"nothing listens on port {port} after {timeout} s")
+    if exit_on_fail:
+        sys.exit(f"nothing listens on port {port} after {timeout} s")
+    return False
 
 
 def keys_of(size, n):
@@ -55,21 +58,69 @@ def keys_of(size, n):
 
 
 def timed(cmd, env, timeout):
-    """Run cmd under /usr/bin/time -v; return (rc, wall_s, cpu_s, max_rss_kib, stdout, stderr)."""
-    full = ["timeout", str(timeout), "/usr/bin/time", "-v"] + cmd
-    p = subprocess.run(full, env=env, capture_output=True, text=True)
-    err = p.stderr
-    def field(name):
-        m = re.search(re.escape(name) + r":\s*(.+)", err)
-        return m.group(1).strip() if m else None
-    wall = field("Elapsed (wall clock) time (h:mm:ss or m:ss)")
-    secs = 0.0
-    if wall:
-        for part in wall.split(":"):
-            secs = secs * 60 + float(part)
-    cpu = float(field("User time (seconds)") or 0) + float(field("System time (seconds)") or 0)
-    rss = int(field("Maximum resident set size (kbytes)") or 0)
-    return p.returncode, secs, cpu, rss, p.stdout, err
+    """Run cmd; return (rc, wall_s, cpu_s, max_rss_kib, stdout, stderr).
+
+    CPU and RSS come from wait4's rusage of the child, which includes its own
+    reaped children: the same kernel counters /usr/bin/time -v reports. A
+    client still running after `timeout` seconds is killed with its process
+    group (rc 124, as timeout(1) would report)."""
+    out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+    t0 = time.monotonic()
+    p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, start_new_session=True)
+    deadline = t0 + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.monotonic() > deadline:
+            os.killpg(p.pid, 9)
+            pid, status, ru = os.wait4(p.pid, 0)
+            status = 124 << 8
+            break
+        time.sleep(0.002)
+    wall = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    out.seek(0)
+    err.seek(0)
+    so, se = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    return p.returncode, wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss, so, se
+
+
+PREWARM = r'''
+import mmap, sys
+n, chunk = int(sys.argv[1]), 64 << 20
+m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+if hasattr(mmap, "MADV_HUGEPAGE"):
+    m.madvise(mmap.MADV_HUGEPAGE)
+z = bytes(chunk)
+for off in range(0, n - chunk + 1, chunk):
+    m[off:off + chunk] = z
+'''
+
+
+def prewarm_memory(nbytes):
+    """Touch and free `nbytes` of memory (huge-page advised) before a client
+    starts. On a VM, the first touch of guest memory the host has not backed
+    yet costs far more than the kernel's page clearing (measured on the 2-core
+    VM: 1 GiB touched in 0.14 s or 1.5 s of system time depending only on
+    that), so without this the large-object rows measure which client ran
+    right after another one freed backed memory. Harmless on bare metal.
+    Done in a child process: a client's max RSS (wait4) starts from its
+    launcher's, so this process must stay small."""
+    subprocess.run([sys.executable, "-c", PREWARM, str(nbytes)], check=True)
+
+
+def compact_memory():
+    """Ask the kernel to compact free memory before a client starts, so every
+    client finds huge pages as available as the one before it did (on a VM the
+    first touch of memory the host has not backed yet dominates large buffers;
+    docs/http-peers.md). Returns whether it could (root, Linux)."""
+    try:
+        with open("/proc/sys/vm/compact_memory", "w") as f:
+            f.write("1")
+        return True
+    except OSError:
+        return False
 
 
 BOTO3 = r'''
@@ -114,7 +165,19 @@ FLOOR = r'''
 import socket, sys, concurrent.futures as cf
 host, port, bucket, c, size = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 keys = sys.argv[6:]
-bufs = [bytearray(size + 65536) for _ in range(c)]  # preallocated, one per stream, like s3rdma's
+import mmap
+def buf(n):
+    # Preallocated, touched, huge-page advised: the same memory treatment as
+    # s3rdma's host buffers, so the floor differs from it only in the copies.
+    m = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        m.madvise(mmap.MADV_HUGEPAGE)
+    z = bytes(1 << 20)
+    for off in range(0, n, len(z)):
+        m.write(z[:min(len(z), n - off)])
+    m.seek(0)
+    return m
+bufs = [buf(size + 65536) for _ in range(c)]  # one per stream, like s3rdma's
 def one(ik):
     i, k = ik; b = memoryview(bufs[i % c])
     s = socket.create_connection((host, port))
@@ -143,12 +206,17 @@ def main():
     ap.add_argument("--parts", type=int, default=4, help="ranged parts in flight per object (P)")
     ap.add_argument("--part-size", default="8MiB")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--servers", default="nginx,s3s-fs")
+    ap.add_argument("--servers", default="nginx,s3s-fs,minio")
     ap.add_argument("--clients", default="s3rdma,floor,boto3,awscrt,s5cmd,rclone")
     ap.add_argument("--extra", action="append", default=[], help="NAME=s3rdma flags: another s3rdma variant (repeatable)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "s3rdma-peers"))
     ap.add_argument("--results-dir", default="results")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--no-compact", dest="compact", action="store_false",
+                    help="do not compact memory (/proc/sys/vm/compact_memory) before each client run")
+    ap.add_argument("--no-prewarm", dest="prewarm", action="store_false",
+                    help="do not touch and free the set's size of memory before each client run (see prewarm_memory)")
+    ap.add_argument("--minio", default=shutil.which("minio"), help="a MinIO server binary: adds a minio leg (default: minio on PATH)")
     a = ap.parse_args()
     part = parse_size(a.part_size)
     c, p = a.concurrency, a.parts
@@ -156,6 +224,7 @@ def main():
         if n % c:
             sys.exit(f"set {n}x{label}: {n} objects do not divide among --concurrency {c} (s3rdma reads n/c per stream)")
     s3rdma = os.path.abspath(a.s3rdma)
+    compacted = None
     if not os.access(s3rdma, os.X_OK):
         sys.exit(f"{s3rdma} is not executable: cargo build --release, or pass --s3rdma")
     if not (a.s3s_fs and os.access(a.s3s_fs, os.X_OK)):
@@ -188,19 +257,45 @@ def main():
         servers = {"s3s-fs": (s3s_ep, s3s_port)} if "s3s-fs" in a.servers else {}
         if "nginx" in a.servers and shutil.which("nginx"):
             conf = os.path.join(a.workdir, "nginx.conf")
+            tmpd = os.path.join(a.workdir, "nginx-tmp")
+            os.makedirs(tmpd, exist_ok=True)
             with open(conf, "w") as f:
                 f.write(f"""worker_processes 1; daemon off; pid {a.workdir}/nginx.pid; error_log {a.workdir}/nginx.err;
 user root; events {{ worker_connections 1024; }}
 http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
+  client_body_temp_path {tmpd}/body; proxy_temp_path {tmpd}/proxy; fastcgi_temp_path {tmpd}/fastcgi;
+  uwsgi_temp_path {tmpd}/uwsgi; scgi_temp_path {tmpd}/scgi;
   server {{ listen 127.0.0.1:{nginx_port}; root {root};
     location ~ ^/[^/]+/?$ {{ return 200; }}  # HeadBucket answers yes; GETs of objects are plain files
     location / {{ }} }} }}
 """)
-            procs.append(subprocess.Popen(["nginx", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            wait_port(nginx_port)
-            servers["nginx"] = (f"http://127.0.0.1:{nginx_port}", nginx_port)
+            ng = subprocess.Popen(["nginx", "-p", a.workdir, "-e", os.path.join(a.workdir, "nginx.err"), "-c", conf],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            procs.append(ng)
+            if wait_port(nginx_port, exit_on_fail=False) and ng.poll() is None:
+                servers["nginx"] = (f"http://127.0.0.1:{nginx_port}", nginx_port)
+            else:
+                print("skip nginx: it did not start: " + (ng.stderr.read().decode(errors="replace").strip()[-300:] if ng.poll() is not None else "no listener"))
         elif "nginx" in a.servers:
             print("skip nginx: not installed (apt-get install nginx-light)")
+        if "minio" in a.servers and a.minio:
+            # MinIO keeps its own on-disk format, so the objects go in again through it.
+            mport = free_port()
+            mdir = os.path.join(a.workdir, "minio-data")
+            os.makedirs(mdir, exist_ok=True)
+            menv = dict(env, MINIO_ROOT_USER=AK, MINIO_ROOT_PASSWORD=SK)
+            procs.append(subprocess.Popen([a.minio, "server", "--address", f"127.0.0.1:{mport}", "--quiet", mdir], env=menv,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            wait_port(mport, 30)
+            mep = f"http://127.0.0.1:{mport}"
+            for n, size, _ in parse_sets(a.sets):
+                subprocess.run([s3rdma, "fetch", "--backend", "http", "--endpoint", mep, "--bucket", BUCKET, "--prefix", "peers",
+                                "--sizes", str(size), "--objects", str(n), "--concurrency", "1", "--iters", "1", "--warmup", "0s",
+                                "--prepare", "--dest", "host", "--results-dir", os.path.join(a.workdir, "prep")],
+                               env=env, check=True, stdout=subprocess.DEVNULL)
+            servers["minio"] = (mep, mport)
+        elif "minio" in a.servers:
+            print("skip minio: no minio binary (pass --minio PATH or put minio on PATH)")
         os.makedirs(a.workdir, exist_ok=True)
         for name, body in (("peer_boto3.py", BOTO3), ("peer_crt.py", CRT), ("peer_floor.py", FLOOR)):
             with open(os.path.join(a.workdir, name), "w") as f:
@@ -218,7 +313,7 @@ http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
         variants = [("s3rdma", [])] + [(e.split("=", 1)[0], e.split("=", 1)[1].split()) for e in a.extra]
         rows = []
         for server, (ep, port) in servers.items():
-            sets = parse_sets(a.sets if server == "nginx" else a.s3s_sets)
+            sets = parse_sets(a.s3s_sets if server == "s3s-fs" else a.sets)
             for n, size, label in sets:
                 keys = keys_of(size, n)
                 total = n * size
@@ -233,9 +328,18 @@ http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
                     else:
                         plan.append((cl, []))
                 for rep in range(1, a.repeats + 1):
-                    for cl, flags in plan:
+                    # Rotate who goes first each repeat: a fixed order gives the first
+                    # client the memory and cache state the last one left (measured:
+                    # the same binary 0.14 vs 0.26 GB/s by position alone).
+                    k = (rep - 1) % len(plan)
+                    for cl, flags in plan[k:] + plan[:k]:
                         shutil.rmtree(out, ignore_errors=True)
                         os.makedirs(out, exist_ok=True)
+                        if a.compact:
+                            compacted = compact_memory()
+                        if a.prewarm:
+                            # tmpfs writers keep the whole set in /dev/shm; in-memory ones C objects.
+                            prewarm_memory(total + c * size + (256 << 20))
                         if cl == "s3rdma" or flags:
                             if n % c:
                                 sys.exit(f"{n} objects do not divide among {c} streams")
@@ -328,8 +432,10 @@ http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
     os.makedirs(a.results_dir, exist_ok=True)
     path = os.path.join(a.results_dir, f"http-peers-{stamp}.json")
     record = dict(benchmark="http-peers", timestamp=stamp, params=dict(concurrency=c, parts=p, part_size_bytes=part, repeats=a.repeats,
+                  compact_memory=compacted, prewarm_memory=a.prewarm, order="rotated per repeat",
                   sets=a.sets, s3s_sets=a.s3s_sets, servers=list(servers), clients=clients, extra=a.extra),
-                  host=dict(cpus=os.cpu_count(), uname=" ".join(os.uname())), summary=summary, runs=rows, table_md=table)
+                  host=dict(cpus=os.cpu_count(), uname=" ".join(os.uname()),
+                  launcher_max_rss_mib=__import__("resource").getrusage(__import__("resource").RUSAGE_SELF).ru_maxrss / 1024), summary=summary, runs=rows, table_md=table)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(record, f, indent=1)
