@@ -23,6 +23,13 @@ use error::Result;
 
 /// Run one parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
+    if matches!(
+        cli.command,
+        Command::Fetch(_) | Command::Ckpt(_) | Command::Tokens(_) | Command::Weights(_) | Command::Train(_)
+    ) {
+        // These write a record with the host's facts at the end; read them meanwhile.
+        report::HostInfo::prefetch();
+    }
     match cli.command {
         Command::Fetch(args) => bench::fetch::run(args).await,
         Command::Verify(args) => bench::verify::run(args).await,

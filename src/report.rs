@@ -74,9 +74,30 @@ pub struct HostInfo {
     pub gpus: Vec<GpuInfo>,
 }
 
+/// A [`HostInfo::collect`] started in the background by [`HostInfo::prefetch`].
+static PREFETCHED: std::sync::Mutex<Option<std::thread::JoinHandle<HostInfo>>> = std::sync::Mutex::new(None);
+
 impl HostInfo {
-    /// Read the host's facts (sysinfo; `nvidia-smi` for GPUs where it is on PATH).
+    /// Start reading the host's facts on a background thread, so the
+    /// `nvidia-smi` call (tens of ms to seconds, depending on the driver's
+    /// persistence mode) overlaps the run instead of lengthening the
+    /// process; the next [`HostInfo::collect`] takes the result.
+    pub fn prefetch() {
+        if let Ok(mut p) = PREFETCHED.lock()
+            && p.is_none()
+        {
+            *p = std::thread::Builder::new().name("host-facts".into()).spawn(Self::read).ok();
+        }
+    }
+
+    /// The host's facts: the prefetched ones when [`HostInfo::prefetch`] ran, else read now.
     pub fn collect() -> Self {
+        let handle = PREFETCHED.lock().ok().and_then(|mut p| p.take());
+        handle.and_then(|h| h.join().ok()).unwrap_or_else(Self::read)
+    }
+
+    /// Read the host's facts (sysinfo; `nvidia-smi` for GPUs where it is on PATH).
+    fn read() -> Self {
         let mut sys = System::new();
         sys.refresh_cpu_all();
         sys.refresh_memory();

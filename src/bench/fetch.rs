@@ -21,7 +21,7 @@ use super::{Latency, Spread, dedup, host_cores, now_unix};
 use crate::cli::FetchArgs;
 use crate::ranks::{self, Group, Rank};
 use crate::error::{Error, Result, StoreError};
-use crate::mem::{Buffer, Gpu};
+use crate::mem::{Buffer, Dest, Gpu};
 use crate::report::RunRecord;
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::rdma::CallCounts;
@@ -460,9 +460,18 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
     let active = me.rank < procs as usize;
     // Buffers are allocated (and their pages touched) before any timed window.
     let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
-    let mut buffers: Vec<Buffer> = if active {
+    let alloc = || Buffer::for_dest(args.mem.dest(), cx.gpu, size as usize, bounce, args.mem.stage_chunk as usize);
+    let mut buffers: Vec<Buffer> = if active && args.mem.dest() == Dest::Host && streams > 1 && size >= 64 << 20 {
+        // Large host buffers are touched on one thread each: faulting in 4 x
+        // 256 MiB one after another was most of a short run's process time.
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..streams).map(|_| s.spawn(alloc)).collect();
+            hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("allocation thread panicked".into()))).collect::<std::result::Result<Vec<_>, _>>()
+        })
+        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest().name())))?
+    } else if active {
         (0..streams)
-            .map(|_| Buffer::for_dest(args.mem.dest(), cx.gpu, size as usize, bounce, args.mem.stage_chunk as usize))
+            .map(|_| alloc())
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest().name())))?
     } else {
