@@ -208,7 +208,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--servers", default="nginx,s3s-fs,minio")
     ap.add_argument("--clients", default="s3rdma,floor,boto3,awscrt,s5cmd,rclone")
-    ap.add_argument("--extra", action="append", default=[], help="NAME=s3rdma flags: another s3rdma variant (repeatable)")
+    ap.add_argument("--extra", action="append", default=[],
+                    help="NAME=s3rdma flags: another s3rdma variant (repeatable); '--s3rdma-bin PATH' among the flags runs another build")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "s3rdma-peers"))
     ap.add_argument("--results-dir", default="results")
     ap.add_argument("--timeout", type=int, default=300)
@@ -220,7 +221,9 @@ def main():
     a = ap.parse_args()
     part = parse_size(a.part_size)
     c, p = a.concurrency, a.parts
-    for n, _, label in parse_sets(a.sets) + parse_sets(a.s3s_sets):
+    used = (parse_sets(a.sets) if ("nginx" in a.servers or "minio" in a.servers) else []) + \
+           (parse_sets(a.s3s_sets) if "s3s-fs" in a.servers else [])
+    for n, _, label in used:
         if n % c:
             sys.exit(f"set {n}x{label}: {n} objects do not divide among --concurrency {c} (s3rdma reads n/c per stream)")
     s3rdma = os.path.abspath(a.s3rdma)
@@ -349,7 +352,12 @@ http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
                                 if extra[i] in opts:  # a variant's value replaces the matched default
                                     opts[extra[i]] = extra[i + 1]
                                     extra[i] = extra[i + 1] = None
-                            cmd = [s3rdma, "fetch", "--backend", "http", "--endpoint", ep, "--bucket", BUCKET, "--prefix", "peers",
+                            binary = s3rdma
+                            if "--s3rdma-bin" in extra[:-1]:  # a variant may name another build (A/B of a change)
+                                j = extra.index("--s3rdma-bin")
+                                binary = os.path.abspath(extra[j + 1])
+                                extra[j] = extra[j + 1] = None
+                            cmd = [binary, "fetch", "--backend", "http", "--endpoint", ep, "--bucket", BUCKET, "--prefix", "peers",
                                    "--sizes", str(size), "--objects", str(n), "--concurrency", str(c), "--iters", str(n // c),
                                    "--warmup", "0s", "--no-prepare", "--results-dir", os.path.join(a.workdir, "rec"), "--json"]
                             cmd += [x for kv in opts.items() for x in kv] + [x for x in extra if x is not None]
@@ -379,15 +387,22 @@ http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
                             if cl in ("s5cmd", "rclone"):
                                 got = sum(os.path.getsize(os.path.join(dp, fn)) for dp, _, fns in os.walk(out) for fn in fns)
                             elif cl == "s3rdma" or flags:
-                                got = json.loads(so)["results"][0]["repeats"][0]["bytes"]
+                                own_rep = json.loads(so)["results"][0]["repeats"][0]
+                                got = own_rep["bytes"]
                             else:
                                 got = int(so.strip().splitlines()[-1])
                         ok = rc == 0 and got == total
                         own = [l for l in se.split("\tCommand being timed")[0].strip().splitlines()
                                if not l.startswith("Command exited with")]  # the client's own stderr
                         note = "" if ok else (f"exit {rc}: " + (own or [""])[-1][:200] if rc else f"moved {got} of {total} bytes")
-                        rows.append(dict(server=server, set=f"{n}x{label}", client=cl, repeat=rep, ok=ok, bytes=total, wall_s=wall,
-                                         cpu_s=cpu, max_rss_kib=rss, note=note))
+                        row = dict(server=server, set=f"{n}x{label}", client=cl, repeat=rep, ok=ok, bytes=total, wall_s=wall,
+                                   cpu_s=cpu, max_rss_kib=rss, note=note)
+                        if ok and (cl == "s3rdma" or flags):
+                            # s3rdma's own timed window (buffers allocated, CUDA up, record not yet written):
+                            # the transfer without the process's fixed costs.
+                            row["window_gbps"] = own_rep["throughput_gbps"]
+                            row["window_cpu_s_per_gb"] = own_rep["client_cpu_cores"] / own_rep["throughput_gbps"]
+                        rows.append(row)
                         print(f"{server:7} {n}x{label:7} {cl:14} rep {rep}: {'ok' if ok else 'FAILED ' + note} wall {wall:.2f} s cpu {cpu:.2f} s",
                               file=sys.stderr)
         shutil.rmtree(out, ignore_errors=True)
@@ -414,20 +429,24 @@ http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
         summary.append(dict(server=key[0], set=key[1], client=key[2], ok=True, repeats=len(rs), gbps=b / wall / 1e9,
                             cpu_s_per_gb=cpu / (b / 1e9), gbps_per_core=(b / 1e9) / cpu if cpu else None,
                             max_rss_mib=statistics.median(r["max_rss_kib"] for r in rs) / 1024, wall_s=wall, cpu_s=cpu))
+        if all("window_gbps" in r for r in rs):
+            summary[-1]["window_gbps"] = statistics.median(r["window_gbps"] for r in rs)
+            summary[-1]["window_cpu_s_per_gb"] = statistics.median(r["window_cpu_s_per_gb"] for r in rs)
     for s in summary:
         ref = next((x for x in summary if x["server"] == s["server"] and x["set"] == s["set"] and x["client"] == "s3rdma" and x["ok"]), None)
         if s["ok"] and ref:
             s["gbps_vs_s3rdma"] = s["gbps"] / ref["gbps"]
             s["cpu_per_gb_vs_s3rdma"] = s["cpu_s_per_gb"] / ref["cpu_s_per_gb"]
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    lines = [f"| server | objects | client | GB/s | CPU-s per GB | GB/s per core | max RSS MiB | GB/s vs s3rdma | CPU/GB vs s3rdma |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| server | objects | client | GB/s | CPU-s per GB | GB/s per core | max RSS MiB | GB/s vs s3rdma | CPU/GB vs s3rdma | in-run GB/s, CPU-s/GB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for s in summary:
         if not s["ok"]:
-            lines.append(f"| {s['server']} | {s['set']} | {s['client']} | failed: {s['note']} | | | | | |")
+            lines.append(f"| {s['server']} | {s['set']} | {s['client']} | failed: {s['note']} | | | | | | |")
             continue
+        win = f"{s['window_gbps']:.2f}, {s['window_cpu_s_per_gb']:.3f}" if "window_gbps" in s else ""
         lines.append(f"| {s['server']} | {s['set']} | {s['client']} | {s['gbps']:.2f} | {s['cpu_s_per_gb']:.3f} | {s['gbps_per_core']:.2f} | "
-                     f"{s['max_rss_mib']:.0f} | {s.get('gbps_vs_s3rdma', float('nan')):.2f}x | {s.get('cpu_per_gb_vs_s3rdma', float('nan')):.2f}x |")
+                     f"{s['max_rss_mib']:.0f} | {s.get('gbps_vs_s3rdma', float('nan')):.2f}x | {s.get('cpu_per_gb_vs_s3rdma', float('nan')):.2f}x | {win} |")
     table = "\n".join(lines)
     os.makedirs(a.results_dir, exist_ok=True)
     path = os.path.join(a.results_dir, f"http-peers-{stamp}.json")

@@ -392,20 +392,21 @@ impl DeviceBuffer {
         (self.dptr as u64, self.len)
     }
 
-    /// Enqueue a copy of `src` (bounce buffer `i`) to byte `offset` of this
-    /// buffer on bounce buffer `i`'s stream.
+    /// Queue a copy of `src` (pinned host memory) to byte `offset` on bounce
+    /// buffer `i`'s stream, for callers that hold the bounce buffers
+    /// themselves ([`crate::store::staged_read`]). `src` must stay allocated
+    /// and unwritten until [`DeviceBuffer::wait`]`(i)` returns.
     ///
-    /// Errors: offset + len beyond the buffer, or the driver's error.
-    pub fn copy_in_async(&mut self, i: usize, offset: usize, len: usize) -> Result<(), String> {
-        if offset + len > self.len {
-            return Err(format!("copy of {len} bytes at {offset} overruns the {} byte device buffer", self.len));
+    /// Errors: the range overruns the buffer, `i` names no stream, or the driver's error.
+    pub fn copy_in_async_from(&self, i: usize, src: &[u8], offset: usize) -> Result<(), String> {
+        if offset + src.len() > self.len {
+            return Err(format!("copy of {} bytes at {offset} overruns the {} byte device buffer", src.len(), self.len));
         }
+        let stream = *self.streams.get(i).ok_or_else(|| format!("no stream {i}: {} bounce buffers", self.streams.len()))?;
         self.gpu.bind()?;
-        let src = self.bounce[i].as_host().expect("bounce buffers are pinned");
-        // SAFETY: dst range checked above; src is pinned and is not written
-        // again before wait(i) (the staged pipeline's contract).
-        unsafe { result::memcpy_htod_async(self.dptr + offset as u64, &src[..len], self.streams[i]) }
-            .map_err(|e| cuda_err("cuMemcpyHtoDAsync", e))
+        // SAFETY: dst range checked above; the caller keeps src pinned and
+        // unwritten until wait(i).
+        unsafe { result::memcpy_htod_async(self.dptr + offset as u64, src, stream) }.map_err(|e| cuda_err("cuMemcpyHtoDAsync", e))
     }
 
     /// Wait for bounce buffer `i`'s copies.

@@ -239,10 +239,13 @@ pub fn chunks(range: Range<u64>, chunk: u64) -> Vec<Range<u64>> {
 }
 
 /// The staged pipeline: the object is read in bounce-buffer-sized ranged
-/// reads, half of the bounce buffers filling while the other half's
-/// host-to-device copies run on their own streams, so transport reads and
-/// PCIe copies overlap. A bounce buffer is refilled only after its stream has
+/// reads, one in flight per bounce buffer (`--bounce-buffers`), and each
+/// buffer's host-to-device copy is queued on its own stream the moment its
+/// read lands, so transport reads and PCIe copies overlap with no barrier
+/// between them. A bounce buffer is refilled only after its stream has
 /// finished the previous copy out of it.
+/// (The earlier form read half the buffers at a time in lock-step groups:
+/// half as many GETs in flight, and each group waited for its slowest.)
 pub async fn staged_read(
     store: &dyn ObjectStore,
     key: &str,
@@ -264,7 +267,6 @@ pub async fn staged_read(
         return Err(StoreError::Config("staged device reads need at least 2 bounce buffers (--bounce-buffers)".into()));
     }
     let chunk = dst.bounce[0].len() as u64;
-    let half = n / 2;
     let plan = chunks(range.clone(), chunk);
     let path = match store.backend() {
         Backend::Local => TransferPath::Local,
@@ -272,27 +274,58 @@ pub async fn staged_read(
     };
     let t0 = std::time::Instant::now();
     let mut first_byte = None;
-    for (g, group) in plan.chunks(half).enumerate() {
-        let set = (g % 2) * half;
-        for i in set..set + group.len() {
-            dst.wait(i).map_err(cuda)?;
+    // The bounce buffers travel with their reads (each read owns its buffer),
+    // and come back to `dst` whatever happens.
+    let mut idle: Vec<(usize, Buffer)> = std::mem::take(&mut dst.bounce).into_iter().enumerate().rev().collect();
+    let mut inflight = futures::stream::FuturesUnordered::new();
+    let mut next = 0;
+    let mut failed: Option<StoreError> = None;
+    loop {
+        while failed.is_none() && next < plan.len() {
+            let Some((i, mut b)) = idle.pop() else { break };
+            if let Err(e) = dst.wait(i) {
+                idle.push((i, b));
+                failed = Some(cuda(e));
+                break;
+            }
+            let r = plan[next].clone();
+            next += 1;
+            inflight.push(async move {
+                let t = store.get_into(key, Some(r.clone()), &mut b).await;
+                (i, b, r, t)
+            });
         }
-        let reads = dst.bounce[set..set + group.len()]
-            .iter_mut()
-            .zip(group)
-            .map(|(b, r)| store.get_into(key, Some(r.clone()), b));
-        let done = futures::future::try_join_all(reads).await?;
-        if first_byte.is_none() {
-            first_byte = done.iter().filter_map(|t| t.first_byte).min().or(Some(t0.elapsed()));
+        let Some((i, b, r, t)) = futures::StreamExt::next(&mut inflight).await else { break };
+        match t {
+            Ok(t) if failed.is_none() => {
+                if r.start == range.start {
+                    // The first chunk's GET starts at t0.
+                    first_byte = t.first_byte;
+                }
+                let len = (r.end - r.start) as usize;
+                let src = &b.as_host().expect("bounce buffers are pinned")[..len];
+                if let Err(e) = dst.copy_in_async_from(i, src, at + (r.start - range.start) as usize) {
+                    failed = Some(cuda(e));
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                failed.get_or_insert(e);
+            }
         }
-        for (j, r) in group.iter().enumerate() {
-            dst.copy_in_async(set + j, at + (r.start - range.start) as usize, (r.end - r.start) as usize).map_err(cuda)?;
-        }
+        idle.push((i, b));
     }
+    idle.sort_by_key(|(i, _)| *i);
+    dst.bounce = idle.into_iter().map(|(_, b)| b).collect();
+    let mut waited = Ok(());
     for i in 0..n {
-        dst.wait(i).map_err(cuda)?;
+        waited = waited.and(dst.wait(i));
     }
-    Ok(Transfer { bytes: len, path, first_byte })
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    waited.map_err(cuda)?;
+    Ok(Transfer { bytes: len, path, first_byte: first_byte.or(Some(t0.elapsed())) })
 }
 
 /// Open the store `args` names, bound to `args.bucket`. Nothing is sent over
