@@ -3,7 +3,8 @@
 //! that answers from memory, so the client, not the server, is what is timed
 //! (s3s-fs caps a loopback GET near 125 MiB/s). Prints GB/s and client
 //! CPU-seconds per GB (getrusage, this process: the server's share is small
-//! but included) per (object size, part size) as a median of repeats.
+//! but included) per (object size, part size, `--http-get` path) as a median
+//! of repeats.
 //!
 //! Written as a plain `harness = false` bench rather than criterion: one
 //! figure per line is all we compare between commits, and criterion's
@@ -75,14 +76,17 @@ fn main() {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
-        println!("{:>10} {:>10} {:>8} {:>12}", "object", "part", "GB/s", "CPU-s/GB");
-        for (size, part) in [(16usize << 20, "8MiB"), (256 << 20, "8MiB"), (256 << 20, "64MiB")] {
+        println!("{:>10} {:>10} {:>8} {:>8} {:>12}", "object", "part", "get", "GB/s", "CPU-s/GB");
+        for ((size, part), get) in [(16usize << 20, "8MiB"), (256 << 20, "8MiB"), (256 << 20, "64MiB")]
+            .into_iter()
+            .flat_map(|c| [(c, "direct"), (c, "sdk")])
+        {
             let data = Bytes::from((0..size).map(|i| (i * 31 % 251) as u8).collect::<Vec<u8>>());
             let addr = serve(data.clone()).await;
             let endpoint = format!("http://{addr}");
             let cli = <Cli as clap::Parser>::parse_from([
                 "s3rdma", "fetch", "--backend", "http", "--endpoint", &endpoint, "--access-key", "bench", "--secret-key",
-                "bench-secret", "--part-size", part, "--part-concurrency", "4",
+                "bench-secret", "--part-size", part, "--part-concurrency", "4", "--http-get", get,
             ]);
             let Command::Fetch(args) = cli.command else { unreachable!("fetch") };
             let s: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store).expect("store"));
@@ -102,7 +106,7 @@ fn main() {
             }
             runs.sort_by(|a, b| a.0.total_cmp(&b.0));
             let (gbps, cpu_per_gb) = runs[runs.len() / 2];
-            println!("{:>8}Mi {:>10} {gbps:>8.2} {cpu_per_gb:>12.3}", size >> 20, part);
+            println!("{:>8}Mi {:>10} {get:>8} {gbps:>8.2} {cpu_per_gb:>12.3}", size >> 20, part);
         }
     });
 }

@@ -217,6 +217,8 @@ def main():
                     help="do not compact memory (/proc/sys/vm/compact_memory) before each client run")
     ap.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                     help="do not touch and free the set's size of memory before each client run (see prewarm_memory)")
+    ap.add_argument("--nginx-workers", type=int, default=max(1, (os.cpu_count() or 1) // 4),
+                    help="nginx worker processes (default: a quarter of the cores, at least 1; one worker caps near 8-10 GB/s)")
     ap.add_argument("--minio", default=shutil.which("minio"), help="a MinIO server binary: adds a minio leg (default: minio on PATH)")
     a = ap.parse_args()
     part = parse_size(a.part_size)
@@ -263,7 +265,7 @@ def main():
             tmpd = os.path.join(a.workdir, "nginx-tmp")
             os.makedirs(tmpd, exist_ok=True)
             with open(conf, "w") as f:
-                f.write(f"""worker_processes 1; daemon off; pid {a.workdir}/nginx.pid; error_log {a.workdir}/nginx.err;
+                f.write(f"""worker_processes {a.nginx_workers}; daemon off; pid {a.workdir}/nginx.pid; error_log {a.workdir}/nginx.err;
 user root; events {{ worker_connections 1024; }}
 http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
   client_body_temp_path {tmpd}/body; proxy_temp_path {tmpd}/proxy; fastcgi_temp_path {tmpd}/fastcgi;
@@ -450,7 +452,7 @@ http {{ access_log off; sendfile on; tcp_nopush on; keepalive_requests 100000;
     table = "\n".join(lines)
     os.makedirs(a.results_dir, exist_ok=True)
     path = os.path.join(a.results_dir, f"http-peers-{stamp}.json")
-    record = dict(benchmark="http-peers", timestamp=stamp, params=dict(concurrency=c, parts=p, part_size_bytes=part, repeats=a.repeats,
+    record = dict(benchmark="http-peers", timestamp=stamp, params=dict(concurrency=c, parts=p, part_size_bytes=part, repeats=a.repeats, nginx_workers=a.nginx_workers,
                   compact_memory=compacted, prewarm_memory=a.prewarm, order="rotated per repeat",
                   sets=a.sets, s3s_sets=a.s3s_sets, servers=list(servers), clients=clients, extra=a.extra),
                   host=dict(cpus=os.cpu_count(), uname=" ".join(os.uname()),
