@@ -81,7 +81,7 @@ pub struct ReportArgs {
 pub enum Backend {
     /// A local filesystem directory (bucket = directory under --root).
     Local,
-    /// Any S3 endpoint over HTTP(S) through aws-sdk-s3.
+    /// Any S3 endpoint over HTTP(S): ranged GETs per `--http-get`, everything else through aws-sdk-s3.
     Http,
     /// S3 over RDMA through libminiocpp's C ABI (AIStor + cuObject).
     Rdma,

@@ -49,6 +49,11 @@ pub enum DirectError {
     Status { status: u16, code: String, message: String },
     /// Connect, read or write failed, or timed out.
     Io(String),
+    /// The server accepted the request but sent no complete response head within `--read-timeout`.
+    Timeout(String),
+    /// The connection was closed or reset before any of the response arrived
+    /// (a pooled connection the server had closed meanwhile, on reuse).
+    Closed(String),
     /// The response broke HTTP or S3 rules (no Content-Length, chunked body, oversized head, short body ...).
     Protocol(String),
 }
@@ -57,7 +62,7 @@ impl std::fmt::Display for DirectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DirectError::Status { status, code, message } => write!(f, "HTTP {status} {code}: {message}"),
-            DirectError::Io(e) | DirectError::Protocol(e) => f.write_str(e),
+            DirectError::Io(e) | DirectError::Timeout(e) | DirectError::Closed(e) | DirectError::Protocol(e) => f.write_str(e),
         }
     }
 }
@@ -69,8 +74,10 @@ pub struct Response {
     pub status: u16,
     /// Body length in bytes (`Content-Length`).
     pub content_length: u64,
-    /// Object size from `Content-Range: bytes a-b/total`, when the server sent one.
+    /// Object size from `Content-Range: bytes a-b/total`, when the server sent one with a total.
     pub total: Option<u64>,
+    /// The `Content-Range` header as sent, for messages.
+    pub content_range: Option<String>,
     /// Body bytes that arrived with the head (at most a few KiB).
     early: Vec<u8>,
     keep_alive: bool,
@@ -188,7 +195,7 @@ impl DirectGet {
         let req = self.request(bucket, key, first, last)?;
         let mut tries = 0;
         loop {
-            let pooled = self.pool.lock().map(|mut p| p.pop()).unwrap_or(None);
+            let pooled = self.take_idle();
             let reused = pooled.is_some();
             let conn = match pooled {
                 Some(c) => c,
@@ -205,8 +212,9 @@ impl DirectGet {
                 },
             };
             match self.exchange(conn, &req).await {
-                Err(DirectError::Io(_)) if reused => continue, // stale keep-alive connection
-                Err(e @ DirectError::Status { status: 500..=599, .. }) | Err(e @ DirectError::Io(_)) => {
+                Err(DirectError::Closed(_)) if reused => continue, // the server closed it while idle
+                Err(e @ DirectError::Status { status: 500..=599, .. })
+                | Err(e @ (DirectError::Io(_) | DirectError::Timeout(_) | DirectError::Closed(_))) => {
                     tries += 1;
                     if tries >= self.attempts {
                         return Err(e);
@@ -219,22 +227,46 @@ impl DirectGet {
     }
 
     async fn exchange(&self, mut conn: TcpStream, req: &[u8]) -> Result<Response, DirectError> {
-        let io = |what: &str, e: std::io::Error| DirectError::Io(format!("{what} {}: {e}", self.addr));
-        conn.write_all(req).await.map_err(|e| io("sending to", e))?;
+        use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+        let closed_or = |what: &str, e: std::io::Error| {
+            let msg = format!("{what} {}: {e}", self.addr);
+            if matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted) { DirectError::Closed(msg) } else { DirectError::Io(msg) }
+        };
+        conn.write_all(req).await.map_err(|e| closed_or("sending to", e))?;
+        // --read-timeout bounds the whole head, however slowly it trickles in.
+        let deadline = tokio::time::Instant::now() + self.read_timeout;
         let mut buf = vec![0u8; 16 << 10];
         let mut filled = 0;
+        let mut got_any = false;
+        // After an interim (1xx) head, the bytes already in hand are parsed before reading more.
+        let mut reparse = false;
         loop {
-            if filled == buf.len() {
-                if buf.len() >= MAX_HEAD {
-                    return Err(DirectError::Protocol(format!("{}: response head over {} KiB", self.addr, MAX_HEAD >> 10)));
+            if !reparse {
+                if filled == buf.len() {
+                    if buf.len() >= MAX_HEAD {
+                        return Err(DirectError::Protocol(format!("{}: response head over {} KiB", self.addr, MAX_HEAD >> 10)));
+                    }
+                    buf.resize(buf.len() * 2, 0);
                 }
-                buf.resize(buf.len() * 2, 0);
+                let n = match tokio::time::timeout_at(deadline, conn.read(&mut buf[filled..])).await {
+                    Err(_) => {
+                        return Err(DirectError::Timeout(format!(
+                            "{} sent no complete response head within {:?} (--read-timeout)",
+                            self.addr, self.read_timeout
+                        )));
+                    }
+                    Ok(Err(e)) if !got_any => return Err(closed_or("reading from", e)),
+                    Ok(Err(e)) => return Err(DirectError::Io(format!("reading from {}: {e}", self.addr))),
+                    Ok(Ok(n)) => n,
+                };
+                if n == 0 {
+                    let msg = format!("{} closed the connection before answering", self.addr);
+                    return Err(if got_any { DirectError::Protocol(msg) } else { DirectError::Closed(msg) });
+                }
+                got_any = true;
+                filled += n;
             }
-            let n = read_timed(&mut conn, &mut buf[filled..], self.read_timeout).await.map_err(|e| io("reading from", e))?;
-            if n == 0 {
-                return Err(DirectError::Io(format!("{} closed the connection before answering", self.addr)));
-            }
-            filled += n;
+            reparse = false;
             let mut headers = [httparse::EMPTY_HEADER; 64];
             let mut resp = httparse::Response::new(&mut headers);
             let head_len = match resp.parse(&buf[..filled]) {
@@ -243,15 +275,46 @@ impl DirectGet {
                 Err(e) => return Err(DirectError::Protocol(format!("{}: malformed response: {e}", self.addr))),
             };
             let status = resp.code.unwrap_or(0);
+            if (100..200).contains(&status) && status != 101 {
+                // An interim answer (100 Continue, 103 Early Hints): the real one follows.
+                buf.copy_within(head_len..filled, 0);
+                filled -= head_len;
+                reparse = filled > 0;
+                continue;
+            }
             let header = |name: &str| {
                 resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).and_then(|h| std::str::from_utf8(h.value).ok())
             };
             let chunked = header("transfer-encoding").is_some_and(|v| !v.trim().eq_ignore_ascii_case("identity"));
-            let content_length = header("content-length").and_then(|v| v.trim().parse::<u64>().ok());
-            let total = header("content-range").and_then(|v| v.rsplit('/').next()?.trim().parse().ok());
+            let lengths: Vec<&str> = resp
+                .headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .map(|h| std::str::from_utf8(h.value).unwrap_or("?").trim())
+                .collect();
+            let content_length = match lengths.as_slice() {
+                [] => None,
+                [first, rest @ ..] if rest.iter().all(|v| v == first) => Some(first.parse::<u64>().map_err(|_| {
+                    DirectError::Protocol(format!("{} sent an invalid Content-Length '{first}'", self.addr))
+                })?),
+                more => {
+                    return Err(DirectError::Protocol(format!("{} sent conflicting Content-Length headers {more:?}", self.addr)));
+                }
+            };
+            let content_range = header("content-range").map(str::to_string);
+            let total = content_range.as_deref().and_then(|v| v.rsplit('/').next()?.trim().parse().ok());
             let keep_alive = resp.version == Some(1) && !header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
             let early = buf[head_len..filled].to_vec();
-            let mut r = Response { conn, status, content_length: content_length.unwrap_or(0), total, early, keep_alive, read_timeout: self.read_timeout };
+            let mut r = Response {
+                conn,
+                status,
+                content_length: content_length.unwrap_or(0),
+                total,
+                content_range,
+                early,
+                keep_alive,
+                read_timeout: self.read_timeout,
+            };
             if !(200..300).contains(&status) {
                 let body = if chunked || content_length.is_none_or(|n| n > MAX_ERROR_BODY as u64) {
                     Vec::new()
@@ -281,13 +344,27 @@ impl DirectGet {
         }
     }
 
-    /// Give a connection whose response was read to the end back to the pool.
+    /// Give a connection whose response was read to the end back to the pool,
+    /// unless the server said close or sent bytes past the body.
     pub fn recycle(&self, resp: Response) {
         if resp.keep_alive
+            && quiet(&resp.conn)
             && let Ok(mut p) = self.pool.lock()
             && p.len() < MAX_IDLE
         {
             p.push(resp.conn);
+        }
+    }
+
+    /// An idle connection with nothing waiting on it. One with bytes waiting
+    /// (a server that sent more than its Content-Length: they would be read
+    /// as the next response) or at EOF is dropped, as hyper does.
+    fn take_idle(&self) -> Option<TcpStream> {
+        loop {
+            let conn = self.pool.lock().ok()?.pop()?;
+            if quiet(&conn) {
+                return Some(conn);
+            }
         }
     }
 }
@@ -327,6 +404,12 @@ impl Response {
         }
         Ok(first.unwrap_or_else(Instant::now))
     }
+}
+
+/// True when nothing can be read from `conn` right now: no surplus bytes, no EOF, no error.
+fn quiet(conn: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(conn.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 async fn read_timed(conn: &mut TcpStream, dst: &mut [u8], timeout: Duration) -> std::io::Result<usize> {
@@ -508,6 +591,100 @@ mod tests {
             Err(DirectError::Status { status: 503, .. }) => {}
             other => panic!("{:?}", other.map(|v| v.len())),
         }
+    }
+
+    #[tokio::test]
+    async fn bytes_past_the_body_are_caught() {
+        // Stray bytes that arrive with the head: the response is refused.
+        let (port, _) = scripted(|_, _| {
+            let mut r = partial(b"0123456789", 1000);
+            r.extend_from_slice(b"HTTP/1.1 206 Partial Content\r\n");
+            (r, false)
+        })
+        .await;
+        let e = get(&client(port, 1), 10).await.unwrap_err().to_string();
+        assert!(e.contains("more than the 10 bytes of its Content-Length"), "{e}");
+
+        // Stray bytes that arrive after the body was read: the connection is
+        // not reused (they would be read as the next response).
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let conns = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = conns.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                let n = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut b = [0u8; 4096];
+                    while sock.read(&mut b).await.is_ok_and(|k| k > 0) {
+                        let _ = sock.write_all(&partial(b"0123456789", 1000)).await;
+                        if n == 0 {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            let _ = sock.write_all(b"HTTP/1.1 206 Partial Content\r\nContent-Length: 10\r\n\r\nWRONGBYTES").await;
+                        }
+                    }
+                });
+            }
+        });
+        let d = client(port, 1);
+        assert_eq!(get(&d, 10).await.unwrap(), b"0123456789");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(get(&d, 10).await.unwrap(), b"0123456789", "the stray response was not taken for this one");
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 2, "the dirty connection was dropped");
+    }
+
+    #[tokio::test]
+    async fn a_timeout_on_a_pooled_connection_counts_as_an_attempt() {
+        // Answers once per connection, then goes silent on it.
+        let (port, conns) = scripted(|_, req| if req == 0 { (partial(b"abc", 1000), false) } else { (Vec::new(), false) }).await;
+        let d = client(port, 1);
+        assert_eq!(get(&d, 3).await.unwrap(), b"abc");
+        let t = Instant::now();
+        let e = get(&d, 3).await.unwrap_err().to_string();
+        assert!(e.contains("--read-timeout"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        assert_eq!(conns.load(std::sync::atomic::Ordering::SeqCst), 1, "no free retry on a fresh connection");
+    }
+
+    #[tokio::test]
+    async fn the_read_timeout_bounds_a_trickling_head() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut b = [0u8; 4096];
+            let _ = sock.read(&mut b).await;
+            for byte in b"HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\n".iter().cycle() {
+                if sock.write_all(&[*byte]).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+        let t = Instant::now();
+        let e = get(&client(port, 1), 3).await.unwrap_err().to_string();
+        assert!(e.contains("no complete response head") && e.contains("--read-timeout"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    }
+
+    #[tokio::test]
+    async fn interim_answers_and_bad_lengths() {
+        let (port, _) = scripted(|_, _| {
+            let mut r = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
+            r.extend_from_slice(&partial(b"xyz", 1000));
+            (r, false)
+        })
+        .await;
+        assert_eq!(get(&client(port, 1), 3).await.unwrap(), b"xyz");
+
+        let (port, _) = scripted(|_, _| (b"HTTP/1.1 206 Partial Content\r\nContent-Length: banana\r\n\r\n".to_vec(), false)).await;
+        let e = get(&client(port, 1), 3).await.unwrap_err().to_string();
+        assert!(e.contains("invalid Content-Length 'banana'"), "{e}");
+
+        let (port, _) =
+            scripted(|_, _| (b"HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabc".to_vec(), false)).await;
+        let e = get(&client(port, 1), 3).await.unwrap_err().to_string();
+        assert!(e.contains("conflicting Content-Length"), "{e}");
     }
 
     #[test]

@@ -86,7 +86,7 @@ impl HttpStore {
         if args.endpoint.is_some() {
             conf = conf.endpoint_url(&endpoint);
         }
-        let plain = endpoint.starts_with("http://");
+        let plain = reqwest::Url::parse(&endpoint).is_ok_and(|u| u.scheme() == "http");
         let validate = args.response_checksums == ChecksumMode::WhenSupported;
         let direct = match args.http_get {
             HttpGet::Sdk => false,
@@ -156,8 +156,22 @@ impl HttpStore {
                 op,
                 key: key.into(),
                 location,
-                detail: format!("HTTP {status} {code}: {}", message.unwrap_or("no message")),
+                detail: format!("HTTP {status}{}{code}: {}", if code.is_empty() { "" } else { " " }, message.unwrap_or("no message")),
             },
+        }
+    }
+
+    /// A ranged GET answered with `got` bytes where `want` were asked for:
+    /// short is [`StoreError::ShortBody`], long is named as such.
+    fn wrong_length(&self, key: &str, got: u64, want: u64) -> StoreError {
+        if got < want {
+            return self.short(key, got, want);
+        }
+        StoreError::Other {
+            op: "GET",
+            key: key.into(),
+            location: self.endpoint.clone(),
+            detail: format!("the server announced {got} bytes for a ranged GET of {want}"),
         }
     }
 
@@ -165,8 +179,10 @@ impl HttpStore {
     fn map_direct(&self, key: &str, e: DirectError) -> StoreError {
         match e {
             DirectError::Status { status, code, message } => self.map_status("GET", key, status, &code, Some(&message)),
-            DirectError::Io(detail) => StoreError::Unreachable { location: self.endpoint.clone(), detail },
-            DirectError::Protocol(detail) => StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail },
+            DirectError::Io(detail) | DirectError::Closed(detail) => StoreError::Unreachable { location: self.endpoint.clone(), detail },
+            DirectError::Protocol(detail) | DirectError::Timeout(detail) => {
+                StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail }
+            }
         }
     }
 
@@ -196,7 +212,7 @@ impl HttpStore {
         let last = offset + dst.len() as u64 - 1;
         let mut resp = d.send(&self.bucket, key, offset, last).await.map_err(|e| self.map_direct(key, e))?;
         if resp.content_length != dst.len() as u64 {
-            return Err(self.short(key, resp.content_length, dst.len() as u64));
+            return Err(self.wrong_length(key, resp.content_length, dst.len() as u64));
         }
         let first = resp.read_into(dst).await.map_err(|e| self.map_direct(key, e))?;
         d.recycle(resp);
@@ -222,8 +238,16 @@ impl HttpStore {
             }
             Err(e) => return Err(self.map_direct(key, e)),
         };
-        let total = match (first.status, first.total) {
-            (206, Some(t)) => t,
+        let total = match (first.status, first.total, first.content_range.as_deref()) {
+            (206, Some(t), _) => t,
+            (_, _, Some(cr)) => {
+                return Err(StoreError::Other {
+                    op: "GET",
+                    key: key.into(),
+                    location: self.endpoint.clone(),
+                    detail: format!("ranged GET answered HTTP {} with Content-Range '{cr}', which gives no object size", first.status),
+                });
+            }
             _ => {
                 return Err(StoreError::Other {
                     op: "GET",
@@ -238,7 +262,7 @@ impl HttpStore {
         check_capacity(key, len, at, dst)?;
         let first_len = (first_end.min(full.end) - full.start) as usize;
         if first.content_length != first_len as u64 {
-            return Err(self.short(key, first.content_length, first_len as u64));
+            return Err(self.wrong_length(key, first.content_length, first_len as u64));
         }
         let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..at + len as usize];
         let (head, rest) = buf.split_at_mut(first_len);
@@ -369,7 +393,8 @@ fn check_endpoint(e: &str) -> Result<String, StoreError> {
     if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
         return Err(bad("no path or query allowed"));
     }
-    Ok(e.trim_end_matches('/').to_string())
+    // The parsed form: scheme and host lowercased, a default port dropped.
+    Ok(url.as_str().trim_end_matches('/').to_string())
 }
 
 /// Total object size from a `Content-Range: bytes a-b/total` header.
@@ -570,6 +595,8 @@ mod tests {
     fn endpoints_are_checked() {
         assert_eq!(check_endpoint("http://127.0.0.1:9000/").unwrap(), "http://127.0.0.1:9000");
         assert!(check_endpoint("https://s3.example.com").is_ok());
+        assert_eq!(check_endpoint("HTTP://LocalHost:9000/").unwrap(), "http://localhost:9000");
+        assert_eq!(check_endpoint("http://[::1]:9000").unwrap(), "http://[::1]:9000");
         for bad in ["http://", "http://127.0.0.1:99999", "http://h:1/path", "http://h:1/?x=1", "ftp://h", "h:9000"] {
             assert!(check_endpoint(bad).is_err(), "{bad} accepted");
         }
