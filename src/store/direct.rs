@@ -186,8 +186,9 @@ impl DirectGet {
 
     /// Send a ranged GET of bytes `first..=last` and read the response head.
     /// A pooled connection the server has closed meanwhile is replaced without
-    /// counting as an attempt; connect failures and 5xx answers are retried up
-    /// to `attempts` tries with 50 ms, 100 ms, ... between them.
+    /// counting as an attempt; connect and socket failures, head timeouts
+    /// (`--read-timeout` for the whole head) and 5xx answers are retried up to
+    /// `attempts` tries with 50 ms, 100 ms, ... between them.
     ///
     /// Errors: [`DirectError::Status`] for any non-2xx answer (416 included:
     /// the caller decides what an empty object means).
