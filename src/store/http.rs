@@ -189,6 +189,9 @@ impl HttpStore {
     /// One ranged GET of `dst.len()` bytes at `offset`, streamed into `dst`.
     /// Returns the time the first body byte arrived.
     async fn get_part(&self, key: &str, offset: u64, dst: &mut [u8]) -> Result<Option<Instant>, StoreError> {
+        if let Some(d) = &self.direct {
+            return self.get_part_direct(d, key, offset, dst).await;
+        }
         let end = offset + dst.len() as u64 - 1;
         let resp = self
             .client
@@ -219,70 +222,62 @@ impl HttpStore {
         Ok(Some(first))
     }
 
-    /// [`ObjectStore::get_into_at`] on the direct path: the same plan as the
-    /// SDK path (the first ranged GET learns the size from `Content-Range`,
-    /// the rest go `--part-concurrency` at a time), each body read from the
-    /// socket into its slice of `dst`.
-    async fn get_direct(&self, d: &DirectGet, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
-        let t0 = Instant::now();
-        let start = range.as_ref().map_or(0, |r| r.start);
-        let first_end = range.as_ref().map_or(u64::MAX, |r| r.end).min(start.saturating_add(self.part_size));
-        let mut first = match d.send(&self.bucket, key, start, first_end - 1).await {
-            Ok(r) => r,
-            Err(DirectError::Status { status: 416, .. }) => {
-                let size = self.head(key).await?.size;
-                if size == 0 && range.is_none() {
-                    return Ok(Transfer { bytes: 0, path: TransferPath::Http, first_byte: Some(t0.elapsed()) });
-                }
-                return Err(StoreError::BadRange { key: key.into(), range: range.unwrap_or(0..0), size });
-            }
-            Err(e) => return Err(self.map_direct(key, e)),
-        };
-        let total = match (first.status, first.total, first.content_range.as_deref()) {
-            (206, Some(t), _) => t,
-            (_, _, Some(cr)) => {
-                return Err(StoreError::Other {
-                    op: "GET",
-                    key: key.into(),
-                    location: self.endpoint.clone(),
-                    detail: format!("ranged GET answered HTTP {} with Content-Range '{cr}', which gives no object size", first.status),
-                });
-            }
-            _ => {
-                return Err(StoreError::Other {
-                    op: "GET",
-                    key: key.into(),
-                    location: self.endpoint.clone(),
-                    detail: format!("ranged GET answered HTTP {} without a Content-Range header: the server ignores Range", first.status),
-                });
-            }
-        };
-        let full = resolve_range(key, range, total)?;
-        let len = full.end - full.start;
-        check_capacity(key, len, at, dst)?;
-        let first_len = (first_end.min(full.end) - full.start) as usize;
-        if first.content_length != first_len as u64 {
-            return Err(self.wrong_length(key, first.content_length, first_len as u64));
+    /// Send the first ranged GET of an object (bytes `start..=last`) on
+    /// whichever path `--http-get` chose; `None` when the server answers 416
+    /// (an empty object, or a range beyond the end).
+    async fn send_first(&self, key: &str, start: u64, last: u64) -> Result<Option<FirstPart>, StoreError> {
+        if let Some(d) = &self.direct {
+            return match d.send(&self.bucket, key, start, last).await {
+                Ok(r) => Ok(Some(FirstPart::Direct(r))),
+                Err(DirectError::Status { status: 416, .. }) => Ok(None),
+                Err(e) => Err(self.map_direct(key, e)),
+            };
         }
-        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..at + len as usize];
-        let (head, rest) = buf.split_at_mut(first_len);
-        let part = self.part_size as usize;
-        let rest_start = full.start + first_len as u64;
-        let first_fut = async {
-            let t = first.read_into(head).await.map_err(|e| self.map_direct(key, e))?;
-            d.recycle(first);
-            Ok::<_, StoreError>(t)
+        match self.client.get_object().bucket(&self.bucket).key(key).range(format!("bytes={start}-{last}")).send().await {
+            Ok(r) => Ok(Some(FirstPart::Sdk(r))),
+            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 416) => Ok(None),
+            Err(e) => Err(self.map_err("GET", key, e)),
+        }
+    }
+
+    /// The object's size from the first part's `Content-Range`.
+    fn first_total(&self, key: &str, first: &FirstPart) -> Result<u64, StoreError> {
+        let (status, content_range) = match first {
+            FirstPart::Sdk(r) => (None, r.content_range.as_deref()),
+            FirstPart::Direct(r) => (Some(r.status), r.content_range.as_deref()),
         };
-        let parts: Vec<_> = rest
-            .chunks_mut(part)
-            .enumerate()
-            .map(|(i, chunk)| self.get_part_direct(d, key, rest_start + (i * part) as u64, chunk))
-            .collect();
-        let rest_fut = futures::stream::iter(parts)
-            .buffer_unordered(self.part_concurrency.saturating_sub(1).max(1))
-            .try_collect::<Vec<_>>();
-        let (first_byte, _) = futures::try_join!(first_fut, rest_fut)?;
-        Ok(Transfer { bytes: len, path: TransferPath::Http, first_byte: Some(first_byte - t0) })
+        let total = content_range.and_then(total_from_content_range);
+        let bad = |detail: String| StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail };
+        let answered = status.map(|s| format!(" HTTP {s}")).unwrap_or_default();
+        match (status, total, content_range) {
+            (None | Some(206), Some(t), _) => Ok(t),
+            (_, _, Some(cr)) => Err(bad(format!("ranged GET answered{answered} with Content-Range '{cr}', which gives no object size"))),
+            _ => Err(bad(format!("ranged GET answered{answered} without a Content-Range header: the server ignores Range"))),
+        }
+    }
+
+    /// Read the first part's body into `dst` (its announced length must be `dst.len()`).
+    async fn read_first(&self, key: &str, first: FirstPart, dst: &mut [u8]) -> Result<Option<Instant>, StoreError> {
+        match first {
+            FirstPart::Sdk(r) => {
+                if let Some(n) = r.content_length
+                    && n.max(0) as u64 != dst.len() as u64
+                {
+                    return Err(self.wrong_length(key, n.max(0) as u64, dst.len() as u64));
+                }
+                self.stream_into(key, r.body, dst).await
+            }
+            FirstPart::Direct(mut r) => {
+                if r.content_length != dst.len() as u64 {
+                    return Err(self.wrong_length(key, r.content_length, dst.len() as u64));
+                }
+                let t = r.read_into(dst).await.map_err(|e| self.map_direct(key, e))?;
+                if let Some(d) = &self.direct {
+                    d.recycle(r);
+                }
+                Ok(Some(t))
+            }
+        }
     }
 
     /// Copy a response body into `dst`; it must fill `dst` exactly.
@@ -370,6 +365,12 @@ impl HttpStore {
             .map_err(|e| self.map_err("CompleteMultipartUpload", key, e))?;
         Ok(())
     }
+}
+
+/// The first ranged GET of an object, on either GET path, its body not yet read.
+enum FirstPart {
+    Sdk(aws_sdk_s3::operation::get_object::GetObjectOutput),
+    Direct(super::direct::Response),
 }
 
 /// An endpoint must be `http(s)://host[:port]`: no credentials, path or query
@@ -470,51 +471,28 @@ impl ObjectStore for HttpStore {
             let size = self.head(key).await?.size;
             return Err(StoreError::BadRange { key: key.into(), range: r.clone(), size });
         }
-        if let Some(d) = &self.direct {
-            return self.get_direct(d, key, range, dst, at).await;
-        }
         let t0 = Instant::now();
         let start = range.as_ref().map_or(0, |r| r.start);
         let first_end = range.as_ref().map_or(u64::MAX, |r| r.end).min(start.saturating_add(self.part_size));
-        let first = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .range(format!("bytes={start}-{}", first_end - 1))
-            .send()
-            .await;
-        let first = match first {
-            Ok(r) => r,
-            Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 416) => {
-                // Out of range: either an empty object (whole-object read of
-                // nothing) or a range beyond the end.
-                let size = self.head(key).await?.size;
-                if size == 0 && range.is_none() {
-                    return Ok(Transfer { bytes: 0, path: TransferPath::Http, first_byte: Some(t0.elapsed()) });
-                }
-                return Err(StoreError::BadRange { key: key.into(), range: range.unwrap_or(0..0), size });
+        let Some(first) = self.send_first(key, start, first_end - 1).await? else {
+            // Out of range: either an empty object (whole-object read of
+            // nothing) or a range beyond the end.
+            let size = self.head(key).await?.size;
+            if size == 0 && range.is_none() {
+                return Ok(Transfer { bytes: 0, path: TransferPath::Http, first_byte: Some(t0.elapsed()) });
             }
-            Err(e) => return Err(self.map_err("GET", key, e)),
+            return Err(StoreError::BadRange { key: key.into(), range: range.unwrap_or(0..0), size });
         };
-        let total = first.content_range.as_deref().and_then(total_from_content_range).ok_or_else(|| StoreError::Other {
-            op: "GET",
-            key: key.into(),
-            location: self.endpoint.clone(),
-            detail: "ranged GET answered without a Content-Range header: the server ignores Range".into(),
-        })?;
+        let total = self.first_total(key, &first)?;
         let full = resolve_range(key, range, total)?;
         let len = full.end - full.start;
         check_capacity(key, len, at, dst)?;
         let first_len = (first_end.min(full.end) - full.start) as usize;
-        if first.content_length.is_some_and(|n| n as u64 != first_len as u64) {
-            return Err(self.short(key, first.content_length.unwrap_or(0).max(0) as u64, first_len as u64));
-        }
         let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..at + len as usize];
         let (head, rest) = buf.split_at_mut(first_len);
         let part = self.part_size as usize;
         let rest_start = full.start + first_len as u64;
-        let first_fut = self.stream_into(key, first.body, head);
+        let first_fut = self.read_first(key, first, head);
         let parts: Vec<_> = rest
             .chunks_mut(part)
             .enumerate()
