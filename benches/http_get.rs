@@ -89,7 +89,7 @@ fn main() {
                 "bench-secret", "--part-size", part, "--part-concurrency", "4", "--http-get", get,
             ]);
             let Command::Fetch(args) = cli.command else { unreachable!("fetch") };
-            let s: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store).expect("store"));
+            let s: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store.config()).expect("store"));
             let mut buf = Buffer::host(size);
             s.get_into("obj", None, &mut buf).await.expect("warm-up GET");
             assert!(buf.as_host().expect("host") == &data[..], "bytes differ");

@@ -75,50 +75,23 @@ pub struct ReportArgs {
     pub format: ReportFormat,
 }
 
-/// Which transport a store uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// A local filesystem directory (bucket = directory under --root).
-    Local,
-    /// Any S3 endpoint over HTTP(S): ranged GETs per `--http-get`, everything else through aws-sdk-s3.
-    Http,
-    /// S3 over RDMA through libminiocpp's C ABI (AIStor + cuObject).
-    Rdma,
-}
 
-impl Backend {
-    /// The name used in records and file names.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Local => "local",
-            Backend::Http => "http",
-            Backend::Rdma => "rdma",
-        }
+
+
+/// The flags that fix a store error, as a suffix of its message (`""` when
+/// no flag does): the store describes the problem, the CLI names the flags.
+pub fn flag_hint(e: &crate::error::StoreError) -> &'static str {
+    use crate::error::StoreError;
+    match e {
+        StoreError::NoSuchBucket { .. } => ": create it or pass --prepare",
+        StoreError::Auth { .. } => ": check --access-key/--secret-key (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
+        StoreError::Unreachable { .. } => ": check --endpoint and that the server is running",
+        _ => "",
     }
 }
 
-/// When the HTTP backend validates response checksums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChecksumMode {
-    /// Only when the operation requires it (the default: costs no CPU on GETs).
-    WhenRequired,
-    /// Whenever the server sends a checksum (whole-object GETs; ranged GETs carry none).
-    WhenSupported,
-}
-
-/// How the http backend performs ranged GETs (docs/http-peers.md has the measurements).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HttpGet {
-    /// direct for plain http:// endpoints without --response-checksums when-supported, sdk otherwise.
-    Auto,
-    /// aws-sdk-s3: the body arrives in the client's chunks and is copied into the buffer.
-    Sdk,
-    /// SigV4-signed HTTP/1.1 GET read from the socket straight into the buffer (http:// only).
-    Direct,
-}
+// The store's own enums, used as flag values (clap's ValueEnum derive lives on them).
+pub use crate::store::{Backend, ChecksumMode, HttpGet};
 
 /// Which store to use and how to reach it.
 #[derive(Debug, Clone, Args)]
@@ -192,6 +165,36 @@ pub struct StoreArgs {
     /// rdma: largest single transfer; lowered only to test windowing.
     #[arg(long, value_parser = parse_bytes, default_value = "4294967295", hide = true)]
     pub rdma_max_transfer: u64,
+}
+
+impl StoreArgs {
+    /// The store configuration these flags describe (the one conversion; the
+    /// store never sees flags).
+    pub fn config(&self) -> crate::store::StoreConfig {
+        crate::store::StoreConfig {
+            backend: self.backend,
+            bucket: self.bucket.clone(),
+            root: self.root.clone(),
+            direct: self.direct,
+            io_threads: self.io_threads,
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            access_key: self.access_key.clone(),
+            secret_key: self.secret_key.clone(),
+            part_size: self.part_size,
+            part_concurrency: self.part_concurrency,
+            response_checksums: self.response_checksums,
+            http_get: self.http_get,
+            attempts: self.attempts,
+            connect_timeout: self.connect_timeout,
+            read_timeout: self.read_timeout,
+            rdma_lib: self.rdma_lib.clone(),
+            window: self.window,
+            rdma_no_range: self.rdma_no_range,
+            rdma_threads: self.rdma_threads,
+            rdma_max_transfer: self.rdma_max_transfer,
+        }
+    }
 }
 
 /// How long and how often a bench runs.
@@ -318,6 +321,22 @@ pub struct WitnessArgs {
     /// Exit 3 unless the witness verdict of every cell is rdma-verified.
     #[arg(long)]
     pub require_rdma: bool,
+}
+
+impl WitnessArgs {
+    /// The witness configuration these flags and the store's describe.
+    pub fn config(&self, store: &StoreArgs) -> crate::witness::WitnessConfig {
+        crate::witness::WitnessConfig {
+            expect: store.backend.into(),
+            endpoint: store.endpoint.clone(),
+            region: store.region.clone(),
+            access_key: store.access_key.clone(),
+            secret_key: store.secret_key.clone(),
+            servers: self.servers.clone(),
+            metrics_url: self.metrics_url.clone(),
+            metrics_token: self.metrics_token.clone(),
+        }
+    }
 }
 
 /// Where the run record goes.

@@ -7,24 +7,22 @@ use std::ops::Range;
 
 /// An error from an [`crate::store::ObjectStore`] operation.
 ///
-/// Every message names the object or bucket, where it was looked for (the
-/// endpoint URL or the local directory) and, where there is one, the fix.
+/// Every message names the object or bucket and where it was looked for (the
+/// endpoint URL or the local directory). The flags that fix it are the CLI
+/// layer's to add ([`crate::cli::flag_hint`], through [`Error::Store`]).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The bucket does not exist and the caller did not ask to create it.
-    #[error("bucket '{bucket}' does not exist at {location}: create it or pass --prepare")]
+    #[error("bucket '{bucket}' does not exist at {location}")]
     NoSuchBucket { bucket: String, location: String },
     /// The object does not exist.
     #[error("object '{key}' not found in bucket '{bucket}' at {location}")]
     NotFound { bucket: String, key: String, location: String },
     /// The server refused the credentials or the request's signature.
-    #[error(
-        "access denied by {location} ({detail}): check --access-key/--secret-key \
-         (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)"
-    )]
+    #[error("access denied by {location} ({detail})")]
     Auth { location: String, detail: String },
     /// The endpoint could not be reached (connection refused, DNS, timeout).
-    #[error("cannot reach {location} ({detail}): check --endpoint and that the server is running")]
+    #[error("cannot reach {location} ({detail})")]
     Unreachable { location: String, detail: String },
     /// Fewer bytes arrived than the server announced or the range asked for.
     #[error("short read of '{key}' from {location}: got {got} of {expected} bytes")]
@@ -58,8 +56,8 @@ pub enum Error {
     /// A subcommand that exists in the CLI but is not built yet (exit 2).
     #[error("'{0}' is not implemented yet")]
     NotImplemented(&'static str),
-    /// A store operation failed (exit 1).
-    #[error(transparent)]
+    /// A store operation failed (exit 1); the message ends with the flags that fix it.
+    #[error("{0}{hint}", hint = crate::cli::flag_hint(.0))]
     Store(#[from] StoreError),
     /// Any other runtime failure (exit 1).
     #[error("{0}")]

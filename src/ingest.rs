@@ -186,7 +186,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
         };
         (Some((tk, sep)), proto)
     };
-    let store = store::open(&a.store)?;
+    let store = store::open(&a.store.config())?;
     store.ensure_bucket(true).await?;
     shards::begin_ingest(store.as_ref(), &a.prefix).await?;
     let t0 = Instant::now();
@@ -433,7 +433,7 @@ async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
         check_shard_memory("a raw shard", per * (a.size as u64).pow(2) * 3, "lower --size or --samples-per-shard")?;
     }
     let pool = pool(a.decode_threads)?;
-    let store = store::open(&a.store)?;
+    let store = store::open(&a.store.config())?;
     store.ensure_bucket(true).await?;
     shards::begin_ingest(store.as_ref(), &prefix).await?;
     let t0 = Instant::now();

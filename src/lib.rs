@@ -1,18 +1,19 @@
 //! s3rdma: how fast deep-learning storage work runs over S3-over-RDMA, tuned
 //! S3-over-HTTP and local disk, and which transport really carried the bytes.
 //!
-//! Data flows one way: [`cli`] -> [`bench`] -> ([`store`], [`mem`]) -> [`report`];
-//! [`sampler`] wraps each timed window. See `DESIGN.md` in the shared folder and `docs/`.
+//! Data flows one way: [`cli`] -> [`bench::session`] -> [`bench`] -> ([`store`], [`mem`])
+//! -> [`record`] -> [`report`]; the [`witness`] and [`sampler`] wrap each timed
+//! window inside the session. `docs/architecture.md` draws it.
 
 pub mod bench;
 pub mod cli;
-pub mod compare;
 pub mod error;
 pub mod format;
 pub mod ingest;
 pub mod mem;
 pub mod plot;
 pub mod ranks;
+pub mod record;
 pub mod report;
 pub mod sampler;
 pub mod store;
@@ -28,7 +29,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Fetch(_) | Command::Ckpt(_) | Command::Tokens(_) | Command::Weights(_) | Command::Train(_)
     ) {
         // These write a record with the host's facts at the end; read them meanwhile.
-        report::HostInfo::prefetch();
+        record::HostInfo::prefetch();
     }
     match cli.command {
         Command::Fetch(args) => bench::fetch::run(args).await,
@@ -38,12 +39,12 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tokens(args) => bench::tokens::run(args).await,
         Command::Weights(args) => bench::weights::run(args).await,
         Command::Train(args) => bench::train::run(args).await,
-        Command::Report(args) => compare::run(args).await,
+        Command::Report(args) => report::run(args).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut script = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "s3rdma", &mut script);
-            compare::write_stdout(&script)
+            report::write_stdout(&script)
         }
     }
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::compare::Row;
+use crate::report::Row;
 use crate::error::{Error, Result};
 
 fn err(e: impl std::fmt::Display) -> Error {

@@ -143,14 +143,15 @@ pub fn injected_fault(me: &Rank) -> Result<()> {
     }
 }
 
-/// Put each rank of a multi-rank run on its own GPU: `--device` becomes
-/// `local_rank % visible GPUs` (for `--dest pinned|device`; a lone process keeps `--device`).
-pub fn assign_gpu(me: &Rank, mem: &mut crate::cli::MemArgs) {
-    let dest = mem.dest();
-    mem.dest_arg = Some(dest);
+/// The GPU ordinal of this rank: in a multi-rank run each rank gets its own,
+/// `local_rank % visible GPUs` (for `dest` pinned or device); a lone process
+/// (or host memory) keeps `device`, the one asked for.
+pub fn gpu_for(me: &Rank, dest: crate::mem::Dest, device: usize) -> usize {
     if me.world > 1 && dest != crate::mem::Dest::Host {
         let gpus = crate::mem::cuda_probe().map(|i| i.devices.len()).unwrap_or(1).max(1);
-        mem.device = me.local_rank % gpus;
+        me.local_rank % gpus
+    } else {
+        device
     }
 }
 

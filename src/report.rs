@@ -1,290 +1,468 @@
-//! Run records: one JSON file per run in `results/`, written atomically, and
-//! the short human table on the terminal.
+//! `s3rdma report`: read result records (this tool's, and the original
+//! suite's `RunRecord` field names), turn each into comparable rows, and print
+//! one table per benchmark with medians, ranges, CPU, GB/s per core, the ratio
+//! to a baseline and every row's witness verdict. An rdma row whose verdict is
+//! not `rdma-verified` is flagged in its own column and never folded into a
+//! verified one: rows are grouped, never averaged across files.
 //!
-//! Field names are a superset of the original suite's `RunRecord`
-//! (`benchmark, backend, params, results, environment, rdma_witness, host,
-//! timestamp`; seeds/000, DESIGN.md "Results"), so old and new runs compare in
-//! one table. Units live in field names: `_bytes`, `_s`, `_ms`, `_gbps`
-//! (1e9 bytes/s), `_gibps` (2^30 bytes/s), `_cores` (CPU-seconds / wall-seconds).
+//! Rows per benchmark (the figure compared, from `results`):
+//! fetch: one per cell (size, concurrency[, procs]), GB/s; ckpt: one per
+//! (state, method, op, ranks), GB/s and seconds; weights: GB/s and seconds;
+//! tokens: tokens/s; train: images/s and seconds; original-suite records: any
+//! `throughput_gbps` / `gbps` / `tokens_per_s` / `images_per_s` figure found in
+//! `results` (one row per list element).
 
-use std::fs;
-use std::io::Write;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
-use sysinfo::System;
 
+use crate::bench::Spread;
+use crate::cli::{ReportArgs, ReportFormat};
 use crate::error::{Error, Result};
 
-/// Version of the record layout; bump on any incompatible change.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// Which build wrote a record.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ToolInfo {
-    /// Always `s3rdma`.
-    pub name: String,
-    /// Crate version.
-    pub version: String,
-    /// Short git commit of the build, `-dirty` when built from a modified tree.
-    pub git_commit: String,
+/// One comparable figure of one record.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Row {
+    pub benchmark: String,
+    pub backend: String,
+    pub file: String,
+    pub tag: Option<String>,
+    /// What distinguishes rows of one benchmark: size, concurrency, state, op, layout, ...
+    pub dims: BTreeMap<String, String>,
+    /// Unit of `value`: "GB/s", "tokens/s" or "images/s".
+    pub metric: String,
+    pub value: Spread,
+    pub wall_s: Option<Spread>,
+    /// Client CPU in cores (CPU-seconds / wall-seconds), median.
+    pub cpu_cores: Option<f64>,
+    /// GB/s (1e9 B/s) the row moved, median, for GB/s per core.
+    pub gbps: Option<f64>,
+    /// Witness verdict of this row (cell verdict where the record has one).
+    pub verdict: String,
+    /// `fetch --series`: [seconds, GB/s] of the row's first repeat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub series: Option<Vec<[f64; 2]>>,
 }
 
-impl ToolInfo {
-    /// This binary.
-    pub fn current() -> Self {
-        ToolInfo {
-            name: "s3rdma".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            git_commit: env!("S3RDMA_GIT_COMMIT").into(),
+impl Row {
+    /// GB/s per client core.
+    pub fn gbps_per_core(&self) -> Option<f64> {
+        match (self.gbps, self.cpu_cores) {
+            (Some(g), Some(c)) if c > 0.0 => Some(g / c),
+            _ => None,
         }
     }
+    /// True when the row claims RDMA and the server did not prove it.
+    pub fn unproven_rdma(&self) -> bool {
+        self.backend.eq_ignore_ascii_case("rdma") && self.verdict != "rdma-verified"
+    }
 }
 
-/// One GPU as `nvidia-smi` reports it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct GpuInfo {
-    /// Marketing name, e.g. "NVIDIA H200".
-    pub name: String,
-    /// Device memory in bytes.
-    pub memory_bytes: u64,
-    /// Driver version.
-    pub driver: String,
+/// A `{median, min, max}` object or a plain number.
+fn spread(v: &Value) -> Option<Spread> {
+    match v {
+        Value::Number(n) => n.as_f64().map(|x| Spread { median: x, min: x, max: x }),
+        Value::Object(o) => {
+            let m = o.get("median")?.as_f64()?;
+            Some(Spread { median: m, min: o.get("min").and_then(Value::as_f64).unwrap_or(m), max: o.get("max").and_then(Value::as_f64).unwrap_or(m) })
+        }
+        _ => None,
+    }
 }
 
-/// The machine a run ran on.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct HostInfo {
-    /// Host name.
-    pub hostname: String,
-    /// OS name and version.
-    pub os: String,
-    /// Kernel version.
-    pub kernel: String,
-    /// CPU model string.
-    pub cpu_model: String,
-    /// Logical CPUs.
-    pub logical_cpus: usize,
-    /// Physical cores, where known.
-    pub physical_cores: Option<usize>,
-    /// Total memory in bytes.
-    pub memory_bytes: u64,
-    /// GPUs found by `nvidia-smi` (empty when it is absent).
-    pub gpus: Vec<GpuInfo>,
+fn median(v: &Value) -> Option<f64> {
+    spread(v).map(|s| s.median)
 }
 
-/// A [`HostInfo::collect`] started in the background by [`HostInfo::prefetch`].
-static PREFETCHED: std::sync::Mutex<Option<std::thread::JoinHandle<HostInfo>>> = std::sync::Mutex::new(None);
-
-impl HostInfo {
-    /// Start reading the host's facts on a background thread, so the
-    /// `nvidia-smi` call (tens of ms to seconds, depending on the driver's
-    /// persistence mode) overlaps the run instead of lengthening the
-    /// process; the next [`HostInfo::collect`] takes the result.
-    pub fn prefetch() {
-        if let Ok(mut p) = PREFETCHED.lock()
-            && p.is_none()
-        {
-            *p = std::thread::Builder::new().name("host-facts".into()).spawn(Self::read).ok();
+/// Bytes as the shortest IEC name (`64MiB`), the way sizes are given on the command line.
+pub fn size_name(b: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if b >= 1 << shift && b % (1 << shift) == 0 {
+            return format!("{}{unit}", b >> shift);
         }
     }
+    format!("{b}B")
+}
 
-    /// The host's facts: the prefetched ones when [`HostInfo::prefetch`] ran, else read now.
-    pub fn collect() -> Self {
-        let handle = PREFETCHED.lock().ok().and_then(|mut p| p.take());
-        handle.and_then(|h| h.join().ok()).unwrap_or_else(Self::read)
-    }
-
-    /// Read the host's facts (sysinfo; `nvidia-smi` for GPUs where it is on PATH).
-    fn read() -> Self {
-        let mut sys = System::new();
-        sys.refresh_cpu_all();
-        sys.refresh_memory();
-        HostInfo {
-            hostname: System::host_name().unwrap_or_default(),
-            os: System::long_os_version().unwrap_or_default(),
-            kernel: System::kernel_version().unwrap_or_default(),
-            cpu_model: sys.cpus().first().map(|c| c.brand().trim().to_string()).unwrap_or_default(),
-            logical_cpus: sys.cpus().len(),
-            physical_cores: System::physical_core_count(),
-            memory_bytes: sys.total_memory(),
-            gpus: nvidia_smi_gpus(),
-        }
+fn verdict_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Object(o) => o.get("verdict").and_then(Value::as_str).unwrap_or("none").to_string(),
+        Value::Null => "none".into(),
+        other => other.to_string(),
     }
 }
 
-fn nvidia_smi_gpus() -> Vec<GpuInfo> {
-    let Ok(out) = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"])
-        .output()
-    else {
-        return Vec::new();
+/// The original suite named benchmarks after its report sections (b1-fetch, b3-resnet50, ...).
+fn canonical_benchmark(name: &str) -> String {
+    let n = name.to_ascii_lowercase();
+    for (key, canon) in [("fetch", "fetch"), ("resnet", "train"), ("train", "train"), ("checkpoint", "ckpt"), ("ckpt", "ckpt"), ("token", "tokens"), ("weight", "weights")] {
+        if n.contains(key) {
+            return canon.into();
+        }
+    }
+    n
+}
+
+/// Every row of one record. `file` names it in the table.
+pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
+    let bad = |why: &str| Error::Usage(format!("{file}: {why}: pass result records written by s3rdma (or the original suite)"));
+    let benchmark = canonical_benchmark(record.get("benchmark").and_then(Value::as_str).ok_or_else(|| bad("no \"benchmark\" field"))?);
+    let backend = record.get("backend").and_then(Value::as_str).ok_or_else(|| bad("no \"backend\" field"))?.to_string();
+    let results = record.get("results").ok_or_else(|| bad("no \"results\" field"))?;
+    let tag = record.get("tag").and_then(Value::as_str).map(String::from);
+    let witness = record.get("rdma_witness").cloned().unwrap_or(Value::Null);
+    let overall = verdict_of(&witness);
+    let ours = record.get("schema_version").is_some();
+    let base = |dims: BTreeMap<String, String>, metric: &str, value: Spread| Row {
+        benchmark: benchmark.clone(),
+        backend: backend.clone(),
+        file: file.to_string(),
+        tag: tag.clone(),
+        dims,
+        metric: metric.into(),
+        value,
+        wall_s: None,
+        cpu_cores: None,
+        gbps: None,
+        verdict: overall.clone(),
+        series: None,
     };
-    if !out.status.success() {
-        return Vec::new();
+    // Settings that change the figure but are not a bench's own dimension:
+    // where the bytes went, and how the store was driven.
+    let dest = record["environment"]["dest"].as_str().map(String::from);
+    let io_threads = record["environment"]["store"]["io_threads"].as_u64();
+    let base = |mut dims: BTreeMap<String, String>, metric: &str, value: Spread| {
+        if let Some(d) = &dest {
+            dims.insert("dest".into(), d.clone());
+        }
+        base(dims, metric, value)
+    };
+    let mut out = Vec::new();
+    match (ours, benchmark.as_str()) {
+        (true, "fetch") => {
+            for cell in results.as_array().ok_or_else(|| bad("fetch results are not a list of cells"))? {
+                let s = &cell["summary"];
+                // From the raw per-repeat figures where the record has them, else its summary.
+                let reps = cell["repeats"].as_array().map(|a| a.iter().filter_map(|r| r["throughput_gbps"].as_f64()).collect::<Vec<_>>()).unwrap_or_default();
+                let Some(v) = Spread::of(reps.iter().copied()).or_else(|| spread(&s["throughput_gbps"])) else { continue };
+                let mut dims = BTreeMap::new();
+                let size = cell["size_bytes"].as_u64().unwrap_or(0);
+                dims.insert("size".into(), size_name(size));
+                dims.insert("concurrency".into(), cell["concurrency"].to_string());
+                if let Some(p) = cell.get("procs") {
+                    dims.insert("procs".into(), p.to_string());
+                }
+                let mut r = base(dims, "GB/s", v);
+                r.series = cell["repeats"][0]["series"].as_array().map(|a| a.iter().filter_map(|p| Some([p[0].as_f64()?, p[1].as_f64()?])).collect());
+                let cores: Vec<f64> = cell["repeats"].as_array().map(|a| a.iter().filter_map(|r| r["client_cpu_cores"].as_f64()).collect()).unwrap_or_default();
+                r.cpu_cores = Spread::of(cores).map(|c| c.median).or_else(|| median(&s["client_cpu_cores"]));
+                r.gbps = Some(v.median);
+                // The cell's own verdict, where the witness judged cells.
+                if let Some(c) = witness["cells"].as_array().and_then(|cs| {
+                    cs.iter().find(|c| c["size_bytes"].as_u64() == Some(size) && c["concurrency"] == cell["concurrency"] && c.get("procs") == cell.get("procs"))
+                }) {
+                    r.verdict = verdict_of(c);
+                }
+                out.push(r);
+            }
+        }
+        (true, "ckpt") => {
+            for row in results["rows"].as_array().ok_or_else(|| bad("ckpt results have no rows"))? {
+                let Some(v) = spread(&row["throughput_gbps"]) else { continue };
+                let dims = ["state", "method", "op", "ranks"].iter().map(|k| (k.to_string(), row[*k].as_str().map_or_else(|| row[*k].to_string(), String::from))).collect();
+                let mut r = base(dims, "GB/s", v);
+                r.wall_s = spread(&row["wall_s"]);
+                r.cpu_cores = median(&row["client_cpu_cores"]);
+                r.gbps = Some(v.median);
+                r.verdict = row["witness_verdict"].as_str().unwrap_or(&overall).to_string();
+                out.push(r);
+            }
+        }
+        (true, "weights") => {
+            let s = &results["summary"];
+            let v = spread(&s["throughput_gbps"]).ok_or_else(|| bad("weights results have no summary"))?;
+            let p = &record["params"];
+            let mut dims = BTreeMap::from([("model".to_string(), p["model"].as_str().unwrap_or("?").to_string())]);
+            dims.insert("concurrency".into(), p["concurrency"].to_string());
+            if let Some(t) = io_threads {
+                dims.insert("io_threads".into(), t.to_string());
+            }
+            let mut r = base(dims, "GB/s", v);
+            r.wall_s = spread(&s["wall_s"]);
+            r.cpu_cores = median(&s["client_cpu_cores"]);
+            r.gbps = Some(v.median);
+            out.push(r);
+        }
+        (true, "tokens") => {
+            let s = &results["summary"];
+            let v = spread(&s["tokens_per_s"]).ok_or_else(|| bad("tokens results have no summary"))?;
+            let mut r = base(BTreeMap::from([("seq_len".to_string(), results["seq_len"].to_string())]), "tokens/s", v);
+            r.cpu_cores = median(&s["client_cpu_cores"]);
+            r.gbps = median(&s["throughput_gbps"]);
+            out.push(r);
+        }
+        (true, "train") => {
+            let s = &results["summary"];
+            let v = spread(&s["images_per_s"]).ok_or_else(|| bad("train results have no summary"))?;
+            let p = &record["params"];
+            let mut dims = BTreeMap::new();
+            dims.insert("layout".into(), p["layout"].as_str().unwrap_or("?").to_string());
+            dims.insert("ranks".into(), p["ranks"].to_string());
+            if p["layout"] == "jpeg" {
+                dims.insert("jpeg_fetch".into(), p["jpeg_fetch"].as_str().unwrap_or("?").to_string());
+            }
+            if p["loader_only"] == Value::Bool(true) {
+                dims.insert("loader".into(), "only".into());
+            }
+            let mut r = base(dims, "images/s", v);
+            r.wall_s = spread(&s["wall_s"]);
+            r.cpu_cores = median(&s["client_cpu_cores"]);
+            r.gbps = median(&s["read_gbps"]);
+            out.push(r);
+        }
+        _ => {
+            // The original suite's records (or a bench this build does not know): any known figure.
+            let items: Vec<&Value> = match results {
+                Value::Array(a) => a.iter().collect(),
+                other => vec![other],
+            };
+            for it in items {
+                let found = [("throughput_gbps", "GB/s"), ("gbps", "GB/s"), ("tokens_per_s", "tokens/s"), ("images_per_s", "images/s")]
+                    .iter()
+                    .find_map(|(k, unit)| spread(it.get(*k)?).map(|v| (*k, *unit, v)));
+                let Some((key, unit, v)) = found else { continue };
+                let mut dims = BTreeMap::new();
+                for k in ["size", "object_size", "size_bytes", "concurrency", "streams", "procs", "layout", "state", "op", "method"] {
+                    if let Some(x) = it.get(k).filter(|x| x.is_string() || x.is_number()) {
+                        let s = match (k, x.as_u64()) {
+                            ("size" | "object_size" | "size_bytes", Some(b)) => size_name(b),
+                            _ => x.as_str().map_or_else(|| x.to_string(), String::from),
+                        };
+                        dims.insert(if k.starts_with("size") || k == "object_size" { "size".into() } else if k == "streams" { "concurrency".into() } else { k.to_string() }, s);
+                    }
+                }
+                let mut r = base(dims, unit, v);
+                r.wall_s = ["wall_s", "seconds"].iter().find_map(|k| spread(it.get(*k)?));
+                r.cpu_cores = ["client_cpu_cores", "cpu_cores"].iter().find_map(|k| median(it.get(*k)?));
+                r.gbps = if unit == "GB/s" { Some(v.median) } else { it.get("throughput_gbps").and_then(median) };
+                if let Some(w) = it.get("rdma_witness").or_else(|| it.get("witness")) {
+                    r.verdict = verdict_of(w);
+                }
+                let _ = key;
+                out.push(r);
+            }
+        }
     }
-    parse_nvidia_smi(&String::from_utf8_lossy(&out.stdout))
+    Ok(out)
 }
 
-/// Parse `nvidia-smi --query-gpu=name,memory.total,driver_version
-/// --format=csv,noheader,nounits` output (memory in MiB).
-fn parse_nvidia_smi(text: &str) -> Vec<GpuInfo> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(',').map(str::trim).collect();
-            let [name, mib, driver] = f.as_slice() else { return None };
-            Some(GpuInfo {
-                name: name.to_string(),
-                memory_bytes: mib.parse::<u64>().ok()? << 20,
-                driver: driver.to_string(),
-            })
+/// Read every file (a record each) into rows; `http-peers` tables and other
+/// non-records are skipped with a note on stderr.
+pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for f in files {
+        let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let body = std::fs::read(f).map_err(|e| Error::Usage(format!("{}: {e}: pass result files (results/*.json)", f.display())))?;
+        let v: Value = serde_json::from_slice(&body).map_err(|e| Error::Usage(format!("{}: not JSON ({e}): pass result records", f.display())))?;
+        if v.get("benchmark").is_none() || v.get("backend").is_none() {
+            eprintln!("note: {} is not a run record of one backend (no \"benchmark\"/\"backend\"): skipped", f.display());
+            continue;
+        }
+        rows.extend(rows_of(&v, &name)?);
+    }
+    if rows.is_empty() {
+        return Err(Error::Usage("no rows: none of the files holds a run record with a figure to compare".into()));
+    }
+    Ok(rows)
+}
+
+/// Sort key of a row: the `--group-by` fields in order; numbers and sizes
+/// compare by value (2 before 16, 64MiB before 1GiB), everything else as text.
+fn group_key(r: &Row, by: &[String]) -> Vec<(f64, String)> {
+    by.iter()
+        .map(|k| {
+            let text = match k.as_str() {
+                "benchmark" => r.benchmark.clone(),
+                "backend" => r.backend.clone(),
+                "tag" => r.tag.clone().unwrap_or_default(),
+                "file" => r.file.clone(),
+                other => r.dims.get(other).cloned().unwrap_or_default(),
+            };
+            let num = text.parse::<f64>().ok().or_else(|| parse_size::parse_size(&text).ok().map(|b| b as f64)).unwrap_or(f64::NAN);
+            (num, text)
         })
         .collect()
 }
 
-/// One run's record (DESIGN.md "Results").
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RunRecord {
-    /// [`SCHEMA_VERSION`] at write time.
-    pub schema_version: u32,
-    /// Subcommand: `fetch`, `ckpt`, ...
-    pub benchmark: String,
-    /// `local`, `http` or `rdma`.
-    pub backend: String,
-    /// Run start, RFC 3339 UTC.
-    pub timestamp: String,
-    /// Optional user tag (also in the file name).
-    pub tag: Option<String>,
-    /// The build that wrote this.
-    pub tool: ToolInfo,
-    /// The machine.
-    pub host: HostInfo,
-    /// Store and transport settings (never credentials).
-    pub environment: Value,
-    /// The full bench configuration.
-    pub params: Value,
-    /// Every cell, every repeat's raw figures and the summaries.
-    pub results: Value,
-    /// Server-side transport proof: overall verdict and reason, the witness
-    /// configuration, and per-cell verdicts (see [`crate::witness`]).
-    pub rdma_witness: Value,
+fn cmp_keys(a: &[(f64, String)], b: &[(f64, String)]) -> std::cmp::Ordering {
+    for (x, y) in a.iter().zip(b) {
+        let o = match (x.0.is_nan(), y.0.is_nan()) {
+            (false, false) => x.0.total_cmp(&y.0),
+            _ => x.1.cmp(&y.1),
+        };
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    std::cmp::Ordering::Equal
 }
 
-/// Make sure `dir` exists and takes a new file, before a run spends its time:
-/// a run whose record cannot be written should fail at once, not at the end.
-pub fn check_results_dir(dir: &Path) -> Result<()> {
-    let fail = |e: std::io::Error| {
-        Error::Runtime(format!("cannot write results into {}: {e}: pass --results-dir DIR", dir.display()))
-    };
-    fs::create_dir_all(dir).map_err(fail)?;
-    let probe = dir.join(format!(".s3rdma-write-test-{}", std::process::id()));
-    fs::File::create(&probe).map_err(fail)?;
-    let _ = fs::remove_file(&probe);
-    Ok(())
+/// The baseline of each row: `--baseline` names a backend (rows of that
+/// backend with the same dims) or a file (rows of that file with the same dims).
+/// None when no row matches, or when several do (the ratio would be arbitrary).
+fn baseline_for<'a>(r: &Row, rows: &'a [Row], baseline: &str) -> Option<&'a Row> {
+    let mut m = rows.iter().filter(|b| b.benchmark == r.benchmark && b.dims == r.dims && b.metric == r.metric && is_baseline(b, baseline));
+    let first = m.next()?;
+    m.next().is_none().then_some(first)
 }
 
-impl RunRecord {
-    /// A record of this build on this host: `benchmark` run against `backend`
-    /// from `started`; environment, params, results and witness filled by the bench.
-    pub fn new(benchmark: &str, backend: &str, started: chrono::DateTime<chrono::Utc>, tag: Option<String>) -> Self {
-        RunRecord {
-            schema_version: SCHEMA_VERSION,
-            benchmark: benchmark.into(),
-            backend: backend.into(),
-            timestamp: started.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            tag,
-            tool: ToolInfo::current(),
-            host: HostInfo::collect(),
-            environment: Value::Null,
-            params: Value::Null,
-            results: Value::Null,
-            rdma_witness: Value::Null,
-        }
-    }
+fn is_baseline(b: &Row, baseline: &str) -> bool {
+    b.backend == baseline || b.file == baseline || Path::new(baseline).file_name().is_some_and(|n| n.to_string_lossy() == b.file)
+}
 
-    /// Write to `<dir>/<benchmark>-<backend>-<UTC yyyymmddThhmmssZ>[-tag].json`
-    /// through a temporary file in the same directory and a rename, so a
-    /// reader never sees half a record. A name already taken (two runs in one
-    /// second) gets `-2`, `-3`...
-    /// Returns the path written.
-    pub fn write(&self, dir: &Path, started: chrono::DateTime<chrono::Utc>) -> Result<PathBuf> {
-        fs::create_dir_all(dir).map_err(|e| {
-            Error::Runtime(format!("cannot create results directory {}: {e}: pass --results-dir", dir.display()))
-        })?;
-        let stem = format!(
-            "{}-{}-{}{}",
-            self.benchmark,
-            self.backend,
-            started.format("%Y%m%dT%H%M%SZ"),
-            self.tag.as_deref().map(|t| format!("-{t}")).unwrap_or_default()
-        );
-        let mut path = dir.join(format!("{stem}.json"));
-        let mut n = 2;
-        while path.exists() {
-            path = dir.join(format!("{stem}-{n}.json"));
-            n += 1;
+/// A markdown table cell: no pipes or line breaks from the data.
+fn md(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// A CSV field (RFC 4180): quoted when it holds a comma, quote or line break.
+fn csv(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+}
+
+fn fmt_spread(s: &Spread) -> String {
+    let p = if s.median.abs() >= 1000.0 { 0 } else if s.median.abs() >= 10.0 { 1 } else { 3 };
+    if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) }
+}
+
+/// The tables as markdown (one per benchmark), CSV or JSON.
+pub fn render(rows: &[Row], args: &ReportArgs) -> String {
+    let mut rows = rows.to_vec();
+    rows.sort_by(|a, b| cmp_keys(&group_key(a, &args.group_by), &group_key(b, &args.group_by)).then_with(|| a.file.cmp(&b.file)));
+    let ratio = |r: &Row| args.baseline.as_deref().and_then(|b| baseline_for(r, &rows, b)).map(|b| r.value.median / b.value.median);
+    match args.format {
+        ReportFormat::Json => {
+            let v: Vec<Value> = rows
+                .iter()
+                .map(|r| {
+                    let mut v = serde_json::to_value(r).expect("rows encode");
+                    v["gbps_per_core"] = serde_json::json!(r.gbps_per_core());
+                    v["ratio_to_baseline"] = serde_json::json!(ratio(r));
+                    v["unproven_rdma"] = Value::Bool(r.unproven_rdma());
+                    v
+                })
+                .collect();
+            serde_json::to_string_pretty(&v).expect("rows encode")
         }
-        let tmp = dir.join(format!(".{stem}.json.tmp-{}", std::process::id()));
-        let body = serde_json::to_vec_pretty(self).map_err(|e| Error::Runtime(format!("cannot encode record: {e}")))?;
-        let res = (|| {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(&body)?;
-            f.write_all(b"\n")?;
-            f.sync_all()?;
-            fs::rename(&tmp, &path)
-        })();
-        if let Err(e) = res {
-            let _ = fs::remove_file(&tmp);
-            return Err(Error::Runtime(format!("cannot write {}: {e}", path.display())));
+        ReportFormat::Csv => {
+            let mut s = String::from("benchmark,backend,dims,metric,median,min,max,wall_s_median,cpu_cores,gbps_per_core,ratio_to_baseline,verdict,unproven_rdma,file\n");
+            for r in &rows {
+                let dims: Vec<String> = r.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
+                s += &format!(
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                    csv(&r.benchmark),
+                    csv(&r.backend),
+                    csv(&dims.join(";")),
+                    csv(&r.metric),
+                    r.value.median,
+                    r.value.min,
+                    r.value.max,
+                    opt(r.wall_s.map(|w| w.median)),
+                    opt(r.cpu_cores),
+                    opt(r.gbps_per_core()),
+                    opt(ratio(&r.clone())),
+                    csv(&r.verdict),
+                    r.unproven_rdma(),
+                    csv(&r.file)
+                );
+            }
+            s
         }
-        Ok(path)
+        ReportFormat::Md => {
+            let mut s = String::new();
+            let mut benches: Vec<&str> = rows.iter().map(|r| r.benchmark.as_str()).collect();
+            benches.dedup();
+            for b in benches {
+                let these: Vec<&Row> = rows.iter().filter(|r| r.benchmark == b).collect();
+                let dim_names: Vec<String> = {
+                    let mut d: Vec<String> = these.iter().flat_map(|r| r.dims.keys().cloned()).collect();
+                    d.sort();
+                    d.dedup();
+                    d
+                };
+                let metric = these[0].metric.clone();
+                s += &format!("### {b}\n\n| backend | {} | {metric} (min–max) | wall s | client cores | GB/s per core |{} witness | file |\n", dim_names.join(" | "), if args.baseline.is_some() { " ratio |" } else { "" });
+                s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if args.baseline.is_some() { "---|" } else { "" });
+                for r in these {
+                    let dims: Vec<String> = dim_names.iter().map(|k| md(r.dims.get(k).map_or("-", String::as_str))).collect();
+                    let flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", md(&r.verdict)) } else { md(&r.verdict) };
+                    s += &format!(
+                        "| {} | {} | {} | {} | {} | {} |{} {flag} | {} |\n",
+                        md(&r.backend),
+                        dims.join(" | "),
+                        fmt_spread(&r.value),
+                        r.wall_s.as_ref().map_or("-".into(), fmt_spread),
+                        r.cpu_cores.map_or("-".into(), |c| format!("{c:.2}")),
+                        r.gbps_per_core().map_or("-".into(), |g| if g < 0.1 { format!("{g:.4}") } else { format!("{g:.2}") }),
+                        if args.baseline.is_some() { format!(" {} |", ratio(r).map_or("-".into(), |x| format!("{x:.2}x"))) } else { String::new() },
+                        md(&r.file)
+                    );
+                }
+                s += "\n";
+            }
+            s
+        }
     }
 }
 
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn record() -> RunRecord {
-        RunRecord {
-            schema_version: SCHEMA_VERSION,
-            benchmark: "fetch".into(),
-            backend: "local".into(),
-            timestamp: "2026-11-29T12:00:00Z".into(),
-            tag: Some("t1".into()),
-            tool: ToolInfo::current(),
-            host: HostInfo::collect(),
-            environment: serde_json::json!({}),
-            params: serde_json::json!({"sizes_bytes": [1]}),
-            results: serde_json::json!([]),
-            rdma_witness: serde_json::json!({"verdict": "not-applicable", "reason": "test"}),
+/// Run `s3rdma report`.
+pub async fn run(args: ReportArgs) -> Result<()> {
+    if args.files.is_empty() {
+        return Err(Error::Usage("give result files, e.g. `s3rdma report results/*.json`".into()));
+    }
+    let rows = load(&args.files)?;
+    if let Some(b) = &args.baseline
+        && !rows.iter().any(|r| is_baseline(r, b))
+    {
+        let mut backends: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
+        backends.sort();
+        backends.dedup();
+        return Err(Error::Usage(format!("--baseline '{b}' matches no row: the rows' backends are {}; or name one of the files", backends.join(", "))));
+    }
+    if let Some(b) = &args.baseline
+        && rows.iter().any(|r| baseline_for(r, &rows, b).is_none() && rows.iter().filter(|x| x.benchmark == r.benchmark && x.dims == r.dims && is_baseline(x, b)).count() > 1)
+    {
+        eprintln!("note: some rows match several --baseline '{b}' rows with the same dimensions (repeated runs): their ratio is left empty; name one file as --baseline");
+    }
+    for k in &args.group_by {
+        let known = ["benchmark", "backend", "tag", "file"].contains(&k.as_str()) || rows.iter().any(|r| r.dims.contains_key(k));
+        if !known {
+            eprintln!("note: --group-by '{k}' is neither benchmark/backend/tag/file nor a dimension of any row: ignored");
         }
     }
-
-    #[test]
-    fn write_is_atomic_and_never_overwrites() {
-        let dir = tempfile::tempdir().unwrap();
-        let t = chrono::DateTime::parse_from_rfc3339("2026-11-29T12:00:00Z").unwrap().to_utc();
-        let r = record();
-        let a = r.write(dir.path(), t).unwrap();
-        let b = r.write(dir.path(), t).unwrap();
-        assert_eq!(a.file_name().unwrap(), "fetch-local-20261129T120000Z-t1.json");
-        assert_eq!(b.file_name().unwrap(), "fetch-local-20261129T120000Z-t1-2.json");
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names.len(), 2, "no temporary files left: {names:?}");
-        let back: RunRecord = serde_json::from_slice(&fs::read(&a).unwrap()).unwrap();
-        assert_eq!(back, r);
+    if let Some(p) = &args.plot {
+        crate::plot::draw(&rows, p)?;
+        eprintln!("wrote {}", p.display());
     }
+    let mut text = render(&rows, &args);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    write_stdout(text.as_bytes())
+}
 
-    #[test]
-    fn nvidia_smi_lines_parse() {
-        let g = parse_nvidia_smi("NVIDIA H200, 143771, 580.65.06\n");
-        assert_eq!(g.len(), 1);
-        assert_eq!(g[0].name, "NVIDIA H200");
-        assert_eq!(g[0].memory_bytes, 143771u64 << 20);
-        assert_eq!(g[0].driver, "580.65.06");
-        assert!(parse_nvidia_smi("garbage").is_empty());
+/// Write to stdout: a closed pipe (`| head`) ends quietly, any other failure
+/// (a full disk) is an error, never a panic.
+pub fn write_stdout(bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Error::Runtime(format!("cannot write to stdout: {e}"))),
     }
 }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::{Backend, StoreArgs, WitnessArgs};
+use crate::store::Backend;
 use crate::error::{Error, Result, root_cause};
 
 /// RDMA counter group path on every AIStor node.
@@ -431,6 +431,27 @@ pub fn prometheus_jwt(access_key: &str, secret_key: &str) -> Result<String> {
     .map_err(|e| Error::Runtime(format!("cannot make the metrics token: {e}")))
 }
 
+/// What a witness is built from (the CLI layer fills it from its flags).
+#[derive(Debug, Clone)]
+pub struct WitnessConfig {
+    /// The transport the run asked for.
+    pub expect: Expect,
+    /// The store's endpoint URL (`None`: AWS for `region`); its host:port is the default target.
+    pub endpoint: Option<String>,
+    /// The store's region (for the AWS default endpoint).
+    pub region: String,
+    /// Access key: with the secret key, the default metrics token (a JWT).
+    pub access_key: Option<String>,
+    /// Secret key.
+    pub secret_key: Option<String>,
+    /// Server nodes to scrape, host:port each (empty: the endpoint's).
+    pub servers: Vec<String>,
+    /// Full metrics URLs to scrape instead of the derived ones.
+    pub metrics_url: Vec<String>,
+    /// Bearer token for the metrics endpoints.
+    pub metrics_token: Option<String>,
+}
+
 /// Scrapes the configured targets; one per run, shared by every window.
 #[derive(Debug)]
 pub struct Witness {
@@ -455,10 +476,11 @@ impl Witness {
     /// host:port, else of the endpoint's host:port. The local backend scrapes nothing.
     ///
     /// Errors: [`Error::Usage`] for a malformed `--servers` or `--metrics-url`.
-    pub fn new(store: &StoreArgs, args: &WitnessArgs) -> Result<Self> {
+    pub fn new(args: &WitnessConfig) -> Result<Self> {
+        let store = args;
         let fabric_root = PathBuf::from("/sys/class/infiniband");
         let mut targets = Vec::new();
-        if store.backend != Backend::Local {
+        if args.expect != Expect::Local {
             if !args.metrics_url.is_empty() {
                 for u in &args.metrics_url {
                     let ok = reqwest::Url::parse(u).ok().filter(|p| {
@@ -528,7 +550,12 @@ impl Witness {
                     .map_err(|e| Error::Runtime(format!("cannot build the metrics HTTP client: {e}")))?,
             )
         };
-        Ok(Witness { expect: store.backend.into(), targets, auth, bearer, client, fabric_root })
+        Ok(Witness { expect: args.expect, targets, auth, bearer, client, fabric_root })
+    }
+
+    /// Whether this run asked for RDMA (the rdma backend): only then can a verdict be `rdma-verified`.
+    pub fn expects_rdma(&self) -> bool {
+        self.expect == Expect::Rdma
     }
 
     /// What the record says about the witness's set-up (never the token).

@@ -66,7 +66,7 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     let rec: Value = serde_json::from_slice(&o.stdout).expect("--json prints the record");
     assert_eq!(rec["benchmark"], "fetch");
     assert_eq!(rec["backend"], "http");
-    assert_eq!(rec["schema_version"], 1);
+    assert_eq!(rec["schema_version"], 2);
     assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
     assert_eq!(rec["environment"]["store"]["endpoint"], s.endpoint.as_str());
     assert_eq!(rec["environment"]["store"]["get_path"], "direct", "plain http:// defaults to the direct GET path");
@@ -429,8 +429,10 @@ fn rdma_fetch_end_to_end_is_full_fallback_under_the_witness() {
     let rec: Value = serde_json::from_str(&std::fs::read_to_string(&results_in(&tmp.path().join("results"))[0]).unwrap()).unwrap();
     assert_eq!(rec["backend"], "rdma");
     let r = &rec["results"][0]["repeats"][0];
-    assert_eq!(r["rdma_calls"]["rdma_calls"], 8, "4 streams x 2 GETs in the timed window");
+    assert_eq!(r["store_stats"]["rdma_calls"], 8, "4 streams x 2 GETs in the timed window");
     assert_eq!(r["transfer_paths"]["rdma"], 8 * MIB);
+    assert_eq!(r["store_stats"]["bytes_rdma"], 8 * MIB, "the store layer counts the same bytes");
+    assert_eq!(r["store_stats"]["bytes_http"], 0);
     assert_eq!(r["witness"]["verdict"], "full-fallback");
     let env = &rec["environment"]["store"]["library"];
     assert_eq!(env["has_get_object_range"], true);
@@ -463,8 +465,9 @@ fn rdma_return_codes_are_counted_and_reported() {
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     let r = &rec["results"][0]["repeats"][0];
-    assert_eq!(r["rdma_calls"]["rdma_declined"], 4);
+    assert_eq!(r["store_stats"]["rdma_declined"], 4);
     assert_eq!(r["transfer_paths"]["http"], 4 * 65536, "declined transfers went over HTTP");
+    assert_eq!(r["store_stats"]["bytes_http"], 4 * 65536, "and the store layer counted them as client HTTP bytes");
     // -1 with the library's message, -3 invalid argument: runtime errors, no record.
     let o = run(&[("FAKE_MINIOCPP_RETURN", "-1")]);
     assert_eq!(o.status.code(), Some(1));
@@ -496,7 +499,7 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     let r = &rec["results"][0]["repeats"][0];
-    assert_eq!(r["rdma_calls"]["rdma_calls"], 3, "3 MiB in 1 MiB windows");
+    assert_eq!(r["store_stats"]["rdma_calls"], 3, "3 MiB in 1 MiB windows");
     assert_eq!(r["transfer_paths"]["rdma"], 3 * MIB);
     // Without ranged reads the run says up front that they go over HTTP.
     let o = s3rdma(&base(&["--rdma-no-range"]), tmp.path());

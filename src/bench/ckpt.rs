@@ -36,12 +36,12 @@ use super::{Spread, dedup, host_cores, now_unix};
 use crate::cli::{Backend, CkptArgs, CkptMethod, CkptOp, ChunkChecksum, DEFAULT_LOCAL_ROOT};
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, Checksums, Manifest, TensorEntry, TensorSpec};
+use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::mem::{Buffer, Dest, Gpu};
-use crate::ranks::{self, Group, Rank};
-use crate::report::RunRecord;
+use crate::ranks::{self, Rank};
 use crate::sampler::Sampler;
 use crate::store::{self, ObjectStore, TransferPath, blocking};
-use crate::witness::{Payload, Witness, WitnessReport};
+use crate::witness::WitnessReport;
 
 /// Bytes compared or hashed per step when device memory is read back.
 const WINDOW: usize = 64 << 20;
@@ -114,8 +114,6 @@ pub struct OpFigures {
     pub host: String,
     /// Checkpoint payload bytes (chunks, or the safetensors blob).
     pub bytes: u64,
-    /// Of `bytes`, those this client sent or received over HTTP itself.
-    pub client_http_bytes: u64,
     pub wall_s: f64,
     /// Wall-clock start and end (Unix seconds), for the aggregate across ranks.
     pub start_unix_s: f64,
@@ -236,13 +234,10 @@ async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, gener
         .collect();
     let results: Vec<_> = futures::stream::iter(tasks).buffered(ctx.concurrency).collect().await;
     let mut sums = Vec::new();
-    let (mut checksum_s, mut http_bytes) = (0.0, 0);
+    let mut checksum_s = 0.0;
     for r in results {
-        let (t, sum, cs) = r?;
+        let (_, sum, cs) = r?;
         checksum_s += cs;
-        if matches!(t.path, TransferPath::Http | TransferPath::HttpStaged) && ctx.store.backend() == Backend::Rdma {
-            http_bytes += t.bytes;
-        }
         sums.push(sum);
     }
     manifest.checksums = Some(match ctx.checksum {
@@ -253,7 +248,6 @@ async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, gener
     let transfer_s = t1.elapsed().as_secs_f64();
     Ok(OpFigures {
         bytes: state.total,
-        client_http_bytes: http_bytes,
         wall_s: t0.elapsed().as_secs_f64(),
         start_unix_s,
         end_unix_s: now_unix(),
@@ -272,7 +266,6 @@ fn figures_base() -> OpFigures {
         rank: 0,
         host: String::new(),
         bytes: 0,
-        client_http_bytes: 0,
         wall_s: 0.0,
         start_unix_s: 0.0,
         end_unix_s: 0.0,
@@ -381,13 +374,10 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
         })
         .collect();
     let results: Vec<_> = futures::stream::iter(tasks).buffered(ctx.concurrency).collect().await;
-    let (mut checksum_s, mut http_bytes) = (0.0, 0);
+    let mut checksum_s = 0.0;
     for r in results {
-        let (t, cs) = r?;
+        let (_, cs) = r?;
         checksum_s += cs;
-        if matches!(t.path, TransferPath::Http | TransferPath::HttpStaged) && ctx.store.backend() == Backend::Rdma {
-            http_bytes += t.bytes;
-        }
     }
     let transfer_s = t1.elapsed().as_secs_f64();
     // Rebuild: every tensor becomes a view (offset, length) into `dst`.
@@ -397,8 +387,7 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
     Ok((
         OpFigures {
             bytes: manifest.total_bytes,
-            client_http_bytes: http_bytes,
-            wall_s: t0.elapsed().as_secs_f64(),
+                wall_s: t0.elapsed().as_secs_f64(),
             start_unix_s,
             end_unix_s: now_unix(),
             rebuild_s,
@@ -455,7 +444,6 @@ async fn save_serialized(ctx: &Ctx, key: &str, spec: &StateSpec, state: &State) 
     let transfer_s = t1.elapsed().as_secs_f64();
     Ok(OpFigures {
         bytes: t.bytes,
-        client_http_bytes: if ctx.store.backend() == Backend::Rdma { t.bytes } else { 0 },
         wall_s: t0.elapsed().as_secs_f64(),
         start_unix_s,
         end_unix_s: now_unix(),
@@ -497,7 +485,6 @@ async fn restore_serialized(ctx: &Ctx, key: &str, state: &State, dst: &mut Buffe
     let rebuild_s = t1.elapsed().as_secs_f64();
     Ok(OpFigures {
         bytes: t.bytes,
-        client_http_bytes: if ctx.store.backend() == Backend::Rdma { t.bytes } else { 0 },
         wall_s: t0.elapsed().as_secs_f64(),
         start_unix_s,
         end_unix_s: now_unix(),
@@ -731,61 +718,42 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     dedup(&mut args.methods);
     dedup(&mut args.ops);
     args.ops.sort_by_key(|o| *o == CkptOp::Restore);
-    crate::report::check_results_dir(&args.output.results_dir)?;
     store::check_key(&format!("{}/x", args.prefix)).map_err(|e| Error::Usage(format!("--prefix '{}': {e}", args.prefix)))?;
     if let Some(id) = &args.group.run_id {
         ranks::check_run_id(id)?;
     }
-    let me = match Rank::from_env(args.group.run_id.as_deref())? {
-        Some(r) => {
-            if let Some(n) = args.ranks.filter(|&n| n as usize != r.world) {
-                eprintln!("warning: --ranks {n} ignored: started by {} as rank {} of {}", r.launcher, r.rank, r.world);
-            }
-            r
-        }
-        None => {
-            ranks::warn_partial_launcher_env();
-            let world = args.ranks.unwrap_or(1) as usize;
-            // Bad sizes, memory, GPU, store or witness flags fail once, here, not once per rank.
-            let specs = states(&args, world)?;
-            check_memory(&args, &specs, world)?;
-            Witness::new(&args.store, &args.witness)?;
-            drop(store::open(&args.store)?);
-            if world > 1 {
-                if args.mem.dest() != Dest::Host {
-                    crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", args.mem.dest().name())))?;
-                }
-                return tokio::task::spawn_blocking(move || ranks::spawn_local(world))
-                    .await
-                    .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?;
-            }
-            Rank::single()
-        }
-    };
-    ranks::injected_fault(&me)?;
-    let specs = states(&args, me.world)?;
-    let mut mem = args.mem.clone();
-    ranks::assign_gpu(&me, &mut mem);
-    let dest = mem.dest();
-    let gpu = mem.open_gpu()?;
-    let witness = Witness::new(&args.store, &args.witness)?;
-    let started = chrono::Utc::now();
-    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store)?);
-    let own_dir = args.store.backend == Backend::Local && args.store.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT);
-    store.ensure_bucket(own_dir).await.map_err(|e| match e {
-        StoreError::NoSuchBucket { bucket, location } => Error::Runtime(format!(
-            "bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for --backend local)"
-        )),
-        e => e.into(),
-    })?;
-    let mut serial_args = args.store.clone();
-    serial_args.part_concurrency = 1;
-    if serial_args.backend == Backend::Rdma {
-        serial_args.backend = Backend::Http;
+    if Rank::from_env(args.group.run_id.as_deref())?.is_none() {
+        // Bad sizes or memory fail once, here, not once per rank.
+        let world = args.ranks.unwrap_or(1) as usize;
+        let specs = states(&args, world)?;
+        check_memory(&args, &specs, world)?;
     }
-    let serial: Arc<dyn ObjectStore> = Arc::from(store::open(&serial_args)?);
-    let group = Group::join(me.clone(), store.clone(), args.group.barrier_timeout).await?;
-    let hostname = sysinfo::System::host_name().unwrap_or_default();
+    let own_dir = args.store.backend == Backend::Local && args.store.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT);
+    let spec = SessionSpec {
+        bench: "ckpt",
+        store: &args.store,
+        witness: &args.witness,
+        mem: &args.mem,
+        group: Some(&args.group),
+        output: &args.output,
+        world: World::Ranks(args.ranks),
+        rdma_threads: args.concurrency,
+        create_bucket: own_dir,
+        no_bucket: no_bucket,
+    };
+    let Some(s) = Session::start(spec).await? else { return Ok(()) };
+    let me = s.me.clone();
+    let specs = states(&args, me.world)?;
+    let dest = s.mem.dest();
+    let gpu = s.gpu.clone();
+    let store = s.store.clone();
+    // serialize-then-put is the shape of torch.save + one PUT: one stream, plain HTTP.
+    let serial = s.open_variant(|a| {
+        a.part_concurrency = 1;
+        if a.backend == Backend::Rdma {
+            a.backend = Backend::Http;
+        }
+    })?;
 
     let mut rows: Vec<Row> = Vec::new();
     let mut mismatch: Option<String> = None;
@@ -826,10 +794,9 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                     if op == CkptOp::Restore {
                         restored.zero().map_err(Error::Runtime)?;
                     }
-                    let window = if me.is_root() { Some(witness.begin().await) } else { None };
-                    group.barrier(&format!("{}-{method:?}-{op:?}-{rep}", spec.name)).await?;
+                    let window = s.open_window().await?;
                     let sampler = Sampler::start();
-                    let generation = format!("{}-{rep}", started.format("%Y%m%dT%H%M%S%.6f"));
+                    let generation = format!("{}-{rep}", s.started.format("%Y%m%dT%H%M%S%.6f"));
                     let r = match (method, op) {
                         (CkptMethod::Flat, CkptOp::Save) => {
                             let r = save_flat(&ctx, &key, &state, &mut flat, &generation).await;
@@ -848,33 +815,18 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                             views = Some(state.entries.clone());
                         }),
                     };
-                    let s = sampler.finish();
+                    let smp = sampler.finish();
                     let mut fig = r?;
                     fig.rank = me.rank;
-                    fig.host = hostname.clone();
-                    fig.client_cpu_cores = s.client_cpu_cores;
-                    fig.host_cpu_cores = s.host_cpu_cores;
-                    let all = group.all_gather(&format!("{}-{method:?}-{op:?}-{rep}-figures", spec.name), &serde_json::to_value(&fig).expect("figures encode")).await?;
-                    let per_rank: Vec<OpFigures> = all
-                        .into_iter()
-                        .map(|v| serde_json::from_value(v).map_err(|e| Error::Runtime(format!("rank figures do not parse: {e}"))))
-                        .collect::<Result<_>>()?;
-                    let w = match window {
-                        Some(win) => {
-                            let bytes: u64 = per_rank.iter().map(|f| f.bytes).sum();
-                            let http: u64 = per_rank.iter().map(|f| f.client_http_bytes).sum();
-                            let payload = match op {
-                                CkptOp::Save => Payload { read_bytes: 0, write_bytes: bytes, client_http_bytes: http },
-                                CkptOp::Restore => Payload { read_bytes: bytes, write_bytes: 0, client_http_bytes: http },
-                            };
-                            Some(witness.end(win, payload).await)
-                        }
-                        None => None,
-                    };
+                    fig.host = s.host.clone();
+                    fig.client_cpu_cores = smp.client_cpu_cores;
+                    fig.host_cpu_cores = smp.host_cpu_cores;
+                    let dir = if op == CkptOp::Save { Direction::Write } else { Direction::Read };
+                    let closed = s.close_window(window, dir, fig.bytes, fig).await?;
                     if method == CkptMethod::Flat && op == CkptOp::Save {
                         collect_old_generations(store.as_ref(), &key, Some(&generation)).await;
                     }
-                    reps.push(RepeatRow::of(rep, per_rank, w));
+                    reps.push(RepeatRow::of(rep, closed.ranks, closed.witness));
                 }
                 let verified = if op == CkptOp::Restore {
                     let v = blocking(|| verify(&state, views.as_deref().unwrap_or(&[]), &restored)).map_err(|e| Error::Runtime(format!("verifying: {e}")))?;
@@ -887,8 +839,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                             v.mismatched[0]
                         ));
                     }
-                    let all = group.all_gather(&format!("{}-{method:?}-verified", spec.name), &serde_json::to_value(&v).expect("encodes")).await?;
-                    let all: Vec<Verified> = all.into_iter().filter_map(|v| serde_json::from_value(v).ok()).collect();
+                    let all = s.gather(&format!("{}-{method:?}-verified", spec.name), &v).await?;
                     Some(Verified {
                         ok: all.iter().all(|v| v.ok),
                         tensors_checked: all.iter().map(|v| v.tensors_checked).sum(),
@@ -905,15 +856,67 @@ pub async fn run(args: CkptArgs) -> Result<()> {
             }
         }
     }
-    group.barrier("done").await?;
-    group.cleanup().await;
-    if me.is_root() {
-        write_record(&args, &me, &mem, gpu.as_ref(), &store, &witness, started, &rows)?;
+    let windows: Vec<(String, WitnessReport)> = rows
+        .iter()
+        .flat_map(|r| {
+            r.repeats.iter().filter_map(move |rep| rep.witness.clone().map(|w| (format!("{} {:?} {:?} repeat {}", r.state, r.method, r.op, rep.repeat), w)))
+        })
+        .collect();
+    let params = json!({"workloads": args.workload, "sizes_bytes": args.sizes, "methods": args.methods, "ops": args.ops,
+                        "chunk_bytes": args.chunk, "concurrency": args.concurrency, "repeats": args.repeats,
+                        "checksum": args.checksum, "prefix": args.prefix, "seed": args.seed, "ranks": me.world,
+                        "alignment": fmt::ALIGNMENT});
+    let results = CkptResults { rows };
+    let mut outcome = Outcome::new(params, &results, windows);
+    outcome.failure = mismatch.map(Error::Mismatch);
+    let (backend, location) = (store.backend().name(), store.location());
+    s.finish(outcome, || print_table(&results.rows, backend, &location, dest, me.world)).await
+}
+
+/// A `ckpt` run's `results`: one row per (state, method, op).
+#[derive(Debug, Clone, Serialize)]
+pub struct CkptResults {
+    pub rows: Vec<Row>,
+}
+
+/// A missing bucket: ckpt writes into an existing one (the default local directory excepted).
+fn no_bucket(e: StoreError) -> Error {
+    match e {
+        StoreError::NoSuchBucket { bucket, location } => Error::Runtime(format!(
+            "bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for --backend local)"
+        )),
+        e => e.into(),
     }
-    match mismatch {
-        Some(m) => Err(Error::Mismatch(m)),
-        None => Ok(()),
+}
+
+/// The terminal table: one line per (state, method, op).
+fn print_table(rows: &[Row], backend: &str, location: &str, dest: Dest, world: usize) {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["state", "method", "op", "ranks", "GB", "wall s (slowest rank)", "GB/s", "client cores", "host cores", "chunks/rank", "flatten/rebuild s", "witness", "verified"]);
+    for r in rows {
+        let w = &r.wall_s;
+        t.add_row([
+            r.state.clone(),
+            match r.method {
+                CkptMethod::Flat => "flat".into(),
+                CkptMethod::SerializeThenPut => "serialize-then-put".to_string(),
+            },
+            format!("{:?}", r.op).to_lowercase(),
+            r.ranks.to_string(),
+            format!("{:.2}", r.bytes as f64 / 1e9),
+            if w.max > w.min { format!("{:.3} ({:.3}–{:.3})", w.median, w.min, w.max) } else { format!("{:.3}", w.median) },
+            format!("{:.2}", r.throughput_gbps.median),
+            format!("{:.2}", r.client_cpu_cores.median),
+            format!("{:.2}", r.host_cpu_cores.median),
+            r.chunks_per_rank.to_string(),
+            format!("{:.3}", if r.op == CkptOp::Save { r.flatten_s.median } else { r.rebuild_s.median }),
+            r.witness_verdict.clone(),
+            r.verified.as_ref().map_or("-".into(), |v| if v.ok { format!("ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
+        ]);
     }
+    println!("ckpt on {backend} ({location}), {} memory, {world} rank(s)", dest.name());
+    println!("{t}");
 }
 
 /// Delete every object whose key starts with `prefix` (best effort).
@@ -986,65 +989,3 @@ fn summarize(spec: &StateSpec, method: CkptMethod, op: CkptOp, args: &CkptArgs, 
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn write_record(
-    args: &CkptArgs,
-    me: &Rank,
-    mem: &crate::cli::MemArgs,
-    gpu: Option<&Arc<Gpu>>,
-    store: &Arc<dyn ObjectStore>,
-    witness: &Witness,
-    started: chrono::DateTime<chrono::Utc>,
-    rows: &[Row],
-) -> Result<()> {
-    let worst = rows.iter().flat_map(|r| r.repeats.iter()).filter_map(|r| r.witness.as_ref()).min_by_key(|w| w.verdict).cloned();
-    let record = RunRecord {
-        environment: {
-            let mut env = mem.describe(gpu, store.writes_device());
-            env["store"] = store.describe();
-            env["witness"] = witness.describe();
-            env["ranks"] = json!({"world": me.world, "launcher": me.launcher, "run_id": me.run_id});
-            env
-        },
-        params: json!({"workloads": args.workload, "sizes_bytes": args.sizes, "methods": args.methods, "ops": args.ops,
-                       "chunk_bytes": args.chunk, "concurrency": args.concurrency, "repeats": args.repeats,
-                       "checksum": args.checksum, "prefix": args.prefix, "seed": args.seed, "ranks": me.world,
-                       "alignment": fmt::ALIGNMENT}),
-        results: json!({"rows": rows}),
-        rdma_witness: json!({"verdict": worst.as_ref().map(|w| w.verdict), "reason": worst.as_ref().map(|w| w.reason.clone())}),
-        ..RunRecord::new("ckpt", store.backend().name(), started, args.output.tag.clone())
-    };
-    let path = record.write(&args.output.results_dir, started)?;
-    if args.output.json {
-        println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
-    } else {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(["state", "method", "op", "ranks", "GB", "wall s (slowest rank)", "GB/s", "client cores", "host cores", "chunks/rank", "flatten/rebuild s", "witness", "verified"]);
-        for r in rows {
-            let w = &r.wall_s;
-            t.add_row([
-                r.state.clone(),
-                match r.method {
-                    CkptMethod::Flat => "flat".into(),
-                    CkptMethod::SerializeThenPut => "serialize-then-put".to_string(),
-                },
-                format!("{:?}", r.op).to_lowercase(),
-                r.ranks.to_string(),
-                format!("{:.2}", r.bytes as f64 / 1e9),
-                if w.max > w.min { format!("{:.3} ({:.3}–{:.3})", w.median, w.min, w.max) } else { format!("{:.3}", w.median) },
-                format!("{:.2}", r.throughput_gbps.median),
-                format!("{:.2}", r.client_cpu_cores.median),
-                format!("{:.2}", r.host_cpu_cores.median),
-                r.chunks_per_rank.to_string(),
-                format!("{:.3}", if r.op == CkptOp::Save { r.flatten_s.median } else { r.rebuild_s.median }),
-                r.witness_verdict.clone(),
-                r.verified.as_ref().map_or("-".into(), |v| if v.ok { format!("ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
-            ]);
-        }
-        println!("ckpt on {} ({}), {} memory, {} rank(s)", store.backend().name(), store.location(), mem.dest().name(), me.world);
-        println!("{t}");
-    }
-    eprintln!("wrote {}", path.display());
-    Ok(())
-}

@@ -19,14 +19,12 @@ use serde_json::json;
 
 use super::{Latency, Spread, dedup, host_cores, now_unix};
 use crate::cli::FetchArgs;
-use crate::ranks::{self, Group, Rank};
 use crate::error::{Error, Result, StoreError};
-use crate::mem::{Buffer, Dest, Gpu};
-use crate::report::RunRecord;
+use crate::mem::{Buffer, Dest};
+use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::sampler::{Sampler, SamplerReport};
-use crate::store::rdma::CallCounts;
-use crate::store::{self, ObjectStore, TransferPath};
-use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
+use crate::store::{self, ObjectStore, StoreStats, TransferPath};
+use crate::witness::{self, Verdict, WitnessReport};
 
 /// Figures of one timed repeat of one cell.
 #[derive(Debug, Clone, Serialize)]
@@ -71,8 +69,11 @@ pub struct RepeatResult {
     pub sampler: SamplerReport,
     /// The server's account of this window's transport.
     pub witness: WitnessReport,
-    /// Return codes of the transport library in this window (rdma only; rank 0's process).
-    pub rdma_calls: Option<CallCounts>,
+    /// The store's counters' growth in this window, summed over processes:
+    /// bytes per transfer path and the backend's own (rdma: the library's
+    /// return codes `rdma_calls`, `rdma_ok`, ...). Schema 1 had the
+    /// library's part alone, under `rdma_calls`.
+    pub store_stats: crate::store::StoreStats,
     /// Median and range of the processes' own GB/s.
     pub per_process_gbps: Spread,
     /// Every process's figures (one entry for a single process).
@@ -185,7 +186,6 @@ fn progress_bar() -> ProgressBar {
 }
 
 fn check_args(args: &FetchArgs) -> Result<()> {
-    crate::report::check_results_dir(&args.output.results_dir)?;
     if args.store.backend == crate::cli::Backend::Local && args.store.endpoint.is_some() {
         eprintln!("warning: --endpoint (or AWS_ENDPOINT_URL) is set but --backend is local: pass --backend http to use it");
     }
@@ -411,7 +411,7 @@ fn summarize_repeat(repeat: u32, procs: Vec<ProcWire>, s: SamplerReport, w: Witn
         transfer_paths: paths,
         sampler: s,
         witness: w,
-        rdma_calls: None,
+        store_stats: Default::default(),
         per_process_gbps: Spread::of(per_process.iter().map(|p| p.throughput_gbps)).expect("at least one process"),
         per_process,
     }
@@ -445,41 +445,36 @@ fn summarize_cell(reps: &[RepeatResult]) -> CellSummary {
 
 /// Everything a cell needs besides its own dimensions.
 struct CellCtx<'a> {
-    store: &'a Arc<dyn ObjectStore>,
+    session: &'a Session,
     args: &'a FetchArgs,
-    witness: &'a Witness,
-    gpu: Option<&'a Arc<Gpu>>,
-    group: &'a Group,
-    host: &'a str,
 }
 
 /// One cell: `procs` processes (ranks below `procs`; the others wait at the
 /// same barriers) each running `streams` streams over `keys`.
 async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams: u32, procs: u32) -> Result<CellResult> {
-    let (store, args, me) = (cx.store, cx.args, &cx.group.me);
+    let (session, args) = (cx.session, cx.args);
+    let (store, me, dest) = (&session.store, &session.me, session.mem.dest());
     let active = me.rank < procs as usize;
     // Buffers are allocated (and their pages touched) before any timed window.
-    let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
-    let alloc = || Buffer::for_dest(args.mem.dest(), cx.gpu, size as usize, bounce, args.mem.stage_chunk as usize);
-    let mut buffers: Vec<Buffer> = if active && args.mem.dest() == Dest::Host && streams > 1 && size >= 64 << 20 {
+    let alloc = || session.buffer(size as usize);
+    let mut buffers: Vec<Buffer> = if active && dest == Dest::Host && streams > 1 && size >= 64 << 20 {
         // Large host buffers are touched on one thread each: faulting in 4 x
         // 256 MiB one after another was most of a short run's process time.
         std::thread::scope(|s| {
             let hs: Vec<_> = (0..streams).map(|_| s.spawn(alloc)).collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("allocation thread panicked".into()))).collect::<std::result::Result<Vec<_>, _>>()
         })
-        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest().name())))?
+        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), dest.name())))?
     } else if active {
         (0..streams)
             .map(|_| alloc())
             .collect::<std::result::Result<_, _>>()
-            .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), args.mem.dest().name())))?
+            .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), dest.name())))?
     } else {
         Vec::new()
     };
     let counter = Arc::new(AtomicU64::new(0));
     let pb = if me.is_root() { progress_bar() } else { ProgressBar::hidden() };
-    let cell = format!("{}-{streams}-{procs}", size);
     let mut repeats = Vec::new();
     for rep in 1..=args.run.repeats {
         let label = format!("{} x {streams} streams x {procs} procs, repeat {rep}/{}", human_bytes(size), args.run.repeats);
@@ -490,8 +485,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
         counter.store(0, Ordering::Relaxed);
         // Counters are scraped outside the sampler's window: the scrape's own
         // CPU and bytes do not count against the transport.
-        let window = if me.is_root() { Some(cx.witness.begin().await) } else { None };
-        cx.group.barrier(&format!("fetch-{cell}-{rep}")).await?;
+        let window = session.open_window().await?;
         let t0 = Instant::now();
         let ticker = {
             let (pb, counter, label) = (pb.clone(), counter.clone(), label.clone());
@@ -524,7 +518,6 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
                 }
             })
         });
-        let calls0 = store.call_counts();
         let start_unix_s = now_unix();
         let sampler = Sampler::start();
         let res = if active { run_streams(store, keys, &mut buffers, stop, &counter).await } else { Ok((Vec::new(), Duration::ZERO)) };
@@ -535,22 +528,14 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
             std::mem::take(&mut *series_buf.lock().unwrap_or_else(|e| e.into_inner()))
         });
         let (ops, wall) = res?;
-        let mine = proc_wire(me.rank, cx.host, &ops, wall, start_unix_s, &s);
-        let all = cx.group.all_gather(&format!("fetch-{cell}-{rep}-figures"), &serde_json::to_value(&mine).expect("figures encode")).await?;
-        let Some(window) = window else { continue };
-        let procs_wire: Vec<ProcWire> = all
-            .into_iter()
-            .map(|v| serde_json::from_value::<ProcWire>(v).map_err(|e| Error::Runtime(format!("process figures do not parse: {e}"))))
-            .collect::<Result<Vec<_>>>()?
-            .into_iter()
-            .filter(|p| p.figures.rank < procs as usize)
-            .collect();
-        let read_bytes = procs_wire.iter().map(|p| p.figures.bytes).sum();
-        let client_http_bytes = procs_wire.iter().map(|p| p.figures.client_http_bytes).sum();
-        let w = cx.witness.end(window, Payload { read_bytes, write_bytes: 0, client_http_bytes }).await;
+        let mine = proc_wire(me.rank, &session.host, &ops, wall, start_unix_s, &s);
+        let bytes = mine.figures.bytes;
+        let closed = session.close_window(window, Direction::Read, bytes, mine).await?;
+        let Some(w) = closed.witness else { continue };
+        let procs_wire: Vec<ProcWire> = closed.ranks.into_iter().filter(|p| p.figures.rank < procs as usize).collect();
         let mut r = summarize_repeat(rep, procs_wire, s, w);
         r.series = series;
-        r.rdma_calls = store.call_counts().zip(calls0).map(|(now, then)| now.since(&then));
+        r.store_stats = closed.stats;
         repeats.push(r);
     }
     pb.finish_and_clear();
@@ -643,42 +628,28 @@ pub fn table(cells: &[CellResult]) -> Table {
 /// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
 pub async fn run(args: FetchArgs) -> Result<()> {
     check_args(&args)?;
-    if let Some(id) = &args.group.run_id {
-        ranks::check_run_id(id)?;
-    }
-    let max_procs = *args.procs.iter().max().expect("clap gives at least one count") as usize;
-    let me = match Rank::from_env(args.group.run_id.as_deref())? {
-        Some(r) => r,
-        None if max_procs > 1 => {
-            // Bad store or witness flags fail once, here, not once per process.
-            Witness::new(&args.store, &args.witness)?;
-            drop(store::open(&args.store)?);
-            return tokio::task::spawn_blocking(move || ranks::spawn_local(max_procs))
-                .await
-                .map_err(|e| Error::Runtime(format!("process supervisor failed: {e}")))?;
-        }
-        None => Rank::single(),
-    };
-    if max_procs > me.world {
-        return Err(Error::Usage(format!(
-            "--procs {max_procs} needs {max_procs} processes but the launcher ({}) started {}: lower --procs or launch more",
-            me.launcher, me.world
-        )));
-    }
-    ranks::injected_fault(&me)?;
-    let witness = Witness::new(&args.store, &args.witness)?;
-    let started = chrono::Utc::now();
     let mut args = args;
     dedup(&mut args.sizes);
     dedup(&mut args.concurrency);
     dedup(&mut args.procs);
-    ranks::assign_gpu(&me, &mut args.mem);
-    // The GPU is opened before the store, so rdma workers can bind its context.
-    let gpu = args.mem.open_gpu()?;
-    let mut store_args = args.store.clone();
-    // One RDMA worker (and client) per stream of the widest cell.
-    store_args.rdma_threads = store_args.rdma_threads.or(args.concurrency.iter().max().copied());
-    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&store_args)?);
+    let max_procs = *args.procs.iter().max().expect("clap gives at least one count") as usize;
+    let prepare = args.run.prepare_for(&args.store);
+    let spec = SessionSpec {
+        bench: "fetch",
+        store: &args.store,
+        witness: &args.witness,
+        mem: &args.mem,
+        group: Some(&args.group),
+        output: &args.output,
+        world: World::AtLeast(max_procs),
+        // One RDMA worker (and client) per stream of the widest cell.
+        rdma_threads: *args.concurrency.iter().max().expect("clap gives at least one count"),
+        create_bucket: prepare,
+        no_bucket: super::session::store_error,
+    };
+    let Some(session) = Session::start(spec).await? else { return Ok(()) };
+    let store = session.store.clone();
+    let me = session.me.clone();
     let mut warnings: Vec<String> = Vec::new();
     for &size in &args.sizes {
         for w in store.preflight(size) {
@@ -690,12 +661,6 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             }
         }
     }
-    let prepare = args.run.prepare_for(&args.store);
-    // Rank 0 creates the bucket and prepares; the others meet it there (joining waits for it).
-    if me.is_root() {
-        store.ensure_bucket(prepare).await?;
-    }
-    let group = Group::join(me.clone(), store.clone(), args.group.barrier_timeout).await?;
     let mut key_sets = Vec::new();
     for &size in &args.sizes {
         let keys: Vec<String> = (0..args.objects).map(|i| object_key(&args.prefix, size, i)).collect();
@@ -704,9 +669,8 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         }
         key_sets.push((size, Arc::new(keys)));
     }
-    group.barrier("prepared").await?;
-    let host = sysinfo::System::host_name().unwrap_or_default();
-    let cx = CellCtx { store: &store, args: &args, witness: &witness, gpu: gpu.as_ref(), group: &group, host: &host };
+    session.group.barrier("prepared").await?;
+    let cx = CellCtx { session: &session, args: &args };
     let mut cells = Vec::new();
     for (size, keys) in &key_sets {
         for &c in &args.concurrency {
@@ -715,88 +679,48 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             }
         }
     }
-    group.barrier("done").await?;
-    group.cleanup().await;
-    if !me.is_root() {
-        return Ok(());
+    let mut windows = Vec::new();
+    let mut stats = StoreStats::default();
+    for c in &cells {
+        for r in &c.repeats {
+            windows.push((format!("{} x {} streams x {} procs, repeat {}", human_bytes(c.size_bytes), c.concurrency, c.procs, r.repeat), r.witness.clone()));
+            stats.add(&r.store_stats);
+        }
     }
-    let cell_labels: Vec<String> =
-        cells.iter().map(|c| format!("{} x {} streams x {} procs", human_bytes(c.size_bytes), c.concurrency, c.procs)).collect();
-    let cell_reports: Vec<&WitnessReport> = cells
-        .iter()
-        .map(|c| c.repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| &r.witness).expect("at least one repeat"))
-        .collect();
-    let (verdict, reason) =
-        witness::worst(cell_labels.iter().map(String::as_str).zip(cell_reports.iter().copied())).expect("at least one cell");
-    let rdma_witness = json!({
-        "verdict": verdict, "reason": reason, "config": witness.describe(),
-        "cells": cells.iter().map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency, "procs": c.procs,
-            "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
-            "rdma_share": c.summary.witness_share})).collect::<Vec<_>>(),
+    let verdict_cells = json!(cells.iter().map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency, "procs": c.procs,
+        "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
+        "rdma_share": c.summary.witness_share})).collect::<Vec<_>>());
+    let params = json!({
+        "sizes_bytes": args.sizes, "concurrency": args.concurrency, "procs": args.procs, "objects": args.objects,
+        "prefix": args.prefix, "bucket": args.store.bucket,
+        "duration_s": args.run.iters.is_none().then(|| args.run.duration.as_secs_f64()),
+        "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
+        "repeats": args.run.repeats, "prepare": prepare,
     });
-    let record = RunRecord {
-        environment: {
-            let mut env = args.mem.describe(gpu.as_ref(), store.writes_device());
-            env["store"] = store.describe();
-            env["witness"] = witness.describe();
-            env["warnings"] = json!(warnings);
-            env["ranks"] = json!({"world": me.world, "launcher": me.launcher, "run_id": me.run_id});
-            env
-        },
-        params: json!({
-            "sizes_bytes": args.sizes, "concurrency": args.concurrency, "procs": args.procs, "objects": args.objects,
-            "prefix": args.prefix, "bucket": args.store.bucket,
-            "duration_s": args.run.iters.is_none().then(|| args.run.duration.as_secs_f64()),
-            "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
-            "repeats": args.run.repeats, "prepare": prepare,
-        }),
-        results: serde_json::to_value(&cells).map_err(|e| Error::Runtime(format!("cannot encode results: {e}")))?,
-        rdma_witness,
-        ..RunRecord::new("fetch", store.backend().name(), started, args.output.tag.clone())
-    };
-    let path = record.write(&args.output.results_dir, started)?;
-    if args.output.json {
-        println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
-    } else {
-        println!(
-            "fetch over {} ({}), bucket '{}', into {} memory{}",
-            store.backend().name(),
-            store.location(),
-            store.bucket(),
-            args.mem.dest().name(),
-            gpu.as_ref().map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default()
-        );
-        if store.backend() == crate::cli::Backend::Local && !args.store.direct {
-            println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
-        }
-        println!("{}", table(&cells));
-        if args.run.repeats > 1 {
-            println!("GB/s: median (min–max) over repeats; latency columns: the median-throughput repeat");
-        }
-        println!("witness: {} ({reason})", verdict.as_str());
-        let windows: Vec<CallCounts> = cells.iter().flat_map(|c| c.repeats.iter().filter_map(|r| r.rdma_calls)).collect();
-        if !windows.is_empty() {
-            let total = windows.iter().fold(CallCounts::default(), |a, w| CallCounts {
-                rdma_calls: a.rdma_calls + w.rdma_calls,
-                rdma_ok: a.rdma_ok + w.rdma_ok,
-                rdma_errors: a.rdma_errors + w.rdma_errors,
-                rdma_declined: a.rdma_declined + w.rdma_declined,
-                rdma_invalid: a.rdma_invalid + w.rdma_invalid,
-            });
+    let mut outcome = Outcome::new(params, &cells, windows);
+    outcome.witness_extra = vec![("cells", verdict_cells)];
+    outcome.environment = vec![("warnings", json!(warnings))];
+    outcome.stats = stats;
+    let dest = session.mem.dest();
+    let gpu = session.gpu.as_ref().map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
+    session
+        .finish(outcome, || {
             println!(
-                "libminiocpp return codes in the timed windows: {} calls, {} ok, {} errors (-1), {} declined (-2), {} invalid (-3)",
-                total.rdma_calls, total.rdma_ok, total.rdma_errors, total.rdma_declined, total.rdma_invalid
+                "fetch over {} ({}), bucket '{}', into {} memory{gpu}",
+                store.backend().name(),
+                store.location(),
+                store.bucket(),
+                dest.name(),
             );
-        }
-    }
-    eprintln!("wrote {}", path.display());
-    if args.witness.require_rdma && verdict != Verdict::RdmaVerified {
-        return Err(Error::WitnessFailed(format!(
-            "--require-rdma: witness verdict {} for {reason}",
-            verdict.as_str()
-        )));
-    }
-    Ok(())
+            if store.backend() == crate::cli::Backend::Local && !args.store.direct {
+                println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
+            }
+            println!("{}", table(&cells));
+            if args.run.repeats > 1 {
+                println!("GB/s: median (min–max) over repeats; latency columns: the median-throughput repeat");
+            }
+        })
+        .await
 }
 
 #[cfg(test)]
@@ -822,7 +746,7 @@ mod tests {
             wall_s: 2.0, process_user_s: 0.5, process_sys_s: 0.5, client_cpu_cores: 0.5, host_cpu_cores: 1.0,
             host_logical_cpus: 2, nic_rx_bytes: 0, nic_tx_bytes: 0, nics: Default::default(),
         };
-        let w = witness::judge(witness::Expect::Local, Payload::default(), Err(String::new()), Default::default());
+        let w = witness::judge(witness::Expect::Local, witness::Payload::default(), Err(String::new()), Default::default());
         let one = proc_wire(0, "h", &ops, Duration::from_secs(2), 100.0, &s);
         let r = summarize_repeat(1, vec![one], s.clone(), w.clone());
         assert_eq!(r.bytes, 2_000_000_000);

@@ -3,6 +3,7 @@
 
 pub mod ckpt;
 pub mod fetch;
+pub mod session;
 pub mod tokens;
 pub mod train;
 #[cfg(feature = "train")]

@@ -24,10 +24,10 @@ use crate::cli::TokensArgs;
 use crate::error::{Error, Result};
 use crate::format::shards::{self, Listed, TokenShard};
 use crate::mem::Buffer;
-use crate::report::RunRecord;
+use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::sampler::{Sampler, SamplerReport};
-use crate::store::{self, ObjectStore};
-use crate::witness::{Payload, Witness, WitnessReport};
+use crate::store::ObjectStore;
+use crate::witness::WitnessReport;
 
 /// A model whose token appetite `tokens` compares with: parameters `params`
 /// (nominal), `6 x params` training FLOPs per token (Kaplan et al. 2020,
@@ -182,17 +182,24 @@ async fn pass(store: &Arc<dyn ObjectStore>, runs: &Arc<Vec<Run>>, bufs: &mut Vec
 
 /// Run `s3rdma tokens`.
 pub async fn run(args: TokensArgs) -> Result<()> {
-    crate::report::check_results_dir(&args.output.results_dir)?;
     if !(args.mfu > 0.0 && args.mfu <= 1.0) || !(args.gpu_tflops > 0.0 && args.gpu_tflops.is_finite()) {
         return Err(Error::Usage(format!("--mfu {} must be in (0, 1] and --gpu-tflops {} above 0", args.mfu, args.gpu_tflops)));
     }
-    let witness = Witness::new(&args.store, &args.witness)?;
-    let gpu = args.mem.open_gpu()?;
-    let started = chrono::Utc::now();
-    let mut store_args = args.store.clone();
-    store_args.rdma_threads = store_args.rdma_threads.or(Some(args.fetch_workers));
-    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&store_args)?);
-    store.ensure_bucket(false).await.map_err(shards::no_dataset_bucket)?;
+    let spec = SessionSpec {
+        bench: "tokens",
+        store: &args.store,
+        witness: &args.witness,
+        mem: &args.mem,
+        group: None,
+        output: &args.output,
+        world: World::Single,
+        rdma_threads: args.fetch_workers,
+        create_bucket: false,
+        no_bucket: shards::no_dataset_bucket,
+    };
+    let Some(s) = Session::start(spec).await? else { return Ok(()) };
+    let store = s.store.clone();
+    let dest = s.mem.dest();
     let listed = shards::list_tokens(store.as_ref(), &args.prefix).await?;
     let seq_len = listed[0].meta.seq_len;
     if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len) {
@@ -209,34 +216,35 @@ pub async fn run(args: TokensArgs) -> Result<()> {
     let warm_runs = Arc::new(runs_of(&listed[..warm], args.run_bytes));
     let timed_runs = Arc::new(runs_of(&listed[warm..], args.run_bytes));
     let run_cap = timed_runs.iter().chain(warm_runs.iter()).map(|r| r.range.end - r.range.start).max().expect("shards hold sequences");
-    let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
     // No more buffers than runs to fill them.
     let workers = (args.fetch_workers as usize).min(timed_runs.len().max(warm_runs.len())) as u32;
-    if args.mem.dest() != crate::mem::Dest::Device {
+    if dest != crate::mem::Dest::Device {
         super::check_host_memory(&format!("{workers} run buffers of {run_cap} bytes"), workers as u64 * run_cap, "lower --fetch-workers or --run-bytes")?;
     }
     let mut bufs: Vec<Buffer> = (0..workers)
-        .map(|_| Buffer::for_dest(args.mem.dest(), gpu.as_ref(), run_cap as usize, bounce, args.mem.stage_chunk as usize))
+        .map(|_| s.buffer(run_cap as usize))
         .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", args.fetch_workers, args.mem.dest().name())))?;
+        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", args.fetch_workers, dest.name())))?;
     let batch_seqs = args.batch_seqs as u64;
     let warmup = if warm > 0 { Some(pass(&store, &warm_runs, &mut bufs, args.store.window, batch_seqs, Duration::ZERO).await?) } else { None };
     let mut repeats = Vec::new();
+    let mut stats = crate::store::StoreStats::default();
     for rep in 1..=args.repeats {
-        let window = witness.begin().await;
+        let window = s.open_window().await?;
         let sampler = Sampler::start();
         let f = pass(&store, &timed_runs, &mut bufs, args.store.window, batch_seqs, args.compute).await?;
-        let s = sampler.finish();
-        let w = witness.end(window, Payload { read_bytes: f.bytes, write_bytes: 0, client_http_bytes: 0 }).await;
+        let smp = sampler.finish();
+        let closed = s.close_window(window, Direction::Read, f.bytes, ()).await?;
+        stats.add(&closed.stats);
         repeats.push(TokensRepeat {
             repeat: rep,
             tokens_per_s: f.tokens as f64 / f.wall_s,
             throughput_gbps: f.bytes as f64 / f.wall_s / 1e9,
-            client_cpu_cores: s.client_cpu_cores,
-            host_cpu_cores: s.host_cpu_cores,
+            client_cpu_cores: smp.client_cpu_cores,
+            host_cpu_cores: smp.host_cpu_cores,
             figures: f,
-            sampler: s,
-            witness: w,
+            sampler: smp,
+            witness: closed.witness.expect("a single-process bench is rank 0"),
         });
     }
     let tps = Spread::of(repeats.iter().map(|r| r.tokens_per_s)).expect("repeats >= 1");
@@ -244,38 +252,37 @@ pub async fn run(args: TokensArgs) -> Result<()> {
     let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
     let wait = Spread::of(repeats.iter().map(|r| r.figures.fetch_wait_s)).expect("repeats >= 1");
     let step = Spread::of(repeats.iter().map(|r| r.figures.step_ms_median)).expect("repeats >= 1");
-    let worst = repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| r.witness.clone()).expect("repeats >= 1");
-    let feeds: Vec<_> = MODELS
+    let worst = repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| r.witness.verdict).expect("repeats >= 1");
+    let feeds: Vec<Feed> = MODELS
         .iter()
         .map(|m| {
             let per_gpu = gpu_tokens_per_s(m, args.gpu_tflops, args.mfu);
-            json!({"model": m.name, "params": m.params, "gpu_tokens_per_s": per_gpu, "gpu_bytes_per_s": per_gpu * 4.0, "gpus_fed": (tps.median / per_gpu).floor()})
+            Feed { model: m.name, params: m.params, gpu_tokens_per_s: per_gpu, gpu_bytes_per_s: per_gpu * 4.0, gpus_fed: (tps.median / per_gpu).floor() }
         })
         .collect();
     let timed_bytes: u64 = timed_runs.iter().map(|r| r.range.end - r.range.start).sum();
-    let record = RunRecord {
-        environment: {
-            let mut env = args.mem.describe(gpu.as_ref(), store.writes_device());
-            env["store"] = store.describe();
-            env["witness"] = witness.describe();
-            env
-        },
-        params: json!({"prefix": args.prefix, "fetch_workers": args.fetch_workers, "run_bytes": args.run_bytes, "batch_seqs": args.batch_seqs,
-                       "compute_s": args.compute.as_secs_f64(), "warmup_shards": warm, "repeats": args.repeats, "window_bytes": args.store.window,
-                       "gpu_tflops": args.gpu_tflops, "mfu": args.mfu,
-                       "feed_formula": "gpu_tokens_per_s = mfu * gpu_tflops * 1e12 / (6 * params) (6N FLOPs per token: Kaplan et al. 2020)"}),
-        results: json!({"shards": listed.len(), "timed_shards": listed.len() - warm, "seq_len": seq_len, "vocab_size": listed[0].meta.vocab_size,
-                        "synthetic": listed[0].meta.synthetic, "tokenizer": listed[0].meta.tokenizer, "timed_bytes": timed_bytes,
-                        "warmup": warmup, "repeats": repeats,
-                        "summary": {"tokens_per_s": tps, "throughput_gbps": gbps, "client_cpu_cores": cores, "fetch_wait_s": wait, "step_ms_median": step},
-                        "gpus_it_could_feed": feeds}),
-        rdma_witness: json!({"verdict": worst.verdict, "reason": worst.reason}),
-        ..RunRecord::new("tokens", store.backend().name(), started, args.output.tag.clone())
+    let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
+    let params = json!({"prefix": args.prefix, "fetch_workers": args.fetch_workers, "run_bytes": args.run_bytes, "batch_seqs": args.batch_seqs,
+                   "compute_s": args.compute.as_secs_f64(), "warmup_shards": warm, "repeats": args.repeats, "window_bytes": args.store.window,
+                   "gpu_tflops": args.gpu_tflops, "mfu": args.mfu,
+                   "feed_formula": "gpu_tokens_per_s = mfu * gpu_tflops * 1e12 / (6 * params) (6N FLOPs per token: Kaplan et al. 2020)"});
+    let results = TokensResults {
+        shards: listed.len(),
+        timed_shards: listed.len() - warm,
+        seq_len,
+        vocab_size: listed[0].meta.vocab_size,
+        synthetic: listed[0].meta.synthetic,
+        tokenizer: listed[0].meta.tokenizer.clone(),
+        timed_bytes,
+        warmup,
+        summary: TokensSummary { tokens_per_s: tps, throughput_gbps: gbps, client_cpu_cores: cores, fetch_wait_s: wait, step_ms_median: step },
+        gpus_it_could_feed: feeds,
+        repeats,
     };
-    let path = record.write(&args.output.results_dir, started)?;
-    if args.output.json {
-        println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
-    } else {
+    let mut outcome = Outcome::new(params, &results, windows);
+    outcome.stats = stats;
+    let (backend, location) = (store.backend().name(), store.location());
+    s.finish(outcome, || {
         let range = |s: &Spread, f: fn(f64) -> String| if s.max > s.min { format!("{} ({}–{})", f(s.median), f(s.min), f(s.max)) } else { f(s.median) };
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
@@ -284,22 +291,20 @@ pub async fn run(args: TokensArgs) -> Result<()> {
         header.push("witness".into());
         t.set_header(header);
         let mut row = vec![
-            store.backend().name().to_string(),
-            args.mem.dest().name().to_string(),
+            backend.to_string(),
+            dest.name().to_string(),
             range(&tps, human_rate),
             range(&gbps, |v| format!("{v:.2}")),
             format!("{:.2}", cores.median),
             format!("{:.3}", wait.median),
             format!("{:.3}", step.median),
         ];
-        row.extend(feeds.iter().map(|f| format!("{}", f["gpus_fed"].as_f64().unwrap_or(0.0) as u64)));
-        row.push(worst.verdict.as_str().to_string());
+        row.extend(results.gpus_it_could_feed.iter().map(|f| format!("{}", f.gpus_fed as u64)));
+        row.push(worst.as_str().to_string());
         t.add_row(row);
         println!(
-            "tokens '{}' from {} ({}): {} timed shard(s), {:.2} GB, seq_len {seq_len}, batches of {} sequences, {} fetch workers x {} runs",
+            "tokens '{}' from {backend} ({location}): {} timed shard(s), {:.2} GB, seq_len {seq_len}, batches of {} sequences, {} fetch workers x {} runs",
             args.prefix,
-            store.backend().name(),
-            store.location(),
             listed.len() - warm,
             timed_bytes as f64 / 1e9,
             args.batch_seqs,
@@ -308,9 +313,49 @@ pub async fn run(args: TokensArgs) -> Result<()> {
         );
         println!("{t}");
         println!("GPUs it could feed: per GPU {:.0} tokens/s for {} at MFU {} of {} TFLOPS (6N FLOPs/token)", gpu_tokens_per_s(&MODELS[0], args.gpu_tflops, args.mfu), MODELS[0].name, args.mfu, args.gpu_tflops);
-    }
-    eprintln!("wrote {}", path.display());
-    Ok(())
+    })
+    .await
+}
+
+/// How many GPUs of one model a measured token rate could feed.
+#[derive(Debug, Clone, Serialize)]
+pub struct Feed {
+    /// Model name.
+    pub model: &'static str,
+    /// Its parameter count.
+    pub params: f64,
+    /// Tokens/s one GPU consumes training it.
+    pub gpu_tokens_per_s: f64,
+    /// The same as int32 bytes/s.
+    pub gpu_bytes_per_s: f64,
+    /// floor(measured tokens/s / per-GPU tokens/s).
+    pub gpus_fed: f64,
+}
+
+/// Medians and ranges over repeats.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokensSummary {
+    pub tokens_per_s: Spread,
+    pub throughput_gbps: Spread,
+    pub client_cpu_cores: Spread,
+    pub fetch_wait_s: Spread,
+    pub step_ms_median: Spread,
+}
+
+/// A `tokens` run's `results`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokensResults {
+    pub shards: usize,
+    pub timed_shards: usize,
+    pub seq_len: u64,
+    pub vocab_size: u64,
+    pub synthetic: bool,
+    pub tokenizer: String,
+    pub timed_bytes: u64,
+    pub warmup: Option<PassFigures>,
+    pub repeats: Vec<TokensRepeat>,
+    pub summary: TokensSummary,
+    pub gpus_it_could_feed: Vec<Feed>,
 }
 
 fn human_rate(v: f64) -> String {

@@ -40,11 +40,10 @@ use crate::cli::{Backend, DEFAULT_LOCAL_ROOT, JpegFetch, Layout, TrainArgs};
 use crate::error::{Error, Result};
 use crate::format::shards::{self, JpegIndex, Listed, RawShard};
 use crate::mem::{Buffer, Dest, Gpu};
-use crate::ranks::{self, Group, Rank};
-use crate::report::RunRecord;
+use super::session::{Direction, OpenWindow, Outcome, Session, SessionSpec, World};
 use crate::sampler::Sampler;
 use crate::store::{self, ObjectStore};
-use crate::witness::{Payload, Witness, WitnessReport};
+use crate::witness::WitnessReport;
 
 /// Shorter side a JPEG is resized to before the random crop (torchvision's
 /// ImageNet recipe: Resize(256) then crop 224).
@@ -527,7 +526,6 @@ fn usage_without_model() -> Error {
 
 /// Run `s3rdma train`.
 pub async fn run(args: TrainArgs) -> Result<()> {
-    crate::report::check_results_dir(&args.output.results_dir)?;
     if !args.loader_only && !cfg!(feature = "train") {
         return Err(usage_without_model());
     }
@@ -545,45 +543,32 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             "lower --batch-size, --crop or --prefetch-batches",
         )?;
     }
-    if let Some(id) = &args.group.run_id {
-        ranks::check_run_id(id)?;
-    }
-    let me = match Rank::from_env(args.group.run_id.as_deref())? {
-        Some(r) => r,
-        None => {
-            ranks::warn_partial_launcher_env();
-            let world = args.ranks.unwrap_or(1) as usize;
-            Witness::new(&args.store, &args.witness)?;
-            drop(store::open(&args.store)?);
-            if world > 1 {
-                if args.mem.dest() != Dest::Host {
-                    crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", args.mem.dest().name())))?;
-                }
-                return tokio::task::spawn_blocking(move || ranks::spawn_local(world)).await.map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?;
-            }
-            Rank::single()
-        }
-    };
-    ranks::injected_fault(&me)?;
-    let mut mem = args.mem.clone();
-    ranks::assign_gpu(&me, &mut mem);
-    let dest = mem.dest();
-    let gpu = mem.open_gpu()?;
-    let witness = Arc::new(Witness::new(&args.store, &args.witness)?);
-    let started = chrono::Utc::now();
-    let mut store_args = args.store.clone();
-    store_args.rdma_threads = store_args.rdma_threads.or(Some(args.fetch_workers));
-    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&store_args)?);
     let own_dir = args.store.backend == Backend::Local && args.store.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT);
-    store.ensure_bucket(own_dir).await.map_err(shards::no_dataset_bucket)?;
-    let group = Arc::new(Group::join(me.clone(), store.clone(), args.group.barrier_timeout).await?);
+    let spec = SessionSpec {
+        bench: "train",
+        store: &args.store,
+        witness: &args.witness,
+        mem: &args.mem,
+        group: Some(&args.group),
+        output: &args.output,
+        world: World::Ranks(args.ranks),
+        rdma_threads: args.fetch_workers,
+        create_bucket: own_dir,
+        no_bucket: shards::no_dataset_bucket,
+    };
+    let Some(session) = Session::start(spec).await? else { return Ok(()) };
+    let session = Arc::new(session);
+    let me = session.me.clone();
+    let mem = session.mem.clone();
+    let dest = mem.dest();
+    let gpu = session.gpu.clone();
+    let store = session.store.clone();
     let batch = args.batch_size as usize;
     let crop = args.crop;
     let counters = Arc::new(LoaderCounters::default());
     let stop = Arc::new(AtomicBool::new(false));
     let ctx = Arc::new(LoaderCtx { store: store.clone(), counters: counters.clone(), stop: stop.clone(), batch, window: args.store.window, seed: args.seed ^ (me.rank as u64) << 48 });
     let (tx, mut rx) = mpsc::channel::<Result<Batch>>(args.prefetch_batches.max(2) as usize * 4);
-    let bounce = if store.writes_device() { 0 } else { mem.bounce_buffers as usize };
     let alloc_err = |what: &str, n: usize, e: String| Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower --fetch-workers/--prefetch-batches/--batch-size", dest.name()));
     let (classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads);
     match args.layout {
@@ -611,7 +596,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             if dest != Dest::Device {
                 super::check_host_memory(&format!("{} shard buffers of {cap} bytes", args.fetch_workers), args.fetch_workers as u64 * cap as u64, "lower --fetch-workers")?;
             }
-            let bufs = (0..args.fetch_workers).map(|_| Buffer::for_dest(dest, gpu.as_ref(), cap, bounce, mem.stage_chunk as usize).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;
+            let bufs = (0..args.fetch_workers).map(|_| session.buffer(cap).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;
             device_batch = None;
             decode_threads = 0;
             handles = start_raw(ctx.clone(), mine, bufs, tx);
@@ -645,20 +630,17 @@ pub async fn run(args: TrainArgs) -> Result<()> {
 
     // The training loop on its own thread: libtorch calls block, and the model lives there.
     let rt = tokio::runtime::Handle::current();
-    let (targs, tgroup, twitness, tcounters, tgpu) = (args.clone(), group.clone(), witness.clone(), counters.clone(), gpu.clone());
-    let is_root = me.is_root();
+    let (targs, tsession, tcounters, tgpu) = (args.clone(), session.clone(), counters.clone(), gpu.clone());
     let trainer = std::thread::Builder::new()
         .name("train-loop".into())
         .spawn(move || -> Result<(Vec<(LoopFigures, WindowFigures, Vec<f64>)>, serde_json::Value)> {
             let mut stepper: Box<dyn Stepper> = make_stepper(&targs, tgpu.as_ref(), dest, classes, device_batch)?;
             let desc = stepper.describe();
-            let mut open: Option<(Option<crate::witness::Window>, Sampler, [u64; 4])> = None;
+            let mut open: Option<(OpenWindow, Sampler, [u64; 4])> = None;
             let figures = train_loop(&mut rx, stepper.as_mut(), targs.warmup, targs.steps, targs.repeats, |rep, start| {
                 if start {
-                    let window = rt.block_on(async {
-                        let w = if is_root { Some(twitness.begin().await) } else { None };
-                        tgroup.barrier(&format!("train-{rep}")).await.map(|_| w)
-                    })?;
+                    let _ = rep;
+                    let window = rt.block_on(tsession.open_window())?;
                     open = Some((window, Sampler::start(), counters_now(&tcounters)));
                     return Ok(None);
                 }
@@ -674,11 +656,8 @@ pub async fn run(args: TrainArgs) -> Result<()> {
                     host_cpu_cores: s.host_cpu_cores,
                     witness: None,
                 };
-                let all = rt.block_on(tgroup.all_gather(&format!("train-{rep}-bytes"), &json!(f.read_bytes)))?;
-                let total: u64 = all.iter().filter_map(|v| v.as_u64()).sum();
-                if let Some(w) = window {
-                    f.witness = Some(rt.block_on(twitness.end(w, Payload { read_bytes: total, write_bytes: 0, client_http_bytes: 0 })));
-                }
+                let closed = rt.block_on(tsession.close_window(window, Direction::Read, f.read_bytes, ()))?;
+                f.witness = closed.witness;
                 Ok(Some(f))
             })?;
             Ok((figures, desc))
@@ -715,18 +694,13 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             }
         })
         .collect();
-    let all = group.all_gather("train-figures", &serde_json::to_value(&mine).expect("figures encode")).await?;
-    group.barrier("done").await?;
-    group.cleanup().await;
-    if !me.is_root() {
-        return Ok(());
-    }
-    let per_rank: Vec<Vec<RankRepeat>> = all.into_iter().map(|v| serde_json::from_value(v).map_err(|e| Error::Runtime(format!("rank figures: {e}")))).collect::<Result<_>>()?;
+    let per_rank: Vec<Vec<RankRepeat>> = session.gather("train-figures", &mine).await?;
     let witnesses: Vec<WitnessReport> = figures.iter().filter_map(|(_, w, _)| w.witness.clone()).collect();
     let losses: Vec<&Vec<f64>> = figures.iter().map(|(_, _, l)| l).collect();
-    write_record(&args, &prefix, &mem, gpu.as_ref(), &store, &witness, started, &per_rank, &witnesses, &losses, json!({
+    finish(&session, &args, &prefix, &per_rank, &witnesses, &losses, json!({
         "classes": classes, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
     }))
+    .await
 }
 
 fn l_classes(listed: &[Listed<RawShard>]) -> i64 {
@@ -746,16 +720,11 @@ fn make_stepper(args: &TrainArgs, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i
     Ok(Box::new(super::train_model::Trainer::new(args, gpu, dest, classes, device_batch)?))
 }
 
-/// Aggregate the ranks' figures per repeat and write the record (rank 0).
-#[allow(clippy::too_many_arguments)]
-fn write_record(
+/// Aggregate the ranks' figures per repeat and finish the session (rank 0 writes the record).
+async fn finish(
+    session: &Session,
     args: &TrainArgs,
     prefix: &str,
-    mem: &crate::cli::MemArgs,
-    gpu: Option<&Arc<Gpu>>,
-    store: &Arc<dyn ObjectStore>,
-    witness: &Witness,
-    started: chrono::DateTime<chrono::Utc>,
     per_rank: &[Vec<RankRepeat>],
     witnesses: &[WitnessReport],
     losses: &[&Vec<f64>],
@@ -793,68 +762,57 @@ fn write_record(
     let worst = witnesses.iter().min_by_key(|w| w.verdict).cloned();
     let loss_first = losses.first().and_then(|l| (!l.is_empty()).then(|| l.iter().take(10).sum::<f64>() / l.len().min(10) as f64));
     let loss_last = losses.last().and_then(|l| (!l.is_empty()).then(|| l.iter().rev().take(10).sum::<f64>() / l.len().min(10) as f64));
-    let record = RunRecord {
-        environment: {
-            let mut env = mem.describe(gpu, store.writes_device());
-            env["store"] = store.describe();
-            env["witness"] = witness.describe();
-            env
+    let params = json!({"layout": args.layout, "prefix": prefix, "steps": args.steps, "warmup": args.warmup, "batch_size": args.batch_size,
+                   "amp": args.amp, "fetch_workers": args.fetch_workers, "decode_threads": args.decode_threads, "prefetch_batches": args.prefetch_batches,
+                   "jpeg_fetch": args.jpeg_fetch, "sample_gets": args.sample_gets, "crop": args.crop, "loader_only": args.loader_only, "lr": args.lr, "repeats": args.repeats,
+                   "seed": args.seed, "ranks": world, "gradients": if world > 1 { "not all-reduced: independent replicas on disjoint shards" } else { "single rank" }});
+    let results = json!({"summary": {"wall_s": wall, "images_per_s": ips, "step_s_median": step, "fetch_wait_s": wait, "h2d_s": h2d, "augment_s": aug,
+                                "compute_s": comp, "client_cpu_cores": cores, "host_cpu_cores": host_cores, "read_gbps": gbps,
+                                "loss_first": loss_first, "loss_last": loss_last},
+                    "repeats": reps, "dataset": extra, "losses_rank0": losses});
+    let windows: Vec<(String, WitnessReport)> = witnesses.iter().enumerate().map(|(i, w)| (format!("repeat {}", i + 1), w.clone())).collect();
+    let store = &session.store;
+    session
+        .finish(Outcome::new(params, results, windows), || {
+    let r = |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["layout", "backend", "ranks", "steps", "seconds", "images/s", "step s (median)", "fetch wait s", "h2d s", "augment s", "compute s", "read GB/s", "host cores", "loss first→last", "witness"]);
+    t.add_row([
+        format!("{:?}", args.layout).to_lowercase(),
+        store.backend().name().to_string(),
+        world.to_string(),
+        args.steps.to_string(),
+        r(&wall, 2),
+        r(&ips, 0),
+        format!("{:.4}", step.median),
+        format!("{:.2}", wait.median),
+        format!("{:.2}", h2d.median),
+        format!("{:.2}", aug.median),
+        format!("{:.2}", comp.median),
+        format!("{:.2}", gbps.median),
+        format!("{:.1}", host_cores.median),
+        match (loss_first, loss_last) {
+            (Some(a), Some(b)) => format!("{a:.3}→{b:.3}"),
+            _ => "-".into(),
         },
-        params: json!({"layout": args.layout, "prefix": prefix, "steps": args.steps, "warmup": args.warmup, "batch_size": args.batch_size,
-                       "amp": args.amp, "fetch_workers": args.fetch_workers, "decode_threads": args.decode_threads, "prefetch_batches": args.prefetch_batches,
-                       "jpeg_fetch": args.jpeg_fetch, "sample_gets": args.sample_gets, "crop": args.crop, "loader_only": args.loader_only, "lr": args.lr, "repeats": args.repeats,
-                       "seed": args.seed, "ranks": world, "gradients": if world > 1 { "not all-reduced: independent replicas on disjoint shards" } else { "single rank" }}),
-        results: json!({"summary": {"wall_s": wall, "images_per_s": ips, "step_s_median": step, "fetch_wait_s": wait, "h2d_s": h2d, "augment_s": aug,
-                                    "compute_s": comp, "client_cpu_cores": cores, "host_cpu_cores": host_cores, "read_gbps": gbps,
-                                    "loss_first": loss_first, "loss_last": loss_last},
-                        "repeats": reps, "dataset": extra, "losses_rank0": losses}),
-        rdma_witness: json!({"verdict": worst.as_ref().map(|w| w.verdict), "reason": worst.as_ref().map(|w| w.reason.clone())}),
-        ..RunRecord::new("train", store.backend().name(), started, args.output.tag.clone())
-    };
-    let path = record.write(&args.output.results_dir, started)?;
-    if args.output.json {
-        println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
-    } else {
-        let r = |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(["layout", "backend", "ranks", "steps", "seconds", "images/s", "step s (median)", "fetch wait s", "h2d s", "augment s", "compute s", "read GB/s", "host cores", "loss first→last", "witness"]);
-        t.add_row([
-            format!("{:?}", args.layout).to_lowercase(),
-            store.backend().name().to_string(),
-            world.to_string(),
-            args.steps.to_string(),
-            r(&wall, 2),
-            r(&ips, 0),
-            format!("{:.4}", step.median),
-            format!("{:.2}", wait.median),
-            format!("{:.2}", h2d.median),
-            format!("{:.2}", aug.median),
-            format!("{:.2}", comp.median),
-            format!("{:.2}", gbps.median),
-            format!("{:.1}", host_cores.median),
-            match (loss_first, loss_last) {
-                (Some(a), Some(b)) => format!("{a:.3}→{b:.3}"),
-                _ => "-".into(),
-            },
-            worst.as_ref().map_or("-".into(), |w| w.verdict.as_str().to_string()),
-        ]);
-        println!(
-            "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
-            if args.loader_only { " --loader-only" } else { "" },
-            format!("{:?}", args.layout).to_lowercase(),
-            store.backend().name(),
-            store.location(),
-            args.batch_size,
-            world,
-            args.steps,
-            args.warmup,
-            args.repeats
-        );
-        println!("{t}");
-    }
-    eprintln!("wrote {}", path.display());
-    Ok(())
+        worst.as_ref().map_or("-".into(), |w| w.verdict.as_str().to_string()),
+    ]);
+    println!(
+        "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
+        if args.loader_only { " --loader-only" } else { "" },
+        format!("{:?}", args.layout).to_lowercase(),
+        store.backend().name(),
+        store.location(),
+        args.batch_size,
+        world,
+        args.steps,
+        args.warmup,
+        args.repeats
+    );
+    println!("{t}");
+        })
+        .await
 }
 
 #[cfg(test)]

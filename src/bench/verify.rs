@@ -9,7 +9,7 @@
 //!
 //! Exit codes: 0 PASS; 1 a step failed; 3 RDMA not proven; 4 data mismatch.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use serde::Serialize;
@@ -18,8 +18,8 @@ use serde_json::json;
 use crate::cli::{Backend, VerifyArgs};
 use crate::error::{Error, Result};
 use crate::mem::{self, Buffer};
-use crate::report::RunRecord;
-use crate::store;
+use crate::record::RunRecord;
+use crate::store::{self, ObjectStore};
 use crate::witness::{Payload, Verdict, Witness, WitnessReport};
 
 /// Outcome of one step.
@@ -175,7 +175,7 @@ fn likely_trap(steps: &[Step], gpu: bool) -> String {
 
 /// Run `s3rdma verify`.
 pub async fn run(args: VerifyArgs) -> Result<()> {
-    crate::report::check_results_dir(&args.output.results_dir)?;
+    crate::record::check_results_dir(&args.output.results_dir)?;
     let started = chrono::Utc::now();
     let backend = args.store.backend;
     let quiet = args.output.json;
@@ -185,11 +185,12 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     }
     let gpu = check_environment(&mut s, backend, Path::new("/sys/class/infiniband"));
 
-    let witness = Witness::new(&args.store, &args.witness)?;
-    let mut store_args = args.store.clone();
+    let witness = Witness::new(&args.witness.config(&args.store))?;
+    let mut store_args = args.store.config();
     store_args.rdma_threads = store_args.rdma_threads.or(Some(1));
     let store = match store::open(&store_args) {
-        Ok(st) => st,
+        // Counted: client-side HTTP bytes come from the store layer, as in every bench.
+        Ok(st) => crate::store::counted::Counted::new(std::sync::Arc::from(st)),
         Err(e) => {
             // The rdma library failed to load: that is step 1's finding (exit 1), not a usage slip.
             if !quiet {
@@ -215,7 +216,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         }
         Err(e) => {
             let fix = if backend == Backend::Local { "fix --root or --bucket, or pass --prepare" } else { "fix the endpoint, credentials or bucket named above" };
-            s.add(2, Status::Fail, e.to_string(), Some(fix.into()));
+            s.add(2, Status::Fail, Error::Store(e).to_string(), Some(fix.into()));
             false
         }
     };
@@ -244,9 +245,10 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         let mut src = Buffer::host(args.size as usize);
         SmallRng::from_os_rng().fill_bytes(src.as_host_mut().expect("host buffer"));
         let w = witness.begin().await;
+        let before = store.stats();
         match store.put_from(&args.key, &src).await {
             Ok(t) => {
-                let http = if matches!(t.path, crate::store::TransferPath::Http | crate::store::TransferPath::HttpStaged) { t.bytes } else { 0 };
+                let http = store.stats().since(&before).http_bytes();
                 let r = witness.end(w, Payload { read_bytes: 0, write_bytes: t.bytes, client_http_bytes: http }).await;
                 let server = if backend == Backend::Local {
                     String::new()
@@ -270,9 +272,10 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         if put_report.is_some() {
             let mut dst = Buffer::host(args.size as usize);
             let w = witness.begin().await;
+            let before = store.stats();
             match store.get_into(&args.key, None, &mut dst).await {
                 Ok(t) => {
-                    let http = if matches!(t.path, crate::store::TransferPath::Http | crate::store::TransferPath::HttpStaged) { t.bytes } else { 0 };
+                    let http = store.stats().since(&before).http_bytes();
                     let r = witness.end(w, Payload { read_bytes: t.bytes, write_bytes: 0, client_http_bytes: http }).await;
                     let ok = t.bytes == args.size && dst.as_host() == src.as_host();
                     matched = Some(ok);
@@ -307,24 +310,27 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
 
     // Step 6: RESULT.
     let rdma_ok = [&put_report, &get_report].iter().all(|r| r.as_ref().is_some_and(|r| r.verdict == Verdict::RdmaVerified));
-    let (pass, result, code): (bool, String, Option<Error>) = if s.failed() {
+    let worst = [&put_report, &get_report].iter().filter_map(|r| r.as_ref()).min_by_key(|r| r.verdict).cloned();
+    let (verdict, reason) = match &worst {
+        Some(r) => (r.verdict, r.reason.clone()),
+        None => (Verdict::Unverified, "no transfer happened".to_string()),
+    };
+    let (pass, result, failure): (bool, String, Option<Error>) = if s.failed() {
         let why = s.steps.iter().find(|x| x.status == Status::Fail).map(|x| x.text.clone()).unwrap_or_default();
         let err = if matched == Some(false) { Error::Mismatch(format!("verify: {why}")) } else { Error::Runtime(format!("verify: {why}")) };
         (false, format!("FAIL - {why}"), Some(err))
-    } else if backend == Backend::Http || backend == Backend::Local {
+    } else if !witness.expects_rdma() {
         (true, format!("PASS - round trip over {} verified; RDMA not applicable", backend.name()), None)
     } else if rdma_ok {
         (true, "PASS - GPU-Direct RDMA is live".into(), None)
     } else {
-        let worst = [&put_report, &get_report].iter().filter_map(|r| r.as_ref()).min_by_key(|r| r.verdict).cloned();
-        let v = worst.as_ref().map_or(Verdict::Unverified, |r| r.verdict);
         let unavailable = s.steps.iter().any(|x| x.text.contains("reports RDMA unavailable"));
         let trap = match &worst {
             Some(r) if r.verdict == Verdict::Unverified => format!("no proof either way: {}", r.reason),
             _ if unavailable => "the library reports RDMA unavailable (miniocpp_rdma_available() = 0): no RDMA NIC, or cuObject not initialised".into(),
             _ => likely_trap(&s.steps, gpu),
         };
-        (false, format!("FAIL - verdict {}: most likely: {trap}", v.as_str()), Some(Error::WitnessFailed(format!("verify: RDMA not proven ({})", v.as_str()))))
+        (false, format!("FAIL - verdict {}: most likely: {trap}", verdict.as_str()), None)
     };
     if !quiet {
         println!("RESULT: {result}");
@@ -334,24 +340,13 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         params: json!({"size_bytes": args.size, "key": args.key, "prepare": args.prepare, "keep": args.keep}),
         results: json!({"steps": s.steps, "result": result, "pass": pass, "data_match": matched,
                         "put_witness": put_report, "get_witness": get_report}),
-        rdma_witness: {
-            let worst = [&put_report, &get_report].iter().filter_map(|r| r.as_ref()).min_by_key(|r| r.verdict);
-            match worst {
-                Some(r) => json!({"verdict": r.verdict, "reason": r.reason}),
-                None => json!({"verdict": Verdict::Unverified, "reason": "no transfer happened"}),
-            }
-        },
+        rdma_witness: json!({"verdict": verdict, "reason": reason}),
         ..RunRecord::new("verify", backend.name(), started, args.output.tag.clone())
     };
-    let path: PathBuf = record.write(&args.output.results_dir, started)?;
-    if quiet {
-        println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
-    }
-    eprintln!("wrote {}", path.display());
-    match code {
-        None => Ok(()),
-        Some(e) => Err(e),
-    }
+    // On the rdma backend verify exists to prove RDMA: anything else is exit 3, as --require-rdma.
+    let require = args.witness.require_rdma || witness.expects_rdma();
+    // The steps were printed as they ran.
+    super::session::conclude(&record, &args.output, started, || {}, failure, require, verdict, &reason)
 }
 
 #[cfg(test)]

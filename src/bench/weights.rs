@@ -10,7 +10,6 @@
 //! flight. Every tensor is then a view (offset, length) into its shard's
 //! buffer: no per-tensor allocation or copy.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,10 +22,10 @@ use crate::cli::{Backend, Baseline, WeightsArgs};
 use crate::error::{Error, Result};
 use crate::format::weights::{self, ShardLayout};
 use crate::mem::{Buffer, Dest};
-use crate::report::RunRecord;
+use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore};
-use crate::witness::{Payload, Witness, WitnessReport};
+use crate::witness::WitnessReport;
 
 /// One timed load.
 #[derive(Debug, Clone, Serialize)]
@@ -90,22 +89,16 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
 }
 
 /// Compare every tensor with the same tensor read through an independent
-/// path: the whole object as a file (local) or one plain GET (http, rdma),
-/// parsed by the `safetensors` crate.
-async fn verify(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &[Buffer]) -> Result<Verified> {
+/// path: one plain whole-object GET into host memory through the store (on
+/// every backend), parsed by the `safetensors` crate.
+async fn verify(store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &[Buffer]) -> Result<Verified> {
     let mut checked = 0;
     let mut mismatched = Vec::new();
-    let reference = if args.store.backend == Backend::Local { "file read + safetensors crate" } else { "whole-object GET + safetensors crate" };
     for (shard, buf) in layout.iter().zip(bufs) {
-        let file: Vec<u8> = if args.store.backend == Backend::Local {
-            let path: PathBuf = args.store.root.join(&args.store.bucket).join(&shard.key);
-            std::fs::read(&path).map_err(|e| Error::Runtime(format!("--verify: cannot read {}: {e}", path.display())))?
-        } else {
-            let mut b = Buffer::host(shard.object_bytes as usize);
-            store.get_into(&shard.key, None, &mut b).await?;
-            b.as_host().expect("host").to_vec()
-        };
-        let st = safetensors::SafeTensors::deserialize(&file)
+        let mut b = Buffer::host(shard.object_bytes as usize);
+        store.get_into(&shard.key, None, &mut b).await?;
+        let file = b.as_host().expect("host");
+        let st = safetensors::SafeTensors::deserialize(file)
             .map_err(|e| Error::Runtime(format!("--verify: the safetensors crate rejects '{}': {e}", shard.key)))?;
         let ours: Vec<u8> = match buf {
             Buffer::Device(d) => {
@@ -130,7 +123,7 @@ async fn verify(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardLayo
             }
         }
     }
-    Ok(Verified { ok: mismatched.is_empty(), tensors_checked: checked, mismatched, reference: reference.into() })
+    Ok(Verified { ok: mismatched.is_empty(), tensors_checked: checked, mismatched, reference: "whole-object GET into host memory + safetensors crate".into() })
 }
 
 /// One baseline's timing.
@@ -167,7 +160,7 @@ async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardL
         Some(d) => (d.clone(), false),
         None => (std::env::temp_dir().join(format!("s3rdma-baseline-{}", std::process::id())), true),
     };
-    let mut local_args = args.store.clone();
+    let mut local_args = args.store.config();
     local_args.backend = Backend::Local;
     local_args.root = dir.clone();
     let local: Arc<dyn ObjectStore> = Arc::from(store::open(&local_args)?);
@@ -200,22 +193,31 @@ async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardL
 
 /// Run `s3rdma weights`.
 pub async fn run(args: WeightsArgs) -> Result<()> {
-    crate::report::check_results_dir(&args.output.results_dir)?;
-    let mut store_args = args.store.clone();
-    store_args.rdma_threads = store_args.rdma_threads.or(Some(args.concurrency));
     if let Some(name) = &args.synth {
+        // Writes a model and no record: no timed window, so no session.
+        crate::record::check_results_dir(&args.output.results_dir)?;
         weights::synth_shapes(name)?; // a bad name is a usage error before anything is created
-        let store = store::open(&store_args)?;
+        let store = store::open(&args.store.config())?;
         store.ensure_bucket(true).await?;
         let (bytes, shards) = weights::write_synth(store.as_ref(), &args.model, name, args.shard_size).await?;
         println!("wrote synthetic {name}: {bytes} tensor bytes in {shards} shard(s) under '{}' at {}", args.model, store.location());
         return Ok(());
     }
-    let witness = Witness::new(&args.store, &args.witness)?;
-    let gpu = args.mem.open_gpu()?;
-    let started = chrono::Utc::now();
-    let store: Arc<dyn ObjectStore> = Arc::from(store::open(&store_args)?);
-    store.ensure_bucket(false).await?;
+    let spec = SessionSpec {
+        bench: "weights",
+        store: &args.store,
+        witness: &args.witness,
+        mem: &args.mem,
+        group: None,
+        output: &args.output,
+        world: World::Single,
+        rdma_threads: args.concurrency,
+        create_bucket: false,
+        no_bucket: super::session::store_error,
+    };
+    let Some(s) = Session::start(spec).await? else { return Ok(()) };
+    let store = s.store.clone();
+    let dest = s.mem.dest();
     let t_head = Instant::now();
     let layout = weights::read_layout(store.as_ref(), &args.model).await?;
     let header_s = t_head.elapsed().as_secs_f64();
@@ -224,84 +226,88 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     for w in layout.iter().flat_map(|s| store.preflight(s.object_bytes)).collect::<std::collections::BTreeSet<_>>() {
         eprintln!("warning: {w}");
     }
-    let bounce = if store.writes_device() { 0 } else { args.mem.bounce_buffers as usize };
     // One buffer per shard, allocated before any timed window.
     let mut bufs: Vec<Buffer> = layout
         .iter()
-        .map(|s| Buffer::for_dest(args.mem.dest(), gpu.as_ref(), s.data_bytes() as usize, bounce, args.mem.stage_chunk as usize))
+        .map(|l| s.buffer(l.data_bytes() as usize))
         .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", args.mem.dest().name())))?;
+        .map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", dest.name())))?;
     let mut repeats = Vec::new();
+    let mut stats = crate::store::StoreStats::default();
     for rep in 1..=args.repeats {
-        let window = witness.begin().await;
+        let window = s.open_window().await?;
         let sampler = Sampler::start();
         let t0 = Instant::now();
         let (bytes, windows) = load(&store, &layout, &mut bufs, args.store.window, args.concurrency as usize).await?;
         let wall_s = t0.elapsed().as_secs_f64();
-        let s = sampler.finish();
-        let w = witness.end(window, Payload { read_bytes: bytes, write_bytes: 0, client_http_bytes: 0 }).await;
+        let smp = sampler.finish();
+        let closed = s.close_window(window, Direction::Read, bytes, ()).await?;
+        stats.add(&closed.stats);
         repeats.push(LoadRepeat {
             repeat: rep,
             bytes,
             wall_s,
             throughput_gbps: bytes as f64 / wall_s / 1e9,
             windows,
-            client_cpu_cores: s.client_cpu_cores,
-            host_cpu_cores: s.host_cpu_cores,
-            sampler: s,
-            witness: w,
+            client_cpu_cores: smp.client_cpu_cores,
+            host_cpu_cores: smp.host_cpu_cores,
+            sampler: smp,
+            witness: closed.witness.expect("a single-process bench is rank 0"),
         });
     }
-    let verified = if args.verify { Some(verify(&args, store.as_ref(), &layout, &bufs).await?) } else { None };
+    let verified = if args.verify { Some(verify(store.as_ref(), &layout, &bufs).await?) } else { None };
     let baseline_runs = if args.baselines.is_empty() { Vec::new() } else { baselines(&args, store.as_ref(), &layout, &mut bufs).await? };
     let wall = Spread::of(repeats.iter().map(|r| r.wall_s)).expect("repeats >= 1");
     let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
     let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
-    let worst = repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| r.witness.clone()).expect("repeats >= 1");
-    let record = RunRecord {
-        environment: {
-            let mut env = args.mem.describe(gpu.as_ref(), store.writes_device());
-            env["store"] = store.describe();
-            env["witness"] = witness.describe();
-            env
-        },
-        params: json!({"model": args.model, "window_bytes": args.store.window, "concurrency": args.concurrency,
-                       "repeats": args.repeats, "verify": args.verify}),
-        results: json!({"shards": layout.len(), "tensors": tensors, "bytes": total, "header_s": header_s,
-                        "device_memory_bytes": if args.mem.dest() == Dest::Device { total } else { 0 },
-                        "repeats": repeats, "summary": {"wall_s": wall, "throughput_gbps": gbps, "client_cpu_cores": cores},
-                        "verified": verified, "baselines": baseline_runs, "layout": layout}),
-        rdma_witness: json!({"verdict": worst.verdict, "reason": worst.reason}),
-        ..RunRecord::new("weights", store.backend().name(), started, args.output.tag.clone())
+    let worst = repeats.iter().map(|r| r.witness.verdict).min().expect("repeats >= 1");
+    let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
+    let failure = verified.as_ref().filter(|v| !v.ok).map(|v| {
+        Error::Mismatch(format!("--verify: {} of {} tensors differ, first: {}", v.mismatched.len(), v.tensors_checked, v.mismatched[0]))
+    });
+    let params = json!({"model": args.model, "window_bytes": args.store.window, "concurrency": args.concurrency,
+                        "repeats": args.repeats, "verify": args.verify});
+    let results = WeightsResults {
+        shards: layout.len(),
+        tensors,
+        bytes: total,
+        header_s,
+        device_memory_bytes: if dest == Dest::Device { total } else { 0 },
+        repeats,
+        summary: WeightsSummary { wall_s: wall, throughput_gbps: gbps, client_cpu_cores: cores },
+        verified,
+        baselines: baseline_runs,
+        layout,
     };
-    let path = record.write(&args.output.results_dir, started)?;
-    if args.output.json {
-        println!("{}", serde_json::to_string_pretty(&record).expect("record encodes"));
-    } else {
+    let mut outcome = Outcome::new(params, &results, windows);
+    outcome.stats = stats;
+    outcome.failure = failure;
+    let (backend, location) = (store.backend().name(), store.location());
+    s.finish(outcome, || {
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
         t.set_header(["loader", "dest", "shards", "tensors", "GB", "wall s", "GB/s", "client cores", "witness", "verified"]);
         t.add_row([
-            store.backend().name().to_string(),
-            args.mem.dest().name().to_string(),
-            layout.len().to_string(),
+            backend.to_string(),
+            dest.name().to_string(),
+            results.shards.to_string(),
             tensors.to_string(),
             format!("{:.2}", total as f64 / 1e9),
             if wall.max > wall.min { format!("{:.3} ({:.3}–{:.3})", wall.median, wall.min, wall.max) } else { format!("{:.3}", wall.median) },
             format!("{:.2}", gbps.median),
             format!("{:.2}", cores.median),
-            worst.verdict.as_str().to_string(),
-            verified.as_ref().map_or("-".into(), |v| if v.ok { format!("ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
+            worst.as_str().to_string(),
+            results.verified.as_ref().map_or("-".into(), |v| if v.ok { format!("ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
         ]);
-        for b in &baseline_runs {
+        for b in &results.baselines {
             let name = match b.baseline {
                 Baseline::DownloadThenLoad => "download-then-load",
                 Baseline::LocalThenLoad => "local-then-load",
             };
             t.add_row([
                 name.to_string(),
-                args.mem.dest().name().to_string(),
-                layout.len().to_string(),
+                dest.name().to_string(),
+                results.shards.to_string(),
                 tensors.to_string(),
                 format!("{:.2}", total as f64 / 1e9),
                 format!("{:.3}", b.wall_s),
@@ -311,14 +317,32 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
                 "-".into(),
             ]);
         }
-        println!("weights '{}' from {} ({}), headers {:.3} s", args.model, store.backend().name(), store.location(), header_s);
+        println!("weights '{}' from {backend} ({location}), headers {:.3} s", args.model, header_s);
         println!("{t}");
-    }
-    eprintln!("wrote {}", path.display());
-    if let Some(v) = verified
-        && !v.ok
-    {
-        return Err(Error::Mismatch(format!("--verify: {} of {} tensors differ, first: {}", v.mismatched.len(), v.tensors_checked, v.mismatched[0])));
-    }
-    Ok(())
+    })
+    .await
+}
+
+/// Medians and ranges over repeats.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeightsSummary {
+    pub wall_s: Spread,
+    pub throughput_gbps: Spread,
+    pub client_cpu_cores: Spread,
+}
+
+/// A `weights` run's `results`.
+#[derive(Debug, Clone, Serialize)]
+pub struct WeightsResults {
+    pub shards: usize,
+    pub tensors: usize,
+    pub bytes: u64,
+    /// Seconds reading the headers (before the timed window).
+    pub header_s: f64,
+    pub device_memory_bytes: u64,
+    pub repeats: Vec<LoadRepeat>,
+    pub summary: WeightsSummary,
+    pub verified: Option<Verified>,
+    pub baselines: Vec<BaselineRun>,
+    pub layout: Vec<ShardLayout>,
 }

@@ -32,7 +32,7 @@ use serde_json::json;
 
 use super::direct::{DirectError, DirectGet};
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
-use crate::cli::{Backend, ChecksumMode, HttpGet, StoreArgs};
+use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
 use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
 
@@ -59,7 +59,7 @@ impl HttpStore {
     /// Build the client from flags or the standard AWS environment variables.
     ///
     /// Errors: [`StoreError::Config`] when credentials are missing or the endpoint is not an http(s) URL.
-    pub fn new(args: &StoreArgs) -> Result<Self, StoreError> {
+    pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
         let (Some(ak), Some(sk)) = (args.access_key.as_deref(), args.secret_key.as_deref()) else {
             return Err(StoreError::Config(
                 "--backend http needs credentials: pass --access-key and --secret-key, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into(),

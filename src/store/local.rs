@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use serde_json::json;
 
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, blocking, check_key, check_source, resolve_range};
-use crate::cli::{Backend, StoreArgs};
+use crate::store::{Backend, StoreConfig};
 use crate::error::StoreError;
 use crate::mem::{Buffer, HOST_ALIGN};
 
@@ -39,7 +39,7 @@ pub struct LocalStore {
 
 impl LocalStore {
     /// Bind to `<root>/<bucket>`. The directory need not exist yet.
-    pub fn new(args: &StoreArgs) -> Result<Self, StoreError> {
+    pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
         let root = std::path::absolute(&args.root).map_err(|e| StoreError::Io {
             context: format!("cannot resolve --root {}", args.root.display()),
             source: e,

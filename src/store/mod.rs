@@ -8,6 +8,7 @@
 //! returns a [`Transfer`] saying how many bytes moved and over which path, so
 //! the benches can report (and the witness can check) what carried the bytes.
 
+pub mod counted;
 pub mod direct;
 pub mod http;
 pub mod local;
@@ -17,12 +18,111 @@ use std::fmt;
 use std::ops::Range;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use serde::Serialize;
+use std::collections::BTreeMap;
 
-use crate::cli::{Backend, StoreArgs};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use clap::ValueEnum;
 use crate::error::StoreError;
 use crate::mem::Buffer;
+
+// The flag values of `--backend`, `--response-checksums` and `--http-get`
+// are these enums (clap's ValueEnum derive): one definition, owned by the store.
+
+/// Which transport a store uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A local filesystem directory (bucket = directory under --root).
+    Local,
+    /// Any S3 endpoint over HTTP(S): ranged GETs per `--http-get`, everything else through aws-sdk-s3.
+    Http,
+    /// S3 over RDMA through libminiocpp's C ABI (AIStor + cuObject).
+    Rdma,
+}
+
+impl Backend {
+    /// The name used in records and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Local => "local",
+            Backend::Http => "http",
+            Backend::Rdma => "rdma",
+        }
+    }
+}
+
+/// When the HTTP backend validates response checksums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChecksumMode {
+    /// Only when the operation requires it (the default: costs no CPU on GETs).
+    WhenRequired,
+    /// Whenever the server sends a checksum (whole-object GETs; ranged GETs carry none).
+    WhenSupported,
+}
+
+/// How the http backend performs ranged GETs (docs/http-peers.md has the measurements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HttpGet {
+    /// direct for plain http:// endpoints without --response-checksums when-supported, sdk otherwise.
+    Auto,
+    /// aws-sdk-s3: the body arrives in the client's chunks and is copied into the buffer.
+    Sdk,
+    /// SigV4-signed HTTP/1.1 GET read from the socket straight into the buffer (http:// only).
+    Direct,
+}
+
+/// Everything a store is opened with, whichever backend (built by the CLI
+/// layer from its flags; the store never sees the flags themselves).
+/// Fields are read by the backend they name; the others ignore them.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// Which transport.
+    pub backend: Backend,
+    /// Bucket the store is bound to.
+    pub bucket: String,
+    /// local: directory holding one subdirectory per bucket.
+    pub root: std::path::PathBuf,
+    /// local: O_DIRECT reads where offsets allow.
+    pub direct: bool,
+    /// local: threads per read (16 MiB pieces).
+    pub io_threads: u32,
+    /// http, rdma control plane: endpoint URL (`None`: AWS for `region`).
+    pub endpoint: Option<String>,
+    /// http: signing region.
+    pub region: String,
+    /// http: access key.
+    pub access_key: Option<String>,
+    /// http: secret key (never printed or recorded).
+    pub secret_key: Option<String>,
+    /// http: ranged-GET size and multipart part size, bytes.
+    pub part_size: u64,
+    /// http: ranged GETs or part uploads in flight per object.
+    pub part_concurrency: u32,
+    /// http: response checksum validation.
+    pub response_checksums: ChecksumMode,
+    /// http: ranged-GET path.
+    pub http_get: HttpGet,
+    /// http: attempts per request.
+    pub attempts: u32,
+    /// http: connect timeout.
+    pub connect_timeout: Duration,
+    /// http: longest wait for a response to start.
+    pub read_timeout: Duration,
+    /// rdma: libminiocpp to load (`None`: the system search path).
+    pub rdma_lib: Option<std::path::PathBuf>,
+    /// rdma (and every bench's ranged reads): window for reads above one transfer, bytes.
+    pub window: u64,
+    /// rdma: ignore `miniocpp_get_object_range`.
+    pub rdma_no_range: bool,
+    /// rdma: worker threads (one client each).
+    pub rdma_threads: Option<u32>,
+    /// rdma: largest single transfer, bytes (4 GiB - 1).
+    pub rdma_max_transfer: u64,
+}
 
 /// Which data path carried a transfer's bytes, as the client saw it. For the
 /// rdma backend this is the client library's claim; only the witness proves it.
@@ -60,6 +160,40 @@ pub struct Transfer {
     /// Time from issuing the request to the first payload byte arriving
     /// (HTTP GETs only; `None` where the notion does not apply).
     pub first_byte: Option<Duration>,
+}
+
+/// Named counters of a store (see [`ObjectStore::stats`]): `bytes_<path>`
+/// per [`TransferPath`], plus backend counters such as `rdma_calls`. Missing
+/// keys read as 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StoreStats(pub BTreeMap<String, u64>);
+
+impl StoreStats {
+    /// The counter `key` (0 when absent).
+    pub fn get(&self, key: &str) -> u64 {
+        self.0.get(key).copied().unwrap_or(0)
+    }
+    /// Growth since `earlier`, key by key (a counter never shrinks; 0 if it did).
+    pub fn since(&self, earlier: &StoreStats) -> StoreStats {
+        StoreStats(self.0.iter().map(|(k, v)| (k.clone(), v.saturating_sub(earlier.get(k)))).collect())
+    }
+    /// Add `other` key by key (summing ranks or windows).
+    pub fn add(&mut self, other: &StoreStats) {
+        for (k, v) in &other.0 {
+            *self.0.entry(k.clone()).or_insert(0) += v;
+        }
+    }
+    /// Bytes the client moved over HTTP itself: what the witness's
+    /// client-side fallback guard compares (`bytes_http` + `bytes_http_staged`).
+    pub fn http_bytes(&self) -> u64 {
+        self.get("bytes_http") + self.get("bytes_http_staged")
+    }
+    /// The counters that are not per-path byte counts (the backend's own), `None` when there are none.
+    pub fn backend_counters(&self) -> Option<StoreStats> {
+        let m: BTreeMap<String, u64> = self.0.iter().filter(|(k, _)| !k.starts_with("bytes_")).map(|(k, v)| (k.clone(), *v)).collect();
+        (!m.is_empty()).then_some(StoreStats(m))
+    }
 }
 
 /// What `head` and `list` report about an object.
@@ -125,8 +259,16 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn preflight(&self, _object_size: u64) -> Vec<String> {
         Vec::new()
     }
-    /// Counts of the transport library's return codes so far (rdma only).
-    fn call_counts(&self) -> Option<rdma::CallCounts> {
+    /// Counters this store keeps, cumulative since it was opened: bytes per
+    /// transfer path (`bytes_<path>`, kept by [`counted::Counted`]) and the
+    /// backend's own (rdma: the library's return codes). Benches diff two
+    /// readings; they never ask which backend produced them.
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
+    /// One line for the terminal about `in_windows` (the counters' growth
+    /// over the timed windows), where the backend has something to say.
+    fn stats_summary(&self, _in_windows: &StoreStats) -> Option<String> {
         None
     }
     /// True when `get_into` can write device memory itself (GPU-Direct);
@@ -332,7 +474,7 @@ pub async fn staged_read(
 /// the network here; the first call finds out whether the endpoint answers.
 ///
 /// Errors: [`StoreError::Config`] for missing or malformed settings.
-pub fn open(args: &StoreArgs) -> Result<Box<dyn ObjectStore>, StoreError> {
+pub fn open(args: &StoreConfig) -> Result<Box<dyn ObjectStore>, StoreError> {
     check_bucket_name(&args.bucket)?;
     match args.backend {
         Backend::Local => Ok(Box::new(local::LocalStore::new(args)?)),

@@ -33,7 +33,7 @@ use serde_json::json;
 
 use super::http::HttpStore;
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
-use crate::cli::{Backend, StoreArgs};
+use crate::store::{Backend, StoreConfig};
 use crate::error::StoreError;
 use crate::mem::Buffer;
 use ffi::{Lib, LibInfo};
@@ -251,7 +251,7 @@ impl RdmaStore {
     /// Errors: [`StoreError::Config`] for a library that cannot be loaded or
     /// lacks required symbols (one line each), missing credentials, or a
     /// client the library refuses to create.
-    pub fn new(args: &StoreArgs) -> Result<Self, StoreError> {
+    pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
         let http = HttpStore::new(args)?;
         let path = ffi::lib_path(args.rdma_lib.as_deref());
         let (lib, info) = Lib::load(&path).map_err(StoreError::Config)?;
@@ -474,8 +474,20 @@ impl ObjectStore for RdmaStore {
         }
         w
     }
-    fn call_counts(&self) -> Option<CallCounts> {
-        Some(self.counts())
+    fn stats(&self) -> super::StoreStats {
+        let c = self.counts();
+        let pairs = [("rdma_calls", c.rdma_calls), ("rdma_ok", c.rdma_ok), ("rdma_errors", c.rdma_errors), ("rdma_declined", c.rdma_declined), ("rdma_invalid", c.rdma_invalid)];
+        super::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+    fn stats_summary(&self, w: &super::StoreStats) -> Option<String> {
+        Some(format!(
+            "libminiocpp return codes in the timed windows: {} calls, {} ok, {} errors (-1), {} declined (-2), {} invalid (-3)",
+            w.get("rdma_calls"),
+            w.get("rdma_ok"),
+            w.get("rdma_errors"),
+            w.get("rdma_declined"),
+            w.get("rdma_invalid")
+        ))
     }
     fn writes_device(&self) -> bool {
         // GPU-Direct: the library takes device pointers itself.

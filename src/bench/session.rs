@@ -1,0 +1,466 @@
+//! The run lifecycle every bench shares (DESIGN.md "Layout": `bench/session.rs`).
+//!
+//! A [`Session`] owns, once per process: launcher and rank detection (and,
+//! when no launcher started us, starting the ranks ourselves), the GPU, the
+//! store (opened once, wrapped in [`Counted`] so client-side bytes per path
+//! come from the store layer), the witness, and the group the ranks meet in.
+//! A bench brings its work and its typed results; the session brackets every
+//! timed window in one fixed order and ends the run in one place:
+//!
+//! ```text
+//! open_window:  every rank finished warm-up -> barrier -> opening scrape (rank 0) -> barrier
+//! work          (the bench's)
+//! close_window: every rank's figures + store counters gathered -> closing scrape (rank 0) -> verdict
+//! finish:       barrier -> table printed -> record written -> exit code (exit_status)
+//! ```
+//!
+//! Exit codes are decided by [`exit_status`] only (README "Exit codes").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::cli::{GroupArgs, MemArgs, OutputArgs, StoreArgs, WitnessArgs};
+use crate::error::{Error, Result, StoreError};
+use crate::mem::{Buffer, Dest, Gpu};
+use crate::ranks::{self, Group, Rank};
+use crate::record::RunRecord;
+use crate::store::counted::Counted;
+use crate::store::{self, ObjectStore, StoreConfig, StoreStats};
+use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
+
+/// How many processes a bench wants and what a launcher's count means to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum World {
+    /// One process (weights, tokens, verify).
+    Single,
+    /// `--ranks N`: N processes; a launcher's own count wins (with a warning when they differ).
+    Ranks(Option<u32>),
+    /// `--procs a,b,..`: the largest count; a launcher must start at least that many.
+    AtLeast(usize),
+}
+
+/// What a bench tells the session before it starts.
+#[derive(Debug, Clone)]
+pub struct SessionSpec<'a> {
+    /// Subcommand name: the record's `benchmark`.
+    pub bench: &'static str,
+    /// Store flags.
+    pub store: &'a StoreArgs,
+    /// Witness flags.
+    pub witness: &'a WitnessArgs,
+    /// Memory flags.
+    pub mem: &'a MemArgs,
+    /// Rank-meeting flags (`None`: defaults, for single-process benches).
+    pub group: Option<&'a GroupArgs>,
+    /// Where the record goes.
+    pub output: &'a OutputArgs,
+    /// Processes wanted.
+    pub world: World,
+    /// rdma: worker threads (one client each) when `--rdma-threads` is not given: the bench's widest fan-out.
+    pub rdma_threads: u32,
+    /// Create the bucket when it is missing (rank 0 only).
+    pub create_bucket: bool,
+    /// Turns a missing bucket into the bench's own message (e.g. "ingest a dataset first").
+    pub no_bucket: fn(StoreError) -> Error,
+}
+
+/// The default [`SessionSpec::no_bucket`]: the store's own message.
+pub fn store_error(e: StoreError) -> Error {
+    e.into()
+}
+
+/// One run of one bench in this process (one rank of it).
+pub struct Session {
+    /// Subcommand name.
+    pub bench: &'static str,
+    /// This process's rank.
+    pub me: Rank,
+    /// Memory flags with this rank's GPU assigned.
+    pub mem: MemArgs,
+    /// The GPU `--dest pinned|device` opened (before the store, so rdma workers can bind it).
+    pub gpu: Option<Arc<Gpu>>,
+    /// The store, counting bytes per transfer path.
+    pub store: Arc<dyn ObjectStore>,
+    counted: Arc<Counted>,
+    store_args: StoreConfig,
+    /// The server-side witness.
+    pub witness: Witness,
+    /// The ranks of this run.
+    pub group: Group,
+    /// When the run started (record timestamp and file name).
+    pub started: chrono::DateTime<chrono::Utc>,
+    /// This host's name.
+    pub host: String,
+    output: OutputArgs,
+    require_rdma: bool,
+    windows: std::sync::atomic::AtomicU64,
+}
+
+/// An open timed window (see [`Session::open_window`]).
+pub struct OpenWindow {
+    name: String,
+    scrape: Option<witness::Window>,
+    stats: StoreStats,
+}
+
+/// Which way a window moved its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// GETs: server to client.
+    Read,
+    /// PUTs: client to server.
+    Write,
+}
+
+/// What every rank sends rank 0 when a window closes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Wire<T> {
+    payload_bytes: u64,
+    stats: StoreStats,
+    figures: T,
+}
+
+/// A closed window: every rank's figures (rank order) and, on rank 0, the verdict.
+#[derive(Debug, Clone)]
+pub struct Closed<T> {
+    /// Every rank's figures on rank 0; this rank's alone elsewhere.
+    pub ranks: Vec<T>,
+    /// The witness's report (rank 0 only).
+    pub witness: Option<WitnessReport>,
+    /// The store counters' growth over the window, summed over ranks.
+    pub stats: StoreStats,
+}
+
+/// What a bench hands [`Session::finish`].
+pub struct Outcome<P, R> {
+    /// The bench's configuration as recorded (`params`).
+    pub params: P,
+    /// The bench's typed results (`results`).
+    pub results: R,
+    /// Every timed window's report with a label naming it (rank 0).
+    pub windows: Vec<(String, WitnessReport)>,
+    /// Extra `rdma_witness` fields (fetch: its per-cell verdicts).
+    pub witness_extra: Vec<(&'static str, Value)>,
+    /// Extra `environment` fields.
+    pub environment: Vec<(&'static str, Value)>,
+    /// The store counters' growth over all timed windows (for the terminal line).
+    pub stats: StoreStats,
+    /// The bench's own failure that still leaves a record: a data mismatch
+    /// (exit 4) or a failed step (exit 1).
+    pub failure: Option<Error>,
+}
+
+impl<P, R> Outcome<P, R> {
+    /// An outcome with no extras and no failure.
+    pub fn new(params: P, results: R, windows: Vec<(String, WitnessReport)>) -> Self {
+        Outcome { params, results, windows, witness_extra: Vec::new(), environment: Vec::new(), stats: StoreStats::default(), failure: None }
+    }
+}
+
+/// The exit decision of a finished run, the one place in `src/` that makes
+/// it (README "Exit codes"): the bench's own failure first (a data mismatch
+/// is 4, a failed step 1), then `--require-rdma` with any verdict but
+/// rdma-verified (3), else 0.
+pub fn exit_status(failure: Option<Error>, require_rdma: bool, verdict: Verdict, reason: &str) -> Result<()> {
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if require_rdma && verdict != Verdict::RdmaVerified {
+        return Err(Error::WitnessFailed(format!("--require-rdma: witness verdict {} for {reason}", verdict.as_str())));
+    }
+    Ok(())
+}
+
+/// The end of every run that leaves a record: print the terminal table
+/// (`print`), or the record as JSON with `--json`; then write the record
+/// (if that fails, say so and print the record's JSON to stderr, so the
+/// measurement is not lost); then decide the exit code ([`exit_status`]).
+///
+/// Errors: as [`exit_status`], or the record cannot be written (exit 1).
+#[allow(clippy::too_many_arguments)]
+pub fn conclude(
+    record: &RunRecord,
+    output: &OutputArgs,
+    started: chrono::DateTime<chrono::Utc>,
+    print: impl FnOnce(),
+    failure: Option<Error>,
+    require_rdma: bool,
+    verdict: Verdict,
+    reason: &str,
+) -> Result<()> {
+    if output.json {
+        println!("{}", serde_json::to_string_pretty(record).expect("record encodes"));
+    } else {
+        print();
+    }
+    match record.write(&output.results_dir, started) {
+        Ok(path) => eprintln!("wrote {}", path.display()),
+        Err(e) => {
+            if !output.json {
+                eprintln!("the record follows:\n{}", serde_json::to_string_pretty(record).expect("record encodes"));
+            }
+            return Err(e);
+        }
+    }
+    exit_status(failure, require_rdma, verdict, reason)
+}
+
+impl Session {
+    /// Start a run: check the results directory, find this process's rank
+    /// (or start the ranks and wait for them: then `Ok(None)`), open the
+    /// GPU, the witness and the store, create or check the bucket, join the group.
+    ///
+    /// Errors: usage errors for bad flags (once, before any rank starts), the
+    /// store's errors, a rank's failure (its exit code).
+    pub async fn start(spec: SessionSpec<'_>) -> Result<Option<Session>> {
+        crate::record::check_results_dir(&spec.output.results_dir)?;
+        let default_group = GroupArgs { run_id: None, barrier_timeout: Duration::from_secs(300) };
+        let group_args = spec.group.unwrap_or(&default_group);
+        if let Some(id) = &group_args.run_id {
+            ranks::check_run_id(id)?;
+        }
+        let me = match Rank::from_env(group_args.run_id.as_deref())? {
+            Some(r) => {
+                match spec.world {
+                    World::Ranks(Some(n)) if n as usize != r.world => {
+                        eprintln!("warning: --ranks {n} ignored: started by {} as rank {} of {}", r.launcher, r.rank, r.world);
+                    }
+                    World::AtLeast(n) if n > r.world => {
+                        return Err(Error::Usage(format!(
+                            "--procs {n} needs {n} processes but the launcher ({}) started {}: lower --procs or launch more",
+                            r.launcher, r.world
+                        )));
+                    }
+                    _ => {}
+                }
+                r
+            }
+            None => {
+                ranks::warn_partial_launcher_env();
+                let world = match spec.world {
+                    World::Single => 1,
+                    World::Ranks(n) => n.unwrap_or(1) as usize,
+                    World::AtLeast(n) => n,
+                };
+                if world > 1 {
+                    // Bad store, witness or GPU flags fail once, here, not once per rank.
+                    Witness::new(&spec.witness.config(spec.store))?;
+                    drop(store::open(&spec.store.config())?);
+                    if spec.mem.dest() != Dest::Host {
+                        crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", spec.mem.dest().name())))?;
+                    }
+                    tokio::task::spawn_blocking(move || ranks::spawn_local(world))
+                        .await
+                        .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))??;
+                    return Ok(None);
+                }
+                Rank::single()
+            }
+        };
+        ranks::injected_fault(&me)?;
+        let mut mem = spec.mem.clone();
+        let dest = mem.dest();
+        mem.dest_arg = Some(dest);
+        mem.device = ranks::gpu_for(&me, dest, mem.device);
+        let gpu = mem.open_gpu()?;
+        let witness = Witness::new(&spec.witness.config(spec.store))?;
+        let started = chrono::Utc::now();
+        let mut store_args = spec.store.config();
+        store_args.rdma_threads = store_args.rdma_threads.or(Some(spec.rdma_threads.max(1)));
+        let counted = Counted::new(Arc::from(store::open(&store_args)?));
+        // Ranks meet through the bare store: their markers are not the bench's traffic.
+        let raw = counted.inner();
+        let counted = Arc::new(counted);
+        let store: Arc<dyn ObjectStore> = counted.clone();
+        // Rank 0 creates or checks the bucket; the others meet it there (joining waits for it).
+        if me.is_root() {
+            store.ensure_bucket(spec.create_bucket).await.map_err(spec.no_bucket)?;
+        }
+        let group = Group::join(me.clone(), raw, group_args.barrier_timeout).await?;
+        Ok(Some(Session {
+            bench: spec.bench,
+            me,
+            mem,
+            gpu,
+            store,
+            counted,
+            store_args,
+            witness,
+            group,
+            started,
+            host: sysinfo::System::host_name().unwrap_or_default(),
+            output: spec.output.clone(),
+            require_rdma: spec.witness.require_rdma,
+            windows: Default::default(),
+        }))
+    }
+
+    /// A destination buffer of `len` bytes in `--dest` memory, allocated (and
+    /// touched) now, before any timed window. Device buffers get
+    /// `--bounce-buffers` pinned bounce buffers of `--stage-chunk` bytes each
+    /// when the store cannot write device memory itself (staged reads), none otherwise.
+    ///
+    /// Errors: the allocator's message.
+    pub fn buffer(&self, len: usize) -> std::result::Result<Buffer, String> {
+        let bounce = if self.store.writes_device() { 0 } else { self.mem.bounce_buffers as usize };
+        Buffer::for_dest(self.mem.dest(), self.gpu.as_ref(), len, bounce, self.mem.stage_chunk as usize)
+    }
+
+    /// A second client for the same bucket, configured by `edit` from this
+    /// run's store settings (e.g. one stream, plain HTTP: the shape of
+    /// `torch.save` + a PUT). Its bytes count into the same window figures.
+    ///
+    /// Errors: the store's configuration errors.
+    pub fn open_variant(&self, edit: impl FnOnce(&mut StoreConfig)) -> Result<Arc<dyn ObjectStore>> {
+        let mut a = self.store_args.clone();
+        edit(&mut a);
+        Ok(Arc::new(self.counted.sibling(Arc::from(store::open(&a)?))))
+    }
+
+    /// Whether this process writes the record (rank 0).
+    pub fn is_root(&self) -> bool {
+        self.me.is_root()
+    }
+
+    /// Open a timed window: every rank calls it after its warm-up; all meet,
+    /// rank 0 scrapes the servers' counters, all meet again, and only then
+    /// does any rank start its timed work (so no rank's warm-up or start-up
+    /// reaches the window). Store counters are read per rank.
+    ///
+    /// Errors: a barrier that times out.
+    pub async fn open_window(&self) -> Result<OpenWindow> {
+        let n = self.windows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{}-window{n}", self.bench);
+        self.group.barrier(&format!("{name}-ready")).await?;
+        let scrape = if self.is_root() { Some(self.witness.begin().await) } else { None };
+        self.group.barrier(&format!("{name}-go")).await?;
+        Ok(OpenWindow { name, scrape, stats: self.store.stats() })
+    }
+
+    /// Close a window: every rank calls it when its timed work (and any
+    /// background I/O of its own) has stopped, with `payload_bytes` it moved
+    /// in `dir` and its figures. The ranks' figures and store counters are
+    /// gathered (the gather is also the point where every rank has finished),
+    /// then rank 0 scrapes again and judges the window against the payload
+    /// and the client's own HTTP bytes (from the store's counters).
+    ///
+    /// Errors: a barrier that times out; figures that do not decode.
+    pub async fn close_window<T: Serialize + DeserializeOwned + Clone>(
+        &self,
+        w: OpenWindow,
+        dir: Direction,
+        payload_bytes: u64,
+        figures: T,
+    ) -> Result<Closed<T>> {
+        let stats = self.store.stats().since(&w.stats);
+        let mine = Wire { payload_bytes, stats, figures };
+        let all = self.gather(&format!("{}-figures", w.name), &mine).await?;
+        let mut total = StoreStats::default();
+        for r in &all {
+            total.add(&r.stats);
+        }
+        let witness = match w.scrape {
+            Some(scrape) => {
+                let bytes: u64 = all.iter().map(|r| r.payload_bytes).sum();
+                let client_http_bytes = total.http_bytes();
+                let payload = match dir {
+                    Direction::Read => Payload { read_bytes: bytes, write_bytes: 0, client_http_bytes },
+                    Direction::Write => Payload { read_bytes: 0, write_bytes: bytes, client_http_bytes },
+                };
+                Some(self.witness.end(scrape, payload).await)
+            }
+            None => None,
+        };
+        Ok(Closed { ranks: all.into_iter().map(|r| r.figures).collect(), witness, stats: total })
+    }
+
+    /// Every rank's `mine`, in rank order (a lone process: its own, no encoding).
+    ///
+    /// Errors: a barrier that times out; figures that do not decode.
+    pub async fn gather<T: Serialize + DeserializeOwned + Clone>(&self, name: &str, mine: &T) -> Result<Vec<T>> {
+        if self.me.world == 1 {
+            return Ok(vec![mine.clone()]);
+        }
+        let v = serde_json::to_value(mine).map_err(|e| Error::Runtime(format!("cannot encode figures for '{name}': {e}")))?;
+        self.group
+            .all_gather(name, &v)
+            .await?
+            .into_iter()
+            .map(|v| serde_json::from_value(v).map_err(|e| Error::Runtime(format!("rank figures for '{name}' do not decode: {e}"))))
+            .collect()
+    }
+
+    /// The environment every record carries: memory, store, witness, ranks.
+    fn environment(&self) -> Value {
+        let mut env = self.mem.describe(self.gpu.as_ref(), self.store.writes_device());
+        env["store"] = self.store.describe();
+        env["witness"] = self.witness.describe();
+        env["ranks"] = json!({"world": self.me.world, "launcher": self.me.launcher, "run_id": self.me.run_id});
+        env
+    }
+
+    /// End the run: every rank meets a last time; rank 0 prints the table
+    /// (`print`, or the record as JSON with `--json`), the witness line and
+    /// the store's line, then writes the record; every rank then applies
+    /// [`exit_status`]. A bench returns what this returns.
+    ///
+    /// Errors: the bench's failure, `--require-rdma` (exit 3), a record that cannot be written.
+    pub async fn finish<P: Serialize, R: Serialize>(&self, o: Outcome<P, R>, print: impl FnOnce()) -> Result<()> {
+        self.group.barrier("done").await?;
+        self.group.cleanup().await;
+        if !self.is_root() {
+            return exit_status(o.failure, false, Verdict::RdmaVerified, "");
+        }
+        let (verdict, reason) = witness::worst(o.windows.iter().map(|(l, w)| (l.as_str(), w)))
+            .unwrap_or((Verdict::Unverified, "no timed window ran".to_string()));
+        let mut rdma_witness = json!({"verdict": verdict, "reason": reason, "config": self.witness.describe()});
+        for (k, v) in o.witness_extra {
+            rdma_witness[k] = v;
+        }
+        let mut environment = self.environment();
+        for (k, v) in o.environment {
+            environment[k] = v;
+        }
+        let encode = |what: &str, v: serde_json::Result<Value>| v.map_err(|e| Error::Runtime(format!("cannot encode the {what}: {e}")));
+        let record = RunRecord {
+            environment,
+            params: encode("params", serde_json::to_value(&o.params))?,
+            results: encode("results", serde_json::to_value(&o.results))?,
+            rdma_witness,
+            ..RunRecord::new(self.bench, self.store.backend().name(), self.started, self.output.tag.clone())
+        };
+        let stats_line = self.store.stats_summary(&o.stats);
+        let print = || {
+            print();
+            println!("witness: {} ({reason})", verdict.as_str());
+            if let Some(line) = stats_line {
+                println!("{line}");
+            }
+        };
+        conclude(&record, &self.output, self.started, print, o.failure, self.require_rdma, verdict, &reason)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_come_from_one_rule() {
+        let ok = exit_status(None, true, Verdict::RdmaVerified, "r");
+        assert!(ok.is_ok());
+        let e = exit_status(None, true, Verdict::FullFallback, "cell 1").unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+        assert!(e.to_string().contains("full-fallback for cell 1"), "{e}");
+        assert!(exit_status(None, false, Verdict::FullFallback, "r").is_ok());
+        // A data mismatch outranks the witness.
+        let e = exit_status(Some(Error::Mismatch("x".into())), true, Verdict::FullFallback, "r").unwrap_err();
+        assert_eq!(e.exit_code(), 4);
+        let e = exit_status(None, true, Verdict::NotApplicable, "r").unwrap_err();
+        assert_eq!(e.exit_code(), 3);
+    }
+}

@@ -1,0 +1,103 @@
+//! A store that counts what it moved, per transfer path, around any backend:
+//! the one place that turns each [`Transfer`]'s path into the client-side
+//! counters every bench reports (`bytes_http` is what the witness's
+//! client-side fallback guard compares), so no bench keeps its own rule.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+
+use super::{Backend, ObjectMeta, ObjectStore, StoreStats, Transfer, TransferPath};
+use crate::error::StoreError;
+use crate::mem::Buffer;
+
+/// Paths in the order of [`Counted`]'s counters.
+const PATHS: [TransferPath; 4] = [TransferPath::Rdma, TransferPath::Http, TransferPath::HttpStaged, TransferPath::Local];
+
+/// `inner` plus byte counters per [`TransferPath`] of every successful data call.
+#[derive(Debug)]
+pub struct Counted {
+    inner: Arc<dyn ObjectStore>,
+    bytes: Arc<[AtomicU64; 4]>,
+}
+
+impl Counted {
+    /// Wrap `inner`; counters start at 0.
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        Counted { inner, bytes: Default::default() }
+    }
+
+    /// Another store (a second client configuration for the same bucket)
+    /// whose transfers count into these same counters, so a window's
+    /// figures hold every byte the bench moved, whichever client moved it.
+    pub fn sibling(&self, inner: Arc<dyn ObjectStore>) -> Counted {
+        Counted { inner, bytes: self.bytes.clone() }
+    }
+
+    /// The store underneath, uncounted (for traffic that is not the bench's, such as rank markers).
+    pub fn inner(&self) -> Arc<dyn ObjectStore> {
+        self.inner.clone()
+    }
+
+    fn count(&self, t: Result<Transfer, StoreError>) -> Result<Transfer, StoreError> {
+        if let Ok(t) = &t {
+            let i = PATHS.iter().position(|p| *p == t.path).expect("every path is listed");
+            self.bytes[i].fetch_add(t.bytes, Ordering::Relaxed);
+        }
+        t
+    }
+}
+
+#[async_trait]
+impl ObjectStore for Counted {
+    fn backend(&self) -> Backend {
+        self.inner.backend()
+    }
+    fn bucket(&self) -> &str {
+        self.inner.bucket()
+    }
+    fn location(&self) -> String {
+        self.inner.location()
+    }
+    fn describe(&self) -> serde_json::Value {
+        self.inner.describe()
+    }
+    async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
+        self.inner.ensure_bucket(create).await
+    }
+    async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
+        self.inner.head(key).await
+    }
+    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
+        let t = self.inner.get_into_at(key, range, dst, at).await;
+        self.count(t)
+    }
+    async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
+        let t = self.inner.put_range(key, src, range).await;
+        self.count(t)
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        self.inner.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.inner.delete(key).await
+    }
+    fn preflight(&self, object_size: u64) -> Vec<String> {
+        self.inner.preflight(object_size)
+    }
+    fn stats(&self) -> StoreStats {
+        let mut s = self.inner.stats();
+        for (p, n) in PATHS.iter().zip(self.bytes.iter()) {
+            s.0.insert(format!("bytes_{p}"), n.load(Ordering::Relaxed));
+        }
+        s
+    }
+    fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {
+        self.inner.stats_summary(in_windows)
+    }
+    fn writes_device(&self) -> bool {
+        self.inner.writes_device()
+    }
+}

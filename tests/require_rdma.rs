@@ -1,0 +1,135 @@
+//! `--require-rdma` means the same on every bench (one exit-code rule in
+//! `src/bench/session.rs`): each bench runs over the rdma backend through the
+//! libminiocpp test double (which moves the bytes over plain HTTP) against
+//! scripted server counters in which RDMA stays flat while the HTTP traffic
+//! grows: a full fallback. The record is written (the run happened), its
+//! verdict says so, and the process exits 3. Without the flag the same run exits 0.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const MIB: u64 = 1 << 20;
+
+fn s3rdma(args: &[&str], cwd: &Path) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_s3rdma"));
+    c.args(args).current_dir(cwd);
+    for k in ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "RUST_LOG", "MINIOCPP_LIB"] {
+        c.env_remove(k);
+    }
+    c.output().expect("run s3rdma")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Store flags for `backend` against the in-process S3 server and `bucket`.
+fn store_args(backend: &'static str, bucket: &str) -> Vec<String> {
+    let s = common::server();
+    let mut v: Vec<String> = ["--backend", backend, "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket]
+        .iter()
+        .map(|x| x.to_string())
+        .collect();
+    if backend == "rdma" {
+        v.extend(["--rdma-lib".to_string(), common::fake_lib().to_str().unwrap().to_string()]);
+    }
+    v
+}
+
+/// Counters of one node whose RDMA series never move while its HTTP sent and
+/// received bytes grow by 64 MiB per scrape: every window is a full fallback.
+fn fallback_metrics() -> common::ScriptedMetrics {
+    let rdma = "minio_api_rdma_read_bytes_total{server=\"n1:9000\"} 5\n\
+                minio_api_rdma_write_bytes_total{server=\"n1:9000\"} 5\n\
+                minio_api_rdma_read_ops_total{server=\"n1:9000\"} 1\n\
+                minio_api_rdma_write_ops_total{server=\"n1:9000\"} 1\n";
+    let requests: Vec<common::Answer> = (0..64u64)
+        .map(|i| {
+            let n = i * 64 * MIB;
+            common::Answer::text(format!(
+                "minio_api_requests_traffic_sent_bytes{{server=\"n1:9000\",type=\"s3\"}} {n}\n\
+                 minio_api_requests_traffic_received_bytes{{server=\"n1:9000\",type=\"s3\"}} {n}\n"
+            ))
+        })
+        .collect();
+    common::scripted_metrics(vec![("/rdma", vec![common::Answer::text(rdma)]), ("/requests", requests)])
+}
+
+/// Run `bench_args` over rdma with the fallback counters, with and without
+/// `--require-rdma`; both write a record with a fallback verdict; only the
+/// first exits 3.
+fn assert_require_rdma_exits_3(bench_args: &[&str], bucket: &str) {
+    for require in [true, false] {
+        let m = fallback_metrics();
+        let tmp = tempfile::tempdir().unwrap();
+        let (u1, u2) = (format!("{}/rdma", m.base), format!("{}/requests", m.base));
+        let mut args: Vec<String> = bench_args.iter().map(|s| s.to_string()).collect();
+        args.extend(store_args("rdma", bucket));
+        args.extend(["--metrics-url".into(), u1, "--metrics-url".into(), u2, "--dest".into(), "host".into()]);
+        if require {
+            args.push("--require-rdma".into());
+        }
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = s3rdma(&argv, tmp.path());
+        let out = String::from_utf8_lossy(&o.stdout);
+        let want = if require { 3 } else { 0 };
+        assert_eq!(o.status.code(), Some(want), "{} (require {require}):\n{out}\n{}", bench_args[0], stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+        if require {
+            assert!(stderr(&o).contains("--require-rdma: witness verdict full-fallback"), "{}", stderr(&o));
+        }
+        let files: Vec<_> = std::fs::read_dir(tmp.path().join("results")).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(files.len(), 1, "{}: the run happened, so its record is written", bench_args[0]);
+        let rec: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+        assert_eq!(rec["benchmark"], bench_args[0]);
+        assert_eq!(rec["backend"], "rdma");
+        assert_eq!(rec["rdma_witness"]["verdict"], "full-fallback", "{}", rec["rdma_witness"]);
+        assert!(out.contains("witness: full-fallback"), "{out}");
+    }
+}
+
+fn ok(o: &Output) {
+    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), stderr(o));
+}
+
+/// Run a set-up command (ingest, model synthesis) over plain http into `bucket`.
+fn setup(args: &[&str], bucket: &str) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    a.extend(store_args("http", bucket));
+    let argv: Vec<&str> = a.iter().map(String::as_str).collect();
+    ok(&s3rdma(&argv, tmp.path()));
+}
+
+#[test]
+fn fetch_require_rdma_exits_3_after_a_full_fallback() {
+    assert_require_rdma_exits_3(&["fetch", "--sizes", "1MiB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--prepare"], "rr-fetch");
+}
+
+#[test]
+fn ckpt_require_rdma_exits_3_after_a_full_fallback() {
+    std::fs::create_dir_all(common::server().root.join("rr-ckpt")).unwrap();
+    assert_require_rdma_exits_3(&["ckpt", "--sizes", "8MiB", "--chunk", "2MiB", "--methods", "flat", "--repeats", "1"], "rr-ckpt");
+}
+
+#[test]
+fn weights_require_rdma_exits_3_after_a_full_fallback() {
+    setup(&["weights", "--synth", "tiny", "--model", "m/tiny"], "rr-weights");
+    assert_require_rdma_exits_3(&["weights", "--model", "m/tiny", "--verify"], "rr-weights");
+}
+
+#[test]
+fn tokens_require_rdma_exits_3_after_a_full_fallback() {
+    setup(&["ingest", "tokens", "--synthetic", "--total-bytes", "4MiB", "--seq-len", "256", "--shard-bytes", "1MiB", "--vocab", "1000"], "rr-tokens");
+    assert_require_rdma_exits_3(&["tokens", "--fetch-workers", "2", "--run-bytes", "256KiB"], "rr-tokens");
+}
+
+#[test]
+fn train_loader_only_require_rdma_exits_3_after_a_full_fallback() {
+    setup(&["ingest", "raw", "--synthetic", "64", "--classes", "2", "--size", "32", "--samples-per-shard", "16"], "rr-train");
+    assert_require_rdma_exits_3(&["train", "--loader-only", "--batch-size", "8", "--crop", "24", "--steps", "4", "--warmup", "1", "--fetch-workers", "2"], "rr-train");
+}
