@@ -77,16 +77,27 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         println!("{:>10} {:>10} {:>8} {:>8} {:>12}", "object", "part", "get", "GB/s", "CPU-s/GB");
-        for ((size, part), get) in [(16usize << 20, "8MiB"), (256 << 20, "8MiB"), (256 << 20, "64MiB")]
-            .into_iter()
-            .flat_map(|c| [(c, "direct"), (c, "sdk")])
-        {
+        for ((size, part), get) in [(16usize << 20, "8MiB"), (256 << 20, "8MiB"), (256 << 20, "64MiB")].into_iter().flat_map(|c| [(c, "direct"), (c, "sdk")]) {
             let data = Bytes::from((0..size).map(|i| (i * 31 % 251) as u8).collect::<Vec<u8>>());
             let addr = serve(data.clone()).await;
             let endpoint = format!("http://{addr}");
             let cli = <Cli as clap::Parser>::parse_from([
-                "s3rdma", "fetch", "--backend", "http", "--endpoint", &endpoint, "--access-key", "bench", "--secret-key",
-                "bench-secret", "--part-size", part, "--part-concurrency", "4", "--http-get", get,
+                "s3rdma",
+                "fetch",
+                "--backend",
+                "http",
+                "--endpoint",
+                &endpoint,
+                "--access-key",
+                "bench",
+                "--secret-key",
+                "bench-secret",
+                "--part-size",
+                part,
+                "--part-concurrency",
+                "4",
+                "--http-get",
+                get,
             ]);
             let Command::Fetch(args) = cli.command else { unreachable!("fetch") };
             let s: Arc<dyn ObjectStore> = Arc::from(store::open(&args.store.config()).expect("store"));

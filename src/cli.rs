@@ -18,6 +18,7 @@ pub struct Cli {
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     #[command(subcommand)]
+    /// The subcommand.
     pub command: Command,
 }
 
@@ -44,6 +45,7 @@ pub enum Command {
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions {
         #[arg(value_enum)]
+        /// The shell to write completions for.
         shell: clap_complete::Shell,
     },
 }
@@ -53,7 +55,9 @@ pub enum Command {
 pub enum ReportFormat {
     /// One markdown table per benchmark.
     Md,
+    /// Comma-separated values, one line per row.
     Csv,
+    /// The rows as a JSON array.
     Json,
 }
 
@@ -72,11 +76,9 @@ pub struct ReportArgs {
     #[arg(long)]
     pub plot: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
+    /// Output format.
     pub format: ReportFormat,
 }
-
-
-
 
 /// The flags that fix a store error, as a suffix of its message (`""` when
 /// no flag does): the store describes the problem, the CLI names the flags.
@@ -229,10 +231,7 @@ impl RunArgs {
     /// Whether to create missing buckets and objects: `--prepare`, or the
     /// local backend on its own default directory unless `--no-prepare`.
     pub fn prepare_for(&self, store: &StoreArgs) -> bool {
-        self.prepare
-            || (!self.no_prepare
-                && store.backend == Backend::Local
-                && store.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT))
+        self.prepare || (!self.no_prepare && store.backend == Backend::Local && store.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT))
     }
 }
 
@@ -275,9 +274,7 @@ impl MemArgs {
     pub fn open_gpu(&self) -> crate::error::Result<Option<std::sync::Arc<crate::mem::Gpu>>> {
         match self.dest() {
             crate::mem::Dest::Host => Ok(None),
-            d => crate::mem::Gpu::open(self.device)
-                .map(Some)
-                .map_err(|e| crate::error::Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name()))),
+            d => crate::mem::Gpu::open(self.device).map(Some).map_err(|e| crate::error::Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name()))),
         }
     }
 
@@ -342,7 +339,7 @@ impl WitnessArgs {
 /// Where the run record goes.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
-    /// Directory for results/<bench>-<backend>-<UTC time>[-tag].json.
+    /// Directory for `results/<bench>-<backend>-<UTC time>[-tag].json`.
     #[arg(long, default_value = "results")]
     pub results_dir: PathBuf,
     /// Suffix for the result file name (letters, digits, '-', '_', '.').
@@ -357,7 +354,7 @@ pub struct OutputArgs {
 #[derive(Debug, Clone, Args)]
 pub struct GroupArgs {
     /// Id shared by every rank of one run (default: the launcher's job id; our
-    /// own local ranks make one). Ranks meet under s3rdma-ranks/<id>/ in the bucket.
+    /// own local ranks make one). Ranks meet under `s3rdma-ranks/<id>/` in the bucket.
     #[arg(long)]
     pub run_id: Option<String>,
     /// Longest wait for the other ranks at a barrier before failing with their names.
@@ -380,7 +377,9 @@ pub enum CkptMethod {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CkptOp {
+    /// Write the state to the store.
     Save,
+    /// Read it back and compare with the original.
     Restore,
 }
 
@@ -398,14 +397,19 @@ pub enum ChunkChecksum {
 #[derive(Debug, Clone, Args)]
 pub struct CkptArgs {
     #[command(flatten)]
+    /// Which store and how to reach it.
     pub store: StoreArgs,
     #[command(flatten)]
+    /// Where the witness scrapes and what it demands.
     pub witness: WitnessArgs,
     #[command(flatten)]
+    /// Where the bytes land.
     pub mem: MemArgs,
     #[command(flatten)]
+    /// Where the record goes.
     pub output: OutputArgs,
     #[command(flatten)]
+    /// How ranks meet.
     pub group: GroupArgs,
     /// Named states: resnet50 (torchvision ResNet-50 state dict + SGD momentum, fp32, ~195 MiB; every rank saves a full replica).
     #[arg(long, value_delimiter = ',')]
@@ -433,7 +437,7 @@ pub struct CkptArgs {
     /// Per-chunk checksum written to the manifest and checked on restore.
     #[arg(long, value_enum, default_value_t = ChunkChecksum::Xxh3)]
     pub checksum: ChunkChecksum,
-    /// Key prefix: checkpoints are <prefix>/<state>/rank<NNNNN>.
+    /// Key prefix: checkpoints are `<prefix>/<state>/rank<NNNNN>`.
     #[arg(long, default_value = "ckpt")]
     pub prefix: String,
     /// Seed of the random tensor values (a restore-only run regenerates the same originals).
@@ -461,14 +465,19 @@ fn parse_chunk(s: &str) -> Result<u64, String> {
 #[derive(Debug, Clone, Args)]
 pub struct FetchArgs {
     #[command(flatten)]
+    /// Which store and how to reach it.
     pub store: StoreArgs,
     #[command(flatten)]
+    /// How long and how often.
     pub run: RunArgs,
     #[command(flatten)]
+    /// Where the witness scrapes and what it demands.
     pub witness: WitnessArgs,
     #[command(flatten)]
+    /// Where the bytes land.
     pub mem: MemArgs,
     #[command(flatten)]
+    /// Where the record goes.
     pub output: OutputArgs,
     /// Object sizes, comma-separated, e.g. 1MiB,16MiB,64MiB (IEC) or 1MB (decimal).
     #[arg(long, value_delimiter = ',', value_parser = parse_bytes, default_value = "1MiB,16MiB,64MiB")]
@@ -479,7 +488,7 @@ pub struct FetchArgs {
     /// Objects per size; streams read them round-robin.
     #[arg(long, value_parser = parse_positive, default_value_t = 4)]
     pub objects: u32,
-    /// Key prefix; objects are <prefix>/<size in bytes>/obj-<n>.
+    /// Key prefix; objects are `<prefix>/<size in bytes>/obj-<n>`.
     #[arg(long, default_value = "fetch")]
     pub prefix: String,
     /// Worker processes, comma-separated, e.g. 1,2,4,8: a cell dimension beside
@@ -494,6 +503,7 @@ pub struct FetchArgs {
     #[arg(long, value_parser = parse_positive_duration)]
     pub series: Option<Duration>,
     #[command(flatten)]
+    /// How ranks meet.
     pub group: GroupArgs,
 }
 
@@ -502,10 +512,13 @@ pub struct FetchArgs {
 #[derive(Debug, Clone, Args)]
 pub struct VerifyArgs {
     #[command(flatten)]
+    /// Which store and how to reach it.
     pub store: StoreArgs,
     #[command(flatten)]
+    /// Where the witness scrapes and what it demands.
     pub witness: WitnessArgs,
     #[command(flatten)]
+    /// Where the record goes.
     pub output: OutputArgs,
     /// Size of the probe object PUT and read back.
     #[arg(long, value_parser = parse_bytes, default_value = "64MiB")]
@@ -526,14 +539,18 @@ pub struct VerifyArgs {
 #[derive(Debug, Clone, Args)]
 pub struct WeightsArgs {
     #[command(flatten)]
+    /// Which store and how to reach it.
     pub store: StoreArgs,
     #[command(flatten)]
+    /// Where the witness scrapes and what it demands.
     pub witness: WitnessArgs,
     #[command(flatten)]
+    /// Where the bytes land.
     pub mem: MemArgs,
     #[command(flatten)]
+    /// Where the record goes.
     pub output: OutputArgs,
-    /// Key prefix of the model: <model>/model.safetensors or <model>/model.safetensors.index.json + shards.
+    /// Key prefix of the model: `<model>/model.safetensors` or `<model>/model.safetensors.index.json` + shards.
     #[arg(long)]
     pub model: String,
     /// Shards read at once (each shard's windows go one after another into its buffer).
@@ -614,8 +631,7 @@ pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
 
 /// Parse a duration such as `5s`, `500ms` or `2m` (humantime).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim())
-        .map_err(|_| format!("cannot parse duration '{s}': use e.g. 5s, 500ms or 2m"))
+    humantime::parse_duration(s.trim()).map_err(|_| format!("cannot parse duration '{s}': use e.g. 5s, 500ms or 2m"))
 }
 
 /// Parse a count that must be at least 1.
@@ -680,8 +696,9 @@ pub enum IngestKind {
 #[derive(Debug, Clone, Args)]
 pub struct IngestTokensArgs {
     #[command(flatten)]
+    /// Which store and how to reach it.
     pub store: StoreArgs,
-    /// Key prefix: shards are <prefix>-NNNNNN.bin + <prefix>-NNNNNN.json.
+    /// Key prefix: shards are `<prefix>-NNNNNN.bin` + `<prefix>-NNNNNN.json`.
     #[arg(long, default_value = "tokens/train")]
     pub prefix: String,
     /// A Hugging Face tokenizer.json.
@@ -717,6 +734,7 @@ pub struct IngestTokensArgs {
 #[derive(Debug, Clone, Args)]
 pub struct IngestImagesArgs {
     #[command(flatten)]
+    /// Which store and how to reach it.
     pub store: StoreArgs,
     /// Key prefix (default raw/train or jpeg/train).
     #[arg(long)]
@@ -764,12 +782,16 @@ fn parse_wxh(s: &str) -> Result<(u32, u32), String> {
 #[derive(Debug, Clone, Args)]
 pub struct TokensArgs {
     #[command(flatten)]
+    /// Which store and how to reach it.
     pub store: StoreArgs,
     #[command(flatten)]
+    /// Where the witness scrapes and what it demands.
     pub witness: WitnessArgs,
     #[command(flatten)]
+    /// Where the bytes land.
     pub mem: MemArgs,
     #[command(flatten)]
+    /// Where the record goes.
     pub output: OutputArgs,
     /// Key prefix of the token shards (`s3rdma ingest tokens --prefix`).
     #[arg(long, default_value = "tokens/train")]
@@ -824,7 +846,9 @@ pub enum JpegFetch {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Amp {
+    /// bfloat16 autocast for forward and backward (weights stay f32).
     Bf16,
+    /// Plain f32.
     Off,
 }
 
@@ -832,16 +856,22 @@ pub enum Amp {
 #[derive(Debug, Clone, Args)]
 pub struct TrainArgs {
     #[command(flatten)]
+    /// Which store and how to reach it.
     pub store: StoreArgs,
     #[command(flatten)]
+    /// Where the witness scrapes and what it demands.
     pub witness: WitnessArgs,
     #[command(flatten)]
+    /// Where the bytes land.
     pub mem: MemArgs,
     #[command(flatten)]
+    /// Where the record goes.
     pub output: OutputArgs,
     #[command(flatten)]
+    /// How ranks meet.
     pub group: GroupArgs,
     #[arg(long, value_enum, default_value_t = Layout::Raw)]
+    /// Dataset layout: raw shards or JPEG (WebDataset) shards.
     pub layout: Layout,
     /// Key prefix of the shards (default raw/train or jpeg/train, as `s3rdma ingest` writes).
     #[arg(long)]
@@ -856,6 +886,7 @@ pub struct TrainArgs {
     #[arg(long, value_parser = parse_positive, default_value_t = 256)]
     pub batch_size: u32,
     #[arg(long, value_enum, default_value_t = Amp::Bf16)]
+    /// Mixed precision for the model step.
     pub amp: Amp,
     /// Raw: shards in flight, each into its own device buffer.
     #[arg(long, value_parser = parse_positive, default_value_t = 4)]
@@ -870,6 +901,7 @@ pub struct TrainArgs {
     #[arg(long, value_parser = parse_positive, default_value_t = 4)]
     pub prefetch_batches: u32,
     #[arg(long, value_enum, default_value_t = JpegFetch::Sample)]
+    /// How JPEG samples are read: whole shards or one ranged GET per sample.
     pub jpeg_fetch: JpegFetch,
     /// Random crop side (the model's input is crop x crop).
     #[arg(long, value_parser = parse_positive, default_value_t = 224)]

@@ -14,37 +14,101 @@ use std::ops::Range;
 pub enum StoreError {
     /// The bucket does not exist and the caller did not ask to create it.
     #[error("bucket '{bucket}' does not exist at {location}")]
-    NoSuchBucket { bucket: String, location: String },
+    NoSuchBucket {
+        /// The bucket.
+        bucket: String,
+        /// Where it was looked for: the endpoint URL or the local directory.
+        location: String,
+    },
     /// The object does not exist.
     #[error("object '{key}' not found in bucket '{bucket}' at {location}")]
-    NotFound { bucket: String, key: String, location: String },
+    NotFound {
+        /// The bucket.
+        bucket: String,
+        /// The object key.
+        key: String,
+        /// Where it was looked for: the endpoint URL or the local directory.
+        location: String,
+    },
     /// The server refused the credentials or the request's signature.
     #[error("access denied by {location} ({detail})")]
-    Auth { location: String, detail: String },
+    Auth {
+        /// Where it was looked for: the endpoint URL or the local directory.
+        location: String,
+        /// What the server or the OS said.
+        detail: String,
+    },
     /// The endpoint could not be reached (connection refused, DNS, timeout).
     #[error("cannot reach {location} ({detail})")]
-    Unreachable { location: String, detail: String },
+    Unreachable {
+        /// Where it was looked for: the endpoint URL or the local directory.
+        location: String,
+        /// What the server or the OS said.
+        detail: String,
+    },
     /// Fewer bytes arrived than the server announced or the range asked for.
     #[error("short read of '{key}' from {location}: got {got} of {expected} bytes")]
-    ShortBody { key: String, location: String, got: u64, expected: u64 },
+    ShortBody {
+        /// The object key.
+        key: String,
+        /// Where it was looked for: the endpoint URL or the local directory.
+        location: String,
+        /// Bytes that arrived.
+        got: u64,
+        /// Bytes announced or asked for.
+        expected: u64,
+    },
     /// The key cannot name an object in this store.
     #[error("invalid object key '{key}': {why}")]
-    InvalidKey { key: String, why: &'static str },
+    InvalidKey {
+        /// The object key.
+        key: String,
+        /// Why the key is refused.
+        why: &'static str,
+    },
     /// The byte range is empty or lies outside the object.
     #[error("range {}..{} is invalid for object '{key}' of {size} bytes: ranges must be non-empty and end at or before the object's end", range.start, range.end)]
-    BadRange { key: String, range: Range<u64>, size: u64 },
+    BadRange {
+        /// The object key.
+        key: String,
+        /// The range asked for (end exclusive).
+        range: Range<u64>,
+        /// The object's size, bytes.
+        size: u64,
+    },
     /// The caller's buffer cannot hold the bytes asked for.
     #[error("buffer of {capacity} bytes is too small for {needed} bytes of object '{key}'")]
-    BufferTooSmall { key: String, needed: u64, capacity: u64 },
+    BufferTooSmall {
+        /// The object key.
+        key: String,
+        /// Bytes needed.
+        needed: u64,
+        /// Bytes the buffer holds.
+        capacity: u64,
+    },
     /// Configuration the store cannot work with (missing endpoint, bad URL, ...).
     #[error("{0}")]
     Config(String),
     /// Any other failure of an operation, with the server's code and message.
     #[error("{op} '{key}' at {location} failed: {detail}")]
-    Other { op: &'static str, key: String, location: String, detail: String },
+    Other {
+        /// The operation (GET, PUT, HEAD, ...).
+        op: &'static str,
+        /// The object key.
+        key: String,
+        /// Where it was looked for: the endpoint URL or the local directory.
+        location: String,
+        /// What the server or the OS said.
+        detail: String,
+    },
     /// A local I/O error with what was being done.
     #[error("{context}: {source}")]
-    Io { context: String, source: std::io::Error },
+    Io {
+        /// What was being done.
+        context: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
 }
 
 /// Top-level error of a subcommand; [`Error::exit_code`] maps it to the process exit code.
@@ -70,7 +134,12 @@ pub enum Error {
     Mismatch(String),
     /// A rank process failed; carries its exit code.
     #[error("{msg}")]
-    RankFailed { code: i32, msg: String },
+    RankFailed {
+        /// The failed rank's exit code.
+        code: i32,
+        /// Which rank failed, and that the others were stopped.
+        msg: String,
+    },
 }
 
 impl Error {

@@ -160,16 +160,29 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
     let seq_bytes = a.seq_len as u64 * 4;
     let seqs_per_shard = a.shard_bytes / seq_bytes;
     if seqs_per_shard == 0 {
-        return Err(Error::Usage(format!("--shard-bytes {} holds no whole sequence of {} tokens ({seq_bytes} bytes): raise --shard-bytes or lower --seq-len", a.shard_bytes, a.seq_len)));
+        return Err(Error::Usage(format!(
+            "--shard-bytes {} holds no whole sequence of {} tokens ({seq_bytes} bytes): raise --shard-bytes or lower --seq-len",
+            a.shard_bytes, a.seq_len
+        )));
     }
     check_shard_memory("a token shard", seqs_per_shard * seq_bytes, "lower --shard-bytes")?;
     let pool = pool(a.threads)?;
     let (tk, proto) = if a.synthetic {
-        let proto = TokenShard { sequences: 0, seq_len: a.seq_len as u64, dtype: "int32".into(), bytes_per_token: 4, vocab_size: a.vocab as u64, tokenizer: "synthetic-uniform".into(), synthetic: true, separator: None };
+        let proto = TokenShard {
+            sequences: 0,
+            seq_len: a.seq_len as u64,
+            dtype: "int32".into(),
+            bytes_per_token: 4,
+            vocab_size: a.vocab as u64,
+            tokenizer: "synthetic-uniform".into(),
+            synthetic: true,
+            separator: None,
+        };
         (None, proto)
     } else {
         let path = a.tokenizer.clone().expect("clap: required without --synthetic");
-        let mut tk = tokenizers::Tokenizer::from_file(&path).map_err(|e| Error::Usage(format!("--tokenizer {}: cannot load a Hugging Face tokenizer.json ({e})", path.display())))?;
+        let mut tk = tokenizers::Tokenizer::from_file(&path)
+            .map_err(|e| Error::Usage(format!("--tokenizer {}: cannot load a Hugging Face tokenizer.json ({e})", path.display())))?;
         // Whole documents: the file's own truncation/padding (e.g. 128 for a sentence model) must not apply.
         tk.with_truncation(None).map_err(|e| Error::Runtime(format!("tokenizer: {e}")))?;
         tk.with_padding(None);
@@ -190,7 +203,17 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
     store.ensure_bucket(true).await?;
     shards::begin_ingest(store.as_ref(), &a.prefix).await?;
     let t0 = Instant::now();
-    let mut packer = Packer { store: store.as_ref(), prefix: a.prefix.clone(), seq_len: a.seq_len as u64, seqs_per_shard, proto, pending: Vec::new(), shards: 0, sequences: 0, bytes: 0 };
+    let mut packer = Packer {
+        store: store.as_ref(),
+        prefix: a.prefix.clone(),
+        seq_len: a.seq_len as u64,
+        seqs_per_shard,
+        proto,
+        pending: Vec::new(),
+        shards: 0,
+        sequences: 0,
+        bytes: 0,
+    };
     let mut documents = 0usize;
     let mut tokens_total = 0u64;
     match tk {
@@ -231,7 +254,8 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
                         .par_iter()
                         .map(|f| {
                             let text = std::fs::read(f).map_err(|e| Error::Usage(format!("--input {}: {e}", f.display())))?;
-                            let text = String::from_utf8(text).map_err(|_| Error::Usage(format!("--input {} is not UTF-8 text: pass text files only", f.display())))?;
+                            let text = String::from_utf8(text)
+                                .map_err(|_| Error::Usage(format!("--input {} is not UTF-8 text: pass text files only", f.display())))?;
                             let enc = tk.encode(text.as_str(), false).map_err(|e| Error::Runtime(format!("tokenizing {}: {e}", f.display())))?;
                             Ok(enc.get_ids().to_vec())
                         })
@@ -252,7 +276,12 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
     if shard_count == 0 {
         return Err(Error::Usage(format!("the input holds {tokens_total} tokens, less than one sequence of {}: lower --seq-len or add text", a.seq_len)));
     }
-    shards::commit_ingest(store.as_ref(), &a.prefix, &DatasetManifest { kind: "tokens".into(), shards: shard_count, items: sequences, bytes, tool_version: env!("CARGO_PKG_VERSION").into() }).await?;
+    shards::commit_ingest(
+        store.as_ref(),
+        &a.prefix,
+        &DatasetManifest { kind: "tokens".into(), shards: shard_count, items: sequences, bytes, tool_version: env!("CARGO_PKG_VERSION").into() },
+    )
+    .await?;
     let s = t0.elapsed().as_secs_f64();
     println!(
         "wrote {shard_count} token shard(s) under '{}' at {}: {sequences} sequences x {} tokens = {bytes} bytes ({} tokens{}; {dropped} trailing tokens dropped) in {s:.2} s",
@@ -270,7 +299,9 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
 /// One source image of an ImageFolder.
 #[derive(Debug, Clone)]
 pub struct Source {
+    /// The image file.
     pub path: PathBuf,
+    /// Class label (index of its class directory, sorted).
     pub label: u32,
     /// `<class>/<file stem>` with dots replaced by `_` (WebDataset keys end at the first dot).
     pub key: String,
@@ -322,7 +353,11 @@ pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
 /// ingest so training reads fixed-size samples (the original suite's raw layout).
 pub fn resize_center_crop(img: &RgbImage, size: u32) -> RgbImage {
     let (w, h) = img.dimensions();
-    let (nw, nh) = if w <= h { (size, ((h as u64 * size as u64 + w as u64 / 2) / w as u64).max(size as u64) as u32) } else { (((w as u64 * size as u64 + h as u64 / 2) / h as u64).max(size as u64) as u32, size) };
+    let (nw, nh) = if w <= h {
+        (size, ((h as u64 * size as u64 + w as u64 / 2) / w as u64).max(size as u64) as u32)
+    } else {
+        (((w as u64 * size as u64 + h as u64 / 2) / h as u64).max(size as u64) as u32, size)
+    };
     let resized = image::imageops::resize(img, nw, nh, FilterType::Triangle);
     image::imageops::crop_imm(&resized, (nw - size) / 2, (nh - size) / 2, size, size).to_image()
 }
@@ -348,8 +383,9 @@ fn decode(path: &Path) -> Result<(Vec<u8>, RgbImage)> {
         // The decoder fills a cut-off JPEG with grey and says nothing: require the end-of-image marker.
         return Err(Error::Usage(format!("--src: {} is a truncated JPEG (no end-of-image marker): remove or replace it", path.display())));
     }
-    let img = image::load_from_memory(&bytes)
-        .map_err(|e| Error::Usage(format!("--src: {} is not a decodable JPEG/PNG ({}): remove or replace it", path.display(), e.to_string().replace('\n', " "))))?;
+    let img = image::load_from_memory(&bytes).map_err(|e| {
+        Error::Usage(format!("--src: {} is not a decodable JPEG/PNG ({}): remove or replace it", path.display(), e.to_string().replace('\n', " ")))
+    })?;
     Ok((bytes, img.to_rgb8()))
 }
 
@@ -365,18 +401,22 @@ fn is_jpeg(bytes: &[u8]) -> bool {
     bytes.starts_with(&[0xFF, 0xD8, 0xFF])
 }
 
+/// A built tar shard: its bytes, and each sample's JPEG payload (offset, length) in it.
+pub type TarShard = (Vec<u8>, Vec<(u64, u64)>);
+
 /// Build one ustar tar of (key, jpeg, label) samples; returns the tar and each
 /// JPEG payload's (offset, length). Only plain ustar headers are written (no PAX
 /// or GNU long-name records), so a payload sits exactly 512 bytes after its
 /// header; the tar is then re-read and every offset checked against the tar
 /// crate's own view.
-pub fn build_tar(samples: &[(String, Vec<u8>, u32)]) -> Result<(Vec<u8>, Vec<(u64, u64)>)> {
+pub fn build_tar(samples: &[(String, Vec<u8>, u32)]) -> Result<TarShard> {
     let mut b = tar::Builder::new(Vec::new());
     let mut spans = Vec::with_capacity(samples.len());
     for (key, jpeg, label) in samples {
         for (ext, body) in [("jpg", jpeg.as_slice()), ("cls", label.to_string().as_bytes())] {
             let mut h = tar::Header::new_ustar();
-            h.set_path(format!("{key}.{ext}")).map_err(|e| Error::Usage(format!("sample key '{key}' does not fit a ustar header ({e}): shorten the class or file names")))?;
+            h.set_path(format!("{key}.{ext}"))
+                .map_err(|e| Error::Usage(format!("sample key '{key}' does not fit a ustar header ({e}): shorten the class or file names")))?;
             h.set_size(body.len() as u64);
             h.set_mode(0o644);
             h.set_mtime(0);
@@ -423,7 +463,8 @@ async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
         (Some(src), _) => scan_image_folder(src)?,
         (None, Some(n)) => {
             let classes: Vec<String> = (0..a.classes).map(|c| format!("class{c:05}")).collect();
-            let sources = (0..n as u64).map(|i| Source { path: PathBuf::new(), label: (i % a.classes as u64) as u32, key: format!("synthetic/{i:09}") }).collect();
+            let sources =
+                (0..n as u64).map(|i| Source { path: PathBuf::new(), label: (i % a.classes as u64) as u32, key: format!("synthetic/{i:09}") }).collect();
             (classes, sources)
         }
         (None, None) => return Err(Error::Usage("pass --src <ImageFolder dir> or --synthetic <N>".into())),
@@ -486,7 +527,11 @@ async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
             let index = JpegIndex {
                 shard: data_key.clone(),
                 size: tar.len() as u64,
-                samples: samples.iter().zip(&spans).map(|((key, _, label), &(offset, length))| JpegSample { key: key.clone(), offset, length, label: *label }).collect(),
+                samples: samples
+                    .iter()
+                    .zip(&spans)
+                    .map(|((key, _, label), &(offset, length))| JpegSample { key: key.clone(), offset, length, label: *label })
+                    .collect(),
             };
             total_bytes += tar.len() as u64;
             commit(store.as_ref(), &data_key, tar, &shards::shard_key(&prefix, n, "index.json"), serde_json::to_vec(&index).expect("index encodes")).await?;
@@ -509,11 +554,29 @@ async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
                 classes: classes.clone(),
             };
             total_bytes += data.len() as u64;
-            commit(store.as_ref(), &shards::shard_key(&prefix, n, "raw"), data, &shards::shard_key(&prefix, n, "json"), serde_json::to_vec(&meta).expect("sidecar encodes")).await?;
+            commit(
+                store.as_ref(),
+                &shards::shard_key(&prefix, n, "raw"),
+                data,
+                &shards::shard_key(&prefix, n, "json"),
+                serde_json::to_vec(&meta).expect("sidecar encodes"),
+            )
+            .await?;
         }
     }
     let kind = if jpeg { "jpeg" } else { "raw" };
-    shards::commit_ingest(store.as_ref(), &prefix, &DatasetManifest { kind: kind.into(), shards: shard_count, items: sources.len() as u64, bytes: total_bytes, tool_version: env!("CARGO_PKG_VERSION").into() }).await?;
+    shards::commit_ingest(
+        store.as_ref(),
+        &prefix,
+        &DatasetManifest {
+            kind: kind.into(),
+            shards: shard_count,
+            items: sources.len() as u64,
+            bytes: total_bytes,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+        },
+    )
+    .await?;
     println!(
         "wrote {shard_count} {} shard(s) under '{prefix}' at {}: {} images, {} classes, {total_bytes} bytes{} in {:.2} s",
         if jpeg { "jpeg" } else { "raw" },

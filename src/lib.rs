@@ -1,7 +1,7 @@
 //! s3rdma: how fast deep-learning storage work runs over S3-over-RDMA, tuned
 //! S3-over-HTTP and local disk, and which transport really carried the bytes.
 //!
-//! Data flows one way: [`cli`] -> [`bench::session`] -> [`bench`] -> ([`store`], [`mem`])
+//! Data flows one way: [`cli`] -> [`bench::session`] -> [`mod@bench`] -> ([`store`], [`mem`])
 //! -> [`record`] -> [`report`]; the [`witness`] and [`sampler`] wrap each timed
 //! window inside the session. `docs/architecture.md` draws it.
 
@@ -24,10 +24,7 @@ use error::Result;
 
 /// Run one parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
-    if matches!(
-        cli.command,
-        Command::Fetch(_) | Command::Ckpt(_) | Command::Tokens(_) | Command::Weights(_) | Command::Train(_)
-    ) {
+    if matches!(cli.command, Command::Fetch(_) | Command::Ckpt(_) | Command::Tokens(_) | Command::Weights(_) | Command::Train(_)) {
         // These write a record with the host's facts at the end; read them meanwhile.
         record::HostInfo::prefetch();
     }

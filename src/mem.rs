@@ -159,7 +159,8 @@ impl Buffer {
             Buffer::Device(d) => d.read_back(offset, dst),
             other => {
                 let h = other.as_host().expect("host or pinned");
-                let src = h.get(offset..offset + dst.len()).ok_or_else(|| format!("read of {} bytes at {offset} overruns the {} byte buffer", dst.len(), h.len()))?;
+                let src =
+                    h.get(offset..offset + dst.len()).ok_or_else(|| format!("read of {} bytes at {offset} overruns the {} byte buffer", dst.len(), h.len()))?;
                 dst.copy_from_slice(src);
                 Ok(())
             }
@@ -175,7 +176,8 @@ impl Buffer {
             other => {
                 let h = other.as_host_mut().expect("host or pinned");
                 let len = h.len();
-                let dst = h.get_mut(offset..offset + src.len()).ok_or_else(|| format!("write of {} bytes at {offset} overruns the {len} byte buffer", src.len()))?;
+                let dst =
+                    h.get_mut(offset..offset + src.len()).ok_or_else(|| format!("write of {} bytes at {offset} overruns the {len} byte buffer", src.len()))?;
                 dst.copy_from_slice(src);
                 Ok(())
             }
@@ -373,9 +375,7 @@ impl DeviceBuffer {
     pub fn new(gpu: &Arc<Gpu>, len: usize, bounce: usize, chunk: usize) -> Result<Self, String> {
         gpu.bind()?;
         // SAFETY: size > 0; freed in Drop.
-        let dptr = unsafe { result::malloc_sync(len.max(1)) }.map_err(|e| {
-            cuda_err(&format!("cuMemAlloc({len} bytes) on GPU {}", gpu.ordinal), e)
-        })?;
+        let dptr = unsafe { result::malloc_sync(len.max(1)) }.map_err(|e| cuda_err(&format!("cuMemAlloc({len} bytes) on GPU {}", gpu.ordinal), e))?;
         let mut d = DeviceBuffer { dptr, len, gpu: gpu.clone(), bounce: Vec::new(), streams: Vec::new(), owned: true };
         // SAFETY: dptr is valid for len bytes.
         unsafe { sys::cuMemsetD8_v2(dptr, 0, len.max(1)) }.result().map_err(|e| cuda_err("cuMemsetD8", e))?;
@@ -389,7 +389,7 @@ impl DeviceBuffer {
 
     /// The device address and length.
     pub fn device_ptr(&self) -> (u64, usize) {
-        (self.dptr as u64, self.len)
+        (self.dptr, self.len)
     }
 
     /// Queue a copy of `src` (pinned host memory) to byte `offset` on bounce

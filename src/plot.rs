@@ -8,8 +8,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use crate::report::Row;
 use crate::error::{Error, Result};
+use crate::report::Row;
 
 fn err(e: impl std::fmt::Display) -> Error {
     Error::Runtime(format!("--plot: {e}"))
@@ -87,7 +87,11 @@ fn lines(rows: &[&Row], path: &Path) -> Result<()> {
     for (i, (name, mut pts)) in series.into_iter().enumerate() {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         let color = Palette99::pick(i).to_rgba();
-        chart.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color.stroke_width(2))).map_err(err)?.label(name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart
+            .draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color.stroke_width(2)))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
         chart.draw_series(pts.iter().map(|p| ErrorBar::new_vertical(p.0, p.2, p.1, p.3, color.filled(), 6))).map_err(err)?;
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(err)?;
@@ -113,8 +117,13 @@ fn series(rows: &[&Row], path: &Path) -> Result<()> {
     for (i, r) in rows.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         let run = r.tag.clone().unwrap_or_else(|| r.file.trim_end_matches(".json").to_string());
-        let name = format!("{} {} x{} [{run}]", r.backend, r.dims.get("size").cloned().unwrap_or_default(), r.dims.get("concurrency").cloned().unwrap_or_default());
-        chart.draw_series(LineSeries::new(pts(r).into_iter().map(|p| (p[0], p[1])), color.stroke_width(2))).map_err(err)?.label(name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        let name =
+            format!("{} {} x{} [{run}]", r.backend, r.dims.get("size").cloned().unwrap_or_default(), r.dims.get("concurrency").cloned().unwrap_or_default());
+        chart
+            .draw_series(LineSeries::new(pts(r).into_iter().map(|p| (p[0], p[1])), color.stroke_width(2)))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(err)?;
     root.present().map_err(err)?;
@@ -124,7 +133,15 @@ fn series(rows: &[&Row], path: &Path) -> Result<()> {
 fn bars(rows: &[Row], path: &Path) -> Result<()> {
     let labels: Vec<String> = rows
         .iter()
-        .map(|r| format!("{} {} {}{}", r.benchmark, r.backend, r.dims.values().cloned().collect::<Vec<_>>().join(" "), if r.unproven_rdma() { " NOT RDMA-VERIFIED" } else { "" }))
+        .map(|r| {
+            format!(
+                "{} {} {}{}",
+                r.benchmark,
+                r.backend,
+                r.dims.values().cloned().collect::<Vec<_>>().join(" "),
+                if r.unproven_rdma() { " NOT RDMA-VERIFIED" } else { "" }
+            )
+        })
         .collect();
     let ymax = rows.iter().map(|r| r.value.max).fold(0.0, f64::max) * 1.1 + 1e-9;
     let metric = rows[0].metric.clone();

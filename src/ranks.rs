@@ -191,13 +191,8 @@ pub fn spawn_local(world: usize) -> Result<()> {
                 });
             }
         }
-        let child = cmd
-            .args(&args)
-            .env(ENV_RANK, rank.to_string())
-            .env(ENV_WORLD, world.to_string())
-            .env(ENV_LOCAL, rank.to_string())
-            .env(ENV_RUN, &run_id)
-            .spawn();
+        let child =
+            cmd.args(&args).env(ENV_RANK, rank.to_string()).env(ENV_WORLD, world.to_string()).env(ENV_LOCAL, rank.to_string()).env(ENV_RUN, &run_id).spawn();
         match child {
             Ok(c) => children.push((rank, c)),
             Err(e) => {

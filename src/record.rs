@@ -34,11 +34,7 @@ pub struct ToolInfo {
 impl ToolInfo {
     /// This binary.
     pub fn current() -> Self {
-        ToolInfo {
-            name: "s3rdma".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            git_commit: env!("S3RDMA_GIT_COMMIT").into(),
-        }
+        ToolInfo { name: "s3rdma".into(), version: env!("CARGO_PKG_VERSION").into(), git_commit: env!("S3RDMA_GIT_COMMIT").into() }
     }
 }
 
@@ -115,9 +111,7 @@ impl HostInfo {
 }
 
 fn nvidia_smi_gpus() -> Vec<GpuInfo> {
-    let Ok(out) = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"])
-        .output()
+    let Ok(out) = std::process::Command::new("nvidia-smi").args(["--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits"]).output()
     else {
         return Vec::new();
     };
@@ -134,11 +128,7 @@ fn parse_nvidia_smi(text: &str) -> Vec<GpuInfo> {
         .filter_map(|l| {
             let f: Vec<&str> = l.split(',').map(str::trim).collect();
             let [name, mib, driver] = f.as_slice() else { return None };
-            Some(GpuInfo {
-                name: name.to_string(),
-                memory_bytes: mib.parse::<u64>().ok()? << 20,
-                driver: driver.to_string(),
-            })
+            Some(GpuInfo { name: name.to_string(), memory_bytes: mib.parse::<u64>().ok()? << 20, driver: driver.to_string() })
         })
         .collect()
 }
@@ -174,9 +164,7 @@ pub struct RunRecord {
 /// Make sure `dir` exists and takes a new file, before a run spends its time:
 /// a run whose record cannot be written should fail at once, not at the end.
 pub fn check_results_dir(dir: &Path) -> Result<()> {
-    let fail = |e: std::io::Error| {
-        Error::Runtime(format!("cannot write results into {}: {e}: pass --results-dir DIR", dir.display()))
-    };
+    let fail = |e: std::io::Error| Error::Runtime(format!("cannot write results into {}: {e}: pass --results-dir DIR", dir.display()));
     fs::create_dir_all(dir).map_err(fail)?;
     let probe = dir.join(format!(".s3rdma-write-test-{}", std::process::id()));
     fs::File::create(&probe).map_err(fail)?;
@@ -209,9 +197,7 @@ impl RunRecord {
     /// second) gets `-2`, `-3`...
     /// Returns the path written.
     pub fn write(&self, dir: &Path, started: chrono::DateTime<chrono::Utc>) -> Result<PathBuf> {
-        fs::create_dir_all(dir).map_err(|e| {
-            Error::Runtime(format!("cannot create results directory {}: {e}: pass --results-dir", dir.display()))
-        })?;
+        fs::create_dir_all(dir).map_err(|e| Error::Runtime(format!("cannot create results directory {}: {e}: pass --results-dir", dir.display())))?;
         let stem = format!(
             "{}-{}-{}{}",
             self.benchmark,
@@ -241,7 +227,6 @@ impl RunRecord {
         Ok(path)
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -25,15 +25,21 @@ use crate::error::{Error, Result};
 /// One comparable figure of one record.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Row {
+    /// Subcommand that wrote the record.
     pub benchmark: String,
+    /// Transport of the run.
     pub backend: String,
+    /// The record's file name.
     pub file: String,
+    /// The run's `--tag`.
     pub tag: Option<String>,
     /// What distinguishes rows of one benchmark: size, concurrency, state, op, layout, ...
     pub dims: BTreeMap<String, String>,
     /// Unit of `value`: "GB/s", "tokens/s" or "images/s".
     pub metric: String,
+    /// The row's headline figure: median and range over repeats.
     pub value: Spread,
+    /// Wall seconds of the timed work.
     pub wall_s: Option<Spread>,
     /// Client CPU in cores (CPU-seconds / wall-seconds), median.
     pub cpu_cores: Option<f64>,
@@ -79,7 +85,7 @@ fn median(v: &Value) -> Option<f64> {
 /// Bytes as the shortest IEC name (`64MiB`), the way sizes are given on the command line.
 pub fn size_name(b: u64) -> String {
     for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if b >= 1 << shift && b % (1 << shift) == 0 {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
             return format!("{}{unit}", b >> shift);
         }
     }
@@ -98,7 +104,9 @@ fn verdict_of(v: &Value) -> String {
 /// The original suite named benchmarks after its report sections (b1-fetch, b3-resnet50, ...).
 fn canonical_benchmark(name: &str) -> String {
     let n = name.to_ascii_lowercase();
-    for (key, canon) in [("fetch", "fetch"), ("resnet", "train"), ("train", "train"), ("checkpoint", "ckpt"), ("ckpt", "ckpt"), ("token", "tokens"), ("weight", "weights")] {
+    for (key, canon) in
+        [("fetch", "fetch"), ("resnet", "train"), ("train", "train"), ("checkpoint", "ckpt"), ("ckpt", "ckpt"), ("token", "tokens"), ("weight", "weights")]
+    {
         if n.contains(key) {
             return canon.into();
         }
@@ -172,7 +180,10 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         (true, "ckpt") => {
             for row in results["rows"].as_array().ok_or_else(|| bad("ckpt results have no rows"))? {
                 let Some(v) = spread(&row["throughput_gbps"]) else { continue };
-                let dims = ["state", "method", "op", "ranks"].iter().map(|k| (k.to_string(), row[*k].as_str().map_or_else(|| row[*k].to_string(), String::from))).collect();
+                let dims = ["state", "method", "op", "ranks"]
+                    .iter()
+                    .map(|k| (k.to_string(), row[*k].as_str().map_or_else(|| row[*k].to_string(), String::from)))
+                    .collect();
                 let mut r = base(dims, "GB/s", v);
                 r.wall_s = spread(&row["wall_s"]);
                 r.cpu_cores = median(&row["client_cpu_cores"]);
@@ -241,7 +252,16 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
                             ("size" | "object_size" | "size_bytes", Some(b)) => size_name(b),
                             _ => x.as_str().map_or_else(|| x.to_string(), String::from),
                         };
-                        dims.insert(if k.starts_with("size") || k == "object_size" { "size".into() } else if k == "streams" { "concurrency".into() } else { k.to_string() }, s);
+                        dims.insert(
+                            if k.starts_with("size") || k == "object_size" {
+                                "size".into()
+                            } else if k == "streams" {
+                                "concurrency".into()
+                            } else {
+                                k.to_string()
+                            },
+                            s,
+                        );
                     }
                 }
                 let mut r = base(dims, unit, v);
@@ -334,7 +354,13 @@ fn csv(s: &str) -> String {
 }
 
 fn fmt_spread(s: &Spread) -> String {
-    let p = if s.median.abs() >= 1000.0 { 0 } else if s.median.abs() >= 10.0 { 1 } else { 3 };
+    let p = if s.median.abs() >= 1000.0 {
+        0
+    } else if s.median.abs() >= 10.0 {
+        1
+    } else {
+        3
+    };
     if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) }
 }
 
@@ -358,7 +384,9 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
             serde_json::to_string_pretty(&v).expect("rows encode")
         }
         ReportFormat::Csv => {
-            let mut s = String::from("benchmark,backend,dims,metric,median,min,max,wall_s_median,cpu_cores,gbps_per_core,ratio_to_baseline,verdict,unproven_rdma,file\n");
+            let mut s = String::from(
+                "benchmark,backend,dims,metric,median,min,max,wall_s_median,cpu_cores,gbps_per_core,ratio_to_baseline,verdict,unproven_rdma,file\n",
+            );
             for r in &rows {
                 let dims: Vec<String> = r.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
@@ -395,7 +423,11 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                     d
                 };
                 let metric = these[0].metric.clone();
-                s += &format!("### {b}\n\n| backend | {} | {metric} (min–max) | wall s | client cores | GB/s per core |{} witness | file |\n", dim_names.join(" | "), if args.baseline.is_some() { " ratio |" } else { "" });
+                s += &format!(
+                    "### {b}\n\n| backend | {} | {metric} (min–max) | wall s | client cores | GB/s per core |{} witness | file |\n",
+                    dim_names.join(" | "),
+                    if args.baseline.is_some() { " ratio |" } else { "" }
+                );
                 s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if args.baseline.is_some() { "---|" } else { "" });
                 for r in these {
                     let dims: Vec<String> = dim_names.iter().map(|k| md(r.dims.get(k).map_or("-", String::as_str))).collect();
@@ -434,9 +466,13 @@ pub async fn run(args: ReportArgs) -> Result<()> {
         return Err(Error::Usage(format!("--baseline '{b}' matches no row: the rows' backends are {}; or name one of the files", backends.join(", "))));
     }
     if let Some(b) = &args.baseline
-        && rows.iter().any(|r| baseline_for(r, &rows, b).is_none() && rows.iter().filter(|x| x.benchmark == r.benchmark && x.dims == r.dims && is_baseline(x, b)).count() > 1)
+        && rows.iter().any(|r| {
+            baseline_for(r, &rows, b).is_none() && rows.iter().filter(|x| x.benchmark == r.benchmark && x.dims == r.dims && is_baseline(x, b)).count() > 1
+        })
     {
-        eprintln!("note: some rows match several --baseline '{b}' rows with the same dimensions (repeated runs): their ratio is left empty; name one file as --baseline");
+        eprintln!(
+            "note: some rows match several --baseline '{b}' rows with the same dimensions (repeated runs): their ratio is left empty; name one file as --baseline"
+        );
     }
     for k in &args.group_by {
         let known = ["benchmark", "backend", "tag", "file"].contains(&k.as_str()) || rows.iter().any(|r| r.dims.contains_key(k));

@@ -23,10 +23,7 @@ pub fn process_cpu_s() -> (f64, f64) {
 }
 
 fn nic_totals() -> BTreeMap<String, (u64, u64)> {
-    Networks::new_with_refreshed_list()
-        .iter()
-        .map(|(name, d)| (name.clone(), (d.total_received(), d.total_transmitted())))
-        .collect()
+    Networks::new_with_refreshed_list().iter().map(|(name, d)| (name.clone(), (d.total_received(), d.total_transmitted()))).collect()
 }
 
 /// Byte counts of one network interface over the window.

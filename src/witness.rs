@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::store::Backend;
 use crate::error::{Error, Result, root_cause};
+use crate::store::Backend;
 
 /// RDMA counter group path on every AIStor node.
 pub const RDMA_PATH: &str = "/minio/metrics/v3/api/rdma";
@@ -47,14 +47,7 @@ const HTTP_SENT: &str = "minio_api_requests_traffic_sent_bytes";
 const HTTP_RECEIVED: &str = "minio_api_requests_traffic_received_bytes";
 
 /// NIC error counters worth watching on an RDMA fabric (DESIGN.md, "Fabric health").
-pub const FABRIC_COUNTERS: [&str; 6] = [
-    "local_ack_timeout_err",
-    "out_of_buffer",
-    "packet_seq_err",
-    "req_cqe_error",
-    "resp_cqe_error",
-    "rnr_nak_retry_err",
-];
+pub const FABRIC_COUNTERS: [&str; 6] = ["local_ack_timeout_err", "out_of_buffer", "packet_seq_err", "req_cqe_error", "resp_cqe_error", "rnr_nak_retry_err"];
 
 /// The witness's judgement of one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -122,11 +115,17 @@ pub struct Payload {
 /// Counter deltas over a window, summed over nodes. `None` = series not present.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Deltas {
+    /// `minio_api_rdma_read_bytes_total` growth (GET: server to client).
     pub rdma_read_bytes: Option<f64>,
+    /// `minio_api_rdma_read_ops_total` growth.
     pub rdma_read_ops: Option<f64>,
+    /// `minio_api_rdma_write_bytes_total` growth (PUT, UploadPart).
     pub rdma_write_bytes: Option<f64>,
+    /// `minio_api_rdma_write_ops_total` growth.
     pub rdma_write_ops: Option<f64>,
+    /// `minio_api_requests_traffic_sent_bytes` growth.
     pub http_sent_bytes: Option<f64>,
+    /// `minio_api_requests_traffic_received_bytes` growth.
     pub http_received_bytes: Option<f64>,
     /// Every `minio_api_rdma_*` series by name (the four above included).
     pub rdma_series: BTreeMap<String, f64>,
@@ -135,12 +134,15 @@ pub struct Deltas {
 /// One window's report, recorded per repeat (and per cell, per rank).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct WitnessReport {
+    /// The verdict.
     pub verdict: Verdict,
     /// Why, in words, always present.
     pub reason: String,
     /// The client's own count.
     pub payload_bytes: u64,
+    /// Of the payload, bytes read (GET).
     pub payload_read_bytes: u64,
+    /// Of the payload, bytes written (PUT).
     pub payload_write_bytes: u64,
     /// (RDMA read + write bytes) / payload, when counters were read.
     pub rdma_share: Option<f64>,
@@ -193,8 +195,7 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
         return r;
     }
     // HTTP bytes that carried the payload: sent for reads, received for writes.
-    let http_carried = d.http_sent_bytes.unwrap_or(0.0).min(payload.read_bytes as f64)
-        + d.http_received_bytes.unwrap_or(0.0).min(payload.write_bytes as f64);
+    let http_carried = d.http_sent_bytes.unwrap_or(0.0).min(payload.read_bytes as f64) + d.http_received_bytes.unwrap_or(0.0).min(payload.write_bytes as f64);
     if total == 0 {
         r.reason = "the client moved no bytes in this window".into();
         return r;
@@ -202,10 +203,9 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
     if !has_rdma {
         let covers = http_carried >= VERIFIED_SHARE * total as f64;
         (r.verdict, r.reason) = match (expect, covers) {
-            (Expect::Http | Expect::Local, _) => (
-                Verdict::NotApplicable,
-                format!("http backend; no RDMA series on the server; HTTP carried {:.0} of {total} payload bytes", http_carried),
-            ),
+            (Expect::Http | Expect::Local, _) => {
+                (Verdict::NotApplicable, format!("http backend; no RDMA series on the server; HTTP carried {:.0} of {total} payload bytes", http_carried))
+            }
             (_, true) => (
                 Verdict::FullFallback,
                 format!("no RDMA series on the server, and its HTTP traffic counters grew by the payload ({http_carried:.0} of {total} bytes)"),
@@ -226,11 +226,7 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
     if payload.write_bytes > 0 {
         shares.push(("write", d.rdma_write_bytes.unwrap_or(0.0), payload.write_bytes));
     }
-    let (dir, rdma, dir_total) = shares
-        .iter()
-        .copied()
-        .min_by(|a, b| (a.1 / a.2 as f64).total_cmp(&(b.1 / b.2 as f64)))
-        .expect("payload is non-zero");
+    let (dir, rdma, dir_total) = shares.iter().copied().min_by(|a, b| (a.1 / a.2 as f64).total_cmp(&(b.1 / b.2 as f64))).expect("payload is non-zero");
     let share = rdma / dir_total as f64;
     r.rdma_share = Some(share);
     let pct = pct_floor(share);
@@ -273,11 +269,13 @@ pub struct Snapshot {
     errors: Vec<String>,
 }
 
+/// One sample of a scrape: metric name, its labels sorted by name, value.
+pub type Sample = (String, Vec<(String, String)>, f64);
+
 /// Parse Prometheus text exposition into `(name, sorted labels, value)` for
 /// every counter, gauge or untyped sample (histograms and summaries skipped).
-pub fn parse_exposition(text: &str) -> std::result::Result<Vec<(String, Vec<(String, String)>, f64)>, String> {
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
-        .map_err(|e| format!("cannot parse metrics: {e}"))?;
+pub fn parse_exposition(text: &str) -> std::result::Result<Vec<Sample>, String> {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).map_err(|e| format!("cannot parse metrics: {e}"))?;
     Ok(scrape
         .samples
         .into_iter()
@@ -335,10 +333,7 @@ pub fn diff(before: &Snapshot, after: &Snapshot) -> std::result::Result<Deltas, 
     for (k, &v1) in &after.series {
         let v0 = before.series.get(k).copied().unwrap_or(0.0);
         if v1 < v0 {
-            return Err(format!(
-                "counter {} went backwards ({v0} -> {v1}): the server restarted during the run",
-                fmt_series(k)
-            ));
+            return Err(format!("counter {} went backwards ({v0} -> {v1}): the server restarted during the run", fmt_series(k)));
         }
         *sums.entry(k.1.clone()).or_insert(0.0) += v1 - v0;
     }
@@ -392,8 +387,7 @@ pub struct FabricReport {
 
 /// Diff two fabric snapshots (a counter that went backwards counts as 0).
 pub fn fabric_diff(before: &FabricSnapshot, after: &FabricSnapshot) -> FabricReport {
-    let deltas: BTreeMap<String, u64> =
-        after.0.iter().map(|(k, v)| (k.clone(), v.saturating_sub(before.0.get(k).copied().unwrap_or(*v)))).collect();
+    let deltas: BTreeMap<String, u64> = after.0.iter().map(|(k, v)| (k.clone(), v.saturating_sub(before.0.get(k).copied().unwrap_or(*v)))).collect();
     FabricReport { present: !after.0.is_empty(), total_errors: deltas.values().sum(), deltas }
 }
 
@@ -502,8 +496,7 @@ impl Witness {
                 }
             } else {
                 let endpoint = store.endpoint.clone().unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", store.region));
-                let url = reqwest::Url::parse(&endpoint)
-                    .map_err(|_| Error::Usage(format!("invalid --endpoint '{endpoint}': use http://host:port")))?;
+                let url = reqwest::Url::parse(&endpoint).map_err(|_| Error::Usage(format!("invalid --endpoint '{endpoint}': use http://host:port")))?;
                 let scheme = url.scheme().to_string();
                 let servers: Vec<String> = if args.servers.is_empty() {
                     let host = url.host_str().unwrap_or_default();
@@ -515,9 +508,7 @@ impl Witness {
                     args.servers.clone()
                 };
                 for s in servers {
-                    let valid = s
-                        .rsplit_once(':')
-                        .is_some_and(|(h, p)| !h.is_empty() && !h.contains(['/', ' ', '@']) && p.parse::<u16>().is_ok_and(|p| p > 0));
+                    let valid = s.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && !h.contains(['/', ' ', '@']) && p.parse::<u16>().is_ok_and(|p| p > 0));
                     if !valid {
                         return Err(Error::Usage(format!("invalid --servers entry '{s}': use host:port, e.g. aistor1:9000")));
                     }
@@ -572,18 +563,10 @@ impl Witness {
         }
         let resp = req.send().await.map_err(|e| format!("metrics target {url} did not answer: {}", root_cause(&e)))?;
         let status = resp.status();
-        let ctype = resp
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
+        let ctype = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
         if !status.is_success() {
-            let hint = if status.as_u16() == 401 || status.as_u16() == 403 {
-                ": check --metrics-token (or the access/secret key the token is made from)"
-            } else {
-                ""
-            };
+            let hint =
+                if status.as_u16() == 401 || status.as_u16() == 403 { ": check --metrics-token (or the access/secret key the token is made from)" } else { "" };
             return Err(format!("metrics target {url} answered HTTP {} ({ctype}){hint}", status.as_u16()));
         }
         if !(ctype.starts_with("text/plain") || ctype.starts_with("application/openmetrics-text")) {

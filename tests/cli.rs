@@ -28,10 +28,7 @@ fn stderr(o: &Output) -> String {
 }
 
 fn http_args<'a>(endpoint: &'a str, bucket: &'a str) -> Vec<&'a str> {
-    vec![
-        "fetch", "--backend", "http", "--endpoint", endpoint, "--access-key", common::ACCESS_KEY,
-        "--secret-key", common::SECRET_KEY, "--bucket", bucket,
-    ]
+    vec!["fetch", "--backend", "http", "--endpoint", endpoint, "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket]
 }
 
 fn results_in(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -58,8 +55,22 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     let tmp = tempfile::tempdir().unwrap();
     let mut args = http_args(&s.endpoint, "cli-fetch-http");
     args.extend([
-        "--sizes", "1MiB,3MB", "--concurrency", "1,3", "--duration", "300ms", "--warmup", "0s",
-        "--part-size", "1MiB", "--objects", "2", "--prepare", "--json", "--tag", "t",
+        "--sizes",
+        "1MiB,3MB",
+        "--concurrency",
+        "1,3",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "0s",
+        "--part-size",
+        "1MiB",
+        "--objects",
+        "2",
+        "--prepare",
+        "--json",
+        "--tag",
+        "t",
     ]);
     let o = s3rdma(&args, tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
@@ -115,11 +126,7 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
 fn fetch_local_round_trip_counts_exact_iterations() {
     let tmp = tempfile::tempdir().unwrap();
     // No --prepare: the default local directory is the tool's own and is created.
-    let o = s3rdma(
-        &["fetch", "--sizes", "64KiB,1MB", "--concurrency", "1,4", "--iters", "3", "--warmup", "0s",
-          "--repeats", "2", "--json"],
-        tmp.path(),
-    );
+    let o = s3rdma(&["fetch", "--sizes", "64KiB,1MB", "--concurrency", "1,4", "--iters", "3", "--warmup", "0s", "--repeats", "2", "--json"], tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["backend"], "local");
@@ -146,8 +153,7 @@ fn wrong_credentials_fail_cleanly() {
     let s = common::server();
     let tmp = tempfile::tempdir().unwrap();
     let o = s3rdma(
-        &["fetch", "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY,
-          "--secret-key", "wrong-secret-key-xyz", "--prepare"],
+        &["fetch", "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY, "--secret-key", "wrong-secret-key-xyz", "--prepare"],
         tmp.path(),
     );
     assert_fails(&o, 1, "access denied", &tmp.path().join("results"));
@@ -214,7 +220,8 @@ fn usage_errors_exit_2() {
     assert_fails(&s3rdma(&["fetch", "--duration", "0s"], tmp.path()), 2, "above zero", &res);
     assert_fails(&s3rdma(&["fetch", "--bounce-buffers", "3"], tmp.path()), 2, "even number", &res);
     assert_fails(&s3rdma(&["fetch", "--sizes", "1TiB", "--concurrency", "64"], tmp.path()), 2, "lower --sizes", &res);
-    for sub in ["report"] {
+    {
+        let sub = "report";
         assert_fails(&s3rdma(&[sub], tmp.path()), 2, "give result files", &res);
     }
     assert!(!tmp.path().join("s3rdma-data").exists(), "usage errors must not create data");
@@ -243,7 +250,12 @@ fn requests_body(sent: u64) -> String {
 /// `extra` for plain http) against the in-process S3 server,
 /// witnessed by a scripted metrics endpoint that plays `rdma` and `requests`
 /// (before, after). Returns the exit code, stdout and the record.
-fn witnessed_fetch(bucket: &str, rdma: Vec<common::Answer>, requests: Vec<common::Answer>, extra: &[&str]) -> (Option<i32>, String, Value, common::ScriptedMetrics) {
+fn witnessed_fetch(
+    bucket: &str,
+    rdma: Vec<common::Answer>,
+    requests: Vec<common::Answer>,
+    extra: &[&str],
+) -> (Option<i32>, String, Value, common::ScriptedMetrics) {
     let s = common::server();
     let m = common::scripted_metrics(vec![("/rdma", rdma), ("/requests", requests)]);
     let tmp = tempfile::tempdir().unwrap();
@@ -252,8 +264,7 @@ fn witnessed_fetch(bucket: &str, rdma: Vec<common::Answer>, requests: Vec<common
     let plain_http = extra.contains(&"--http");
     let extra: Vec<&str> = extra.iter().copied().filter(|a| *a != "--http").collect();
     let mut args = if plain_http { http_args(&s.endpoint, bucket) } else { rdma_args(&s.endpoint, bucket, lib.to_str().unwrap()) };
-    args.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "3", "--warmup", "0s", "--prepare",
-                 "--metrics-url", &u1, "--metrics-url", &u2]);
+    args.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "3", "--warmup", "0s", "--prepare", "--metrics-url", &u1, "--metrics-url", &u2]);
     args.extend_from_slice(&extra);
     let o = s3rdma(&args, tmp.path());
     let files = results_in(&tmp.path().join("results"));
@@ -418,8 +429,22 @@ fn rdma_fetch_end_to_end_is_full_fallback_under_the_witness() {
     let tmp = tempfile::tempdir().unwrap();
     let (u1, u2) = (format!("{}/rdma", m.base), format!("{}/requests", m.base));
     let mut args = rdma_args(&s.endpoint, "rdma-e2e", lib);
-    args.extend(["--sizes", "1MiB", "--concurrency", "4", "--iters", "2", "--warmup", "0s", "--prepare",
-                 "--metrics-url", &u1, "--metrics-url", &u2, "--require-rdma"]);
+    args.extend([
+        "--sizes",
+        "1MiB",
+        "--concurrency",
+        "4",
+        "--iters",
+        "2",
+        "--warmup",
+        "0s",
+        "--prepare",
+        "--metrics-url",
+        &u1,
+        "--metrics-url",
+        &u2,
+        "--require-rdma",
+    ]);
     let o = s3rdma(&args, tmp.path());
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
@@ -490,8 +515,22 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
     // A 2 MiB transfer ceiling stands in for 4 GiB - 1: 3 MiB objects need windows.
     let base = |extra: &[&'static str]| {
         let mut a = rdma_args(&s.endpoint, "rdma-windows", lib);
-        a.extend(["--sizes", "3MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare",
-                  "--rdma-max-transfer", "2MiB", "--window", "1MiB", "--json"]);
+        a.extend([
+            "--sizes",
+            "3MiB",
+            "--concurrency",
+            "1",
+            "--iters",
+            "1",
+            "--warmup",
+            "0s",
+            "--prepare",
+            "--rdma-max-transfer",
+            "2MiB",
+            "--window",
+            "1MiB",
+            "--json",
+        ]);
         a.extend_from_slice(extra);
         a
     };
@@ -504,7 +543,12 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
     // Without ranged reads the run says up front that they go over HTTP.
     let o = s3rdma(&base(&["--rdma-no-range"]), tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("warning: objects of 3145728 bytes exceed one RDMA transfer (2097152 bytes) and --rdma-no-range is set: they will be read over HTTP"), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("warning: objects of 3145728 bytes exceed one RDMA transfer (2097152 bytes) and --rdma-no-range is set: they will be read over HTTP"),
+        "{}",
+        stderr(&o)
+    );
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["results"][0]["repeats"][0]["transfer_paths"]["http"], 3 * MIB);
     assert!(rec["environment"]["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("over HTTP")));
@@ -519,9 +563,7 @@ fn rdma_library_load_errors_are_clear() {
     assert_fails(&o, 2, "cannot load libminiocpp from '/nonexistent/libminiocpp.so'", &res);
     assert!(stderr(&o).contains("--rdma-lib"));
     // A real shared library that is not libminiocpp: one line per missing symbol.
-    let libz = ["/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib64/libz.so.1"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
+    let libz = ["/lib/x86_64-linux-gnu/libz.so.1", "/usr/lib/x86_64-linux-gnu/libz.so.1", "/lib64/libz.so.1"].into_iter().find(|p| Path::new(p).exists());
     let Some(libz) = libz else {
         println!("SKIP missing-symbol case: no libz.so.1 on this host");
         return;
@@ -575,12 +617,8 @@ fn weights_synthetic_sharded_model_loads_and_verifies_on_local_and_http() {
     assert_eq!(r["verified"]["tensors_checked"], 47);
     let rep = &r["repeats"][0];
     assert_eq!(rep["bytes"], 89_664_512);
-    let expect: u64 = r["layout"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| (l["object_bytes"].as_u64().unwrap() - l["data_start"].as_u64().unwrap()).div_ceil(MIB))
-        .sum();
+    let expect: u64 =
+        r["layout"].as_array().unwrap().iter().map(|l| (l["object_bytes"].as_u64().unwrap() - l["data_start"].as_u64().unwrap()).div_ceil(MIB)).sum();
     assert_eq!(rep["windows"].as_u64().unwrap(), expect, "each shard's blob in 1 MiB windows");
     // http: the same through the in-process S3 server.
     let mut synth = http_args(&s.endpoint, "weights-http");
@@ -673,7 +711,7 @@ fn ckpt_round_trips_on_local_and_http_with_both_methods() {
     assert_eq!(rec["backend"], "local");
     let save = ckpt_row(&rec, "synthetic-24MiB", "flat", "save");
     let bytes = save["bytes"].as_u64().unwrap();
-    assert!((24u64 << 20) * 97 / 100 <= bytes && bytes <= (24 << 20) * 101 / 100, "{bytes}");
+    assert!(((24u64 << 20) * 97 / 100..=(24 << 20) * 101 / 100).contains(&bytes), "{bytes}");
     assert_eq!(save["chunks_per_rank"], bytes.div_ceil(4 << 20));
     assert_eq!(save["repeats"].as_array().unwrap().len(), 2);
     assert!(save["wall_s"]["median"].as_f64().unwrap() > 0.0);
@@ -744,7 +782,8 @@ fn ckpt_interrupted_save_leaves_no_manifest_and_keeps_the_previous_generation() 
     let dir = tmp.path().join("s3rdma-data/s3rdma-bench/ckpt/synthetic-256MiB");
     let base = ["ckpt", "--sizes", "256MiB", "--chunk", "1MiB", "--concurrency", "1", "--methods", "flat", "--repeats", "1", "--keep"];
     let parts = |dir: &Path| -> Vec<String> {
-        std::fs::read_dir(dir).map_or(Vec::new(), |rd| rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains(".part")).collect())
+        std::fs::read_dir(dir)
+            .map_or(Vec::new(), |rd| rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).filter(|n| n.contains(".part")).collect())
     };
     let kill_after_first_part = |skip: &[String]| {
         let mut child = Command::new(env!("CARGO_BIN_EXE_s3rdma")).args(base.iter().chain(&["--ops", "save"])).current_dir(tmp.path()).spawn().unwrap();
@@ -999,7 +1038,7 @@ fn record(o: &Output) -> Value {
     serde_json::from_str(&ok(o)).expect("--json prints the record")
 }
 
-fn local_args<'a>(root: &'a str) -> Vec<&'a str> {
+fn local_args(root: &str) -> Vec<&str> {
     vec!["--root", root, "--bucket", "data"]
 }
 
@@ -1035,7 +1074,8 @@ fn ingest_tokens_matches_the_tokenizer_on_real_text() {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     let root = tmp.path().join("store");
     // The docs' markdown files, named one by one (in sorted order), each one document.
-    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(&docs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "md")).collect();
+    let mut files: Vec<std::path::PathBuf> =
+        std::fs::read_dir(&docs).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "md")).collect();
     files.sort();
     assert!(files.len() >= 8, "{files:?}");
     let names: Vec<String> = files.iter().map(|f| f.to_string_lossy().into_owned()).collect();
@@ -1149,7 +1189,11 @@ fn image_folder(dir: &Path) -> Option<std::path::PathBuf> {
 fn expected_raw(path: &Path, size: u32) -> image::RgbImage {
     let img = image::open(path).unwrap().to_rgb8();
     let (w, h) = img.dimensions();
-    let (nw, nh) = if w <= h { (size, ((h as u64 * size as u64 + w as u64 / 2) / w as u64) as u32) } else { (((w as u64 * size as u64 + h as u64 / 2) / h as u64) as u32, size) };
+    let (nw, nh) = if w <= h {
+        (size, ((h as u64 * size as u64 + w as u64 / 2) / w as u64) as u32)
+    } else {
+        (((w as u64 * size as u64 + h as u64 / 2) / h as u64) as u32, size)
+    };
     let r = image::imageops::resize(&img, nw, nh, image::imageops::FilterType::Triangle);
     image::imageops::crop_imm(&r, (nw - size) / 2, (nh - size) / 2, size, size).to_image()
 }
@@ -1260,7 +1304,25 @@ fn train_loader_only_raw_and_synthetic_jpeg_on_cpu() {
     let side: Value = serde_json::from_slice(&std::fs::read(root.join("data/raw/train-000002.json")).unwrap()).unwrap();
     assert_eq!(side["samples"], 32);
     assert_eq!(side["labels"][5], (64 + 5) % 4);
-    let mut t = vec!["train", "--loader-only", "--dest", "host", "--batch-size", "16", "--crop", "56", "--steps", "12", "--warmup", "2", "--fetch-workers", "2", "--repeats", "2", "--json"];
+    let mut t = vec![
+        "train",
+        "--loader-only",
+        "--dest",
+        "host",
+        "--batch-size",
+        "16",
+        "--crop",
+        "56",
+        "--steps",
+        "12",
+        "--warmup",
+        "2",
+        "--fetch-workers",
+        "2",
+        "--repeats",
+        "2",
+        "--json",
+    ];
     t.extend(local_args(r));
     let rec = record(&s3rdma(&t, tmp.path()));
     assert_eq!(rec["benchmark"], "train");
@@ -1278,7 +1340,11 @@ fn train_loader_only_raw_and_synthetic_jpeg_on_cpu() {
     assert_eq!(rec["params"]["layout"], "raw");
 
     // Synthetic JPEGs through the S3 server, whole-shard and per-sample reads.
-    let mut a = with_http(&["ingest", "jpeg", "--synthetic", "40", "--classes", "5", "--synthetic-size", "120x90", "--samples-per-shard", "20"], &s.endpoint, "train-jpeg");
+    let mut a = with_http(
+        &["ingest", "jpeg", "--synthetic", "40", "--classes", "5", "--synthetic-size", "120x90", "--samples-per-shard", "20"],
+        &s.endpoint,
+        "train-jpeg",
+    );
     a.extend(["--quality", "80"]);
     ok(&s3rdma(&a, tmp.path()));
     for mode in ["shard", "sample"] {
@@ -1387,7 +1453,8 @@ fn train_resnet50_on_cpu_loss_falls() {
     let mut a = vec!["ingest", "raw", "--synthetic", "256", "--classes", "4", "--size", "72", "--samples-per-shard", "128"];
     a.extend(local_args(r));
     ok(&s3rdma(&a, tmp.path()));
-    let mut t = vec!["train", "--dest", "host", "--batch-size", "16", "--crop", "64", "--steps", "40", "--warmup", "0", "--lr", "0.05", "--amp", "off", "--json"];
+    let mut t =
+        vec!["train", "--dest", "host", "--batch-size", "16", "--crop", "64", "--steps", "40", "--warmup", "0", "--lr", "0.05", "--amp", "off", "--json"];
     t.extend(local_args(r));
     let rec = record(&s3rdma(&t, tmp.path()));
     let s = &rec["results"]["summary"];
@@ -1426,7 +1493,9 @@ fn report_tables_medians_flags_fallback_and_plots() {
     assert!(stderr(&o).contains("not-a-record.json is not a run record"), "{}", stderr(&o));
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 5, "2 http cells, 2 rdma cells, 1 original-suite row");
-    let find = |backend: &str, conc: &str, file: &str| rows.iter().find(|r| r["backend"] == backend && r["dims"]["concurrency"] == conc && r["file"].as_str().unwrap().starts_with(file)).unwrap();
+    let find = |backend: &str, conc: &str, file: &str| {
+        rows.iter().find(|r| r["backend"] == backend && r["dims"]["concurrency"] == conc && r["file"].as_str().unwrap().starts_with(file)).unwrap()
+    };
     // Medians by hand from the fixtures' per-repeat figures.
     let h4 = find("http", "4", "fetch-http");
     assert_eq!(h4["value"]["median"].as_f64().unwrap(), nearest_median(vec![1.0, 3.0, 2.0]));
@@ -1480,7 +1549,10 @@ fn report_tables_medians_flags_fallback_and_plots() {
     args.extend(files.iter().map(String::as_str));
     assert_fails(&s3rdma(&args, tmp.path()), 2, "--baseline 'ftp'", &res);
     // fetch --series: a per-interval series in every repeat, drawn over time by --plot.
-    let o = s3rdma(&["fetch", "--sizes", "1MiB", "--concurrency", "2", "--duration", "600ms", "--warmup", "0s", "--series", "100ms", "--json", "--tag", "series"], tmp.path());
+    let o = s3rdma(
+        &["fetch", "--sizes", "1MiB", "--concurrency", "2", "--duration", "600ms", "--warmup", "0s", "--series", "100ms", "--json", "--tag", "series"],
+        tmp.path(),
+    );
     let rec: Value = serde_json::from_str(&ok(&o)).unwrap();
     let series = rec["results"][0]["repeats"][0]["series"].as_array().unwrap();
     assert!((4..=7).contains(&series.len()), "{} points in 600 ms at 100 ms", series.len());

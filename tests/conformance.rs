@@ -46,9 +46,22 @@ fn http_with(bucket: &str, get: &str) -> Arc<dyn ObjectStore> {
     let s = common::server();
     // Small parts so one GET becomes many concurrent ranged GETs.
     let st = open(&[
-        "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY,
-        "--secret-key", common::SECRET_KEY, "--bucket", bucket, "--part-size", "1MiB",
-        "--part-concurrency", "4", "--http-get", get,
+        "--backend",
+        "http",
+        "--endpoint",
+        &s.endpoint,
+        "--access-key",
+        common::ACCESS_KEY,
+        "--secret-key",
+        common::SECRET_KEY,
+        "--bucket",
+        bucket,
+        "--part-size",
+        "1MiB",
+        "--part-concurrency",
+        "4",
+        "--http-get",
+        get,
     ]);
     let want = if get == "auto" { "direct" } else { get };
     assert_eq!(st.describe()["get_path"], want, "--http-get {get}");
@@ -62,9 +75,24 @@ fn rdma(bucket: &str) -> Arc<dyn ObjectStore> {
     let s = common::server();
     let lib = common::fake_lib();
     open(&[
-        "--backend", "rdma", "--rdma-lib", lib.to_str().unwrap(), "--endpoint", &s.endpoint,
-        "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket,
-        "--rdma-max-transfer", "3MiB", "--window", "1MiB", "--rdma-threads", "3",
+        "--backend",
+        "rdma",
+        "--rdma-lib",
+        lib.to_str().unwrap(),
+        "--endpoint",
+        &s.endpoint,
+        "--access-key",
+        common::ACCESS_KEY,
+        "--secret-key",
+        common::SECRET_KEY,
+        "--bucket",
+        bucket,
+        "--rdma-max-transfer",
+        "3MiB",
+        "--window",
+        "1MiB",
+        "--rdma-threads",
+        "3",
     ])
 }
 
@@ -160,10 +188,7 @@ async fn bad_ranges_and_small_buffers(s: &dyn ObjectStore) {
     assert!(matches!(s.get_into("r", Some(10..10), &mut dst).await, Err(StoreError::BadRange { size: 1000, .. })));
     assert!(matches!(s.get_into("r", Some(900..1001), &mut dst).await, Err(StoreError::BadRange { size: 1000, .. })));
     let mut small = Buffer::host(999);
-    assert!(matches!(
-        s.get_into("r", None, &mut small).await,
-        Err(StoreError::BufferTooSmall { needed: 1000, capacity: 999, .. })
-    ));
+    assert!(matches!(s.get_into("r", None, &mut small).await, Err(StoreError::BufferTooSmall { needed: 1000, capacity: 999, .. })));
 }
 
 async fn invalid_keys(s: &dyn ObjectStore) {
@@ -221,8 +246,18 @@ async fn direct_gets_are_signed() {
     good.put_from("k", &random(3000, 7)).await.unwrap();
     let s = common::server();
     let bad = open(&[
-        "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY,
-        "--secret-key", "not-the-secret", "--bucket", "direct-signed", "--http-get", "direct",
+        "--backend",
+        "http",
+        "--endpoint",
+        &s.endpoint,
+        "--access-key",
+        common::ACCESS_KEY,
+        "--secret-key",
+        "not-the-secret",
+        "--bucket",
+        "direct-signed",
+        "--http-get",
+        "direct",
     ]);
     let mut dst = Buffer::host(3000);
     let e = bad.get_into("k", None, &mut dst).await.unwrap_err();
@@ -252,7 +287,7 @@ async fn local_io_threads_read_the_same_bytes() {
     for (r, at) in [(0..src.len() as u64, 0usize), (12_345..50_000_000, 4096), (33..src.len() as u64 - 7, 1)] {
         let t = s.get_into_at("t", Some(r.clone()), &mut dst, at).await.unwrap();
         assert_eq!(t.bytes, r.end - r.start);
-        assert!(&dst.as_host().unwrap()[at..at + t.bytes as usize] == &want[r.start as usize..r.end as usize], "{r:?} at {at}");
+        assert!(dst.as_host().unwrap()[at..at + t.bytes as usize] == want[r.start as usize..r.end as usize], "{r:?} at {at}");
     }
 }
 
@@ -277,7 +312,7 @@ async fn local_direct_reads_match() {
     assert!(dst.as_host().unwrap() == src.as_host().unwrap());
     for r in [4096..8192 + 50, 4097..9000, 8192..src.len() as u64] {
         let t = s.get_into("d", Some(r.clone()), &mut dst).await.unwrap();
-        assert!(&dst.as_host().unwrap()[..t.bytes as usize] == &src.as_host().unwrap()[r.start as usize..r.end as usize]);
+        assert!(dst.as_host().unwrap()[..t.bytes as usize] == src.as_host().unwrap()[r.start as usize..r.end as usize]);
     }
 }
 

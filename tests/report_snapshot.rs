@@ -15,13 +15,7 @@ fn report(format: &str) -> String {
         .map(|p| format!("results/{}", p.file_name().unwrap().to_string_lossy()))
         .collect();
     files.sort();
-    let o = Command::new(env!("CARGO_BIN_EXE_s3rdma"))
-        .arg("report")
-        .args(["--format", format])
-        .args(&files)
-        .current_dir(root)
-        .output()
-        .expect("run s3rdma");
+    let o = Command::new(env!("CARGO_BIN_EXE_s3rdma")).arg("report").args(["--format", format]).args(&files).current_dir(root).output().expect("run s3rdma");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
 }

@@ -30,10 +30,11 @@ fn stderr(o: &Output) -> String {
 /// Store flags for `backend` against the in-process S3 server and `bucket`.
 fn store_args(backend: &'static str, bucket: &str) -> Vec<String> {
     let s = common::server();
-    let mut v: Vec<String> = ["--backend", backend, "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket]
-        .iter()
-        .map(|x| x.to_string())
-        .collect();
+    let mut v: Vec<String> =
+        ["--backend", backend, "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket]
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
     if backend == "rdma" {
         v.extend(["--rdma-lib".to_string(), common::fake_lib().to_str().unwrap().to_string()]);
     }
@@ -131,5 +132,8 @@ fn tokens_require_rdma_exits_3_after_a_full_fallback() {
 #[test]
 fn train_loader_only_require_rdma_exits_3_after_a_full_fallback() {
     setup(&["ingest", "raw", "--synthetic", "64", "--classes", "2", "--size", "32", "--samples-per-shard", "16"], "rr-train");
-    assert_require_rdma_exits_3(&["train", "--loader-only", "--batch-size", "8", "--crop", "24", "--steps", "4", "--warmup", "1", "--fetch-workers", "2"], "rr-train");
+    assert_require_rdma_exits_3(
+        &["train", "--loader-only", "--batch-size", "8", "--crop", "24", "--steps", "4", "--warmup", "1", "--fetch-workers", "2"],
+        "rr-train",
+    );
 }

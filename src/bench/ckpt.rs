@@ -32,11 +32,11 @@ use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use super::{Spread, dedup, host_cores, now_unix};
-use crate::cli::{Backend, CkptArgs, CkptMethod, CkptOp, ChunkChecksum, DEFAULT_LOCAL_ROOT};
+use crate::cli::{Backend, ChunkChecksum, CkptArgs, CkptMethod, CkptOp, DEFAULT_LOCAL_ROOT};
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, Checksums, Manifest, TensorEntry, TensorSpec};
-use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::ranks::{self, Rank};
 use crate::sampler::Sampler;
@@ -110,13 +110,17 @@ fn copy_buffer(dst: &mut Buffer, at: usize, src: &Buffer) -> std::result::Result
 /// The figures of one rank's one operation.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OpFigures {
+    /// Rank of the process these figures come from.
     pub rank: usize,
+    /// Host name of that process.
     pub host: String,
     /// Checkpoint payload bytes (chunks, or the safetensors blob).
     pub bytes: u64,
+    /// Wall seconds of the timed work.
     pub wall_s: f64,
     /// Wall-clock start and end (Unix seconds), for the aggregate across ranks.
     pub start_unix_s: f64,
+    /// Wall-clock end of its timed window (Unix seconds).
     pub end_unix_s: f64,
     /// flat: copying tensors into the flat buffer (save); serialize-then-put:
     /// copying to host and serializing (save).
@@ -127,10 +131,13 @@ pub struct OpFigures {
     pub transfer_s: f64,
     /// Summed per-chunk time spent hashing (overlaps the transfer).
     pub checksum_s: f64,
+    /// Chunk objects written or read.
     pub chunks: u64,
     /// Bytes per chunk (from the manifest on restore; 0 for serialize-then-put).
     pub chunk_bytes: u64,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: f64,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
     pub host_cpu_cores: f64,
 }
 
@@ -221,8 +228,7 @@ async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, gener
                         _ if matches!(view, Buffer::Device(_)) && t.path != TransferPath::Rdma => {
                             fmt::xxh3_hex(&scratch.as_ref().expect("staged").as_host().expect("host")[..len])
                         }
-                        _ => blocking(|| hash_range(&view, 0, len, scratch.as_mut()))
-                            .map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?,
+                        _ => blocking(|| hash_range(&view, 0, len, scratch.as_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?,
                     };
                     Ok::<_, Error>((t, sum, th.elapsed().as_secs_f64()))
                 }
@@ -387,7 +393,7 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
     Ok((
         OpFigures {
             bytes: manifest.total_bytes,
-                wall_s: t0.elapsed().as_secs_f64(),
+            wall_s: t0.elapsed().as_secs_f64(),
             start_unix_s,
             end_unix_s: now_unix(),
             rebuild_s,
@@ -404,9 +410,9 @@ async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigur
 /// A chunk that does not fit its manifest is damage (exit 4); other store errors stay what they are.
 fn damaged(ckey: &str, len: usize, e: StoreError) -> Error {
     match e {
-        StoreError::BufferTooSmall { needed, .. } => Error::Mismatch(format!(
-            "checkpoint chunk '{ckey}' holds {needed} bytes, its manifest says {len}: save the checkpoint again"
-        )),
+        StoreError::BufferTooSmall { needed, .. } => {
+            Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {needed} bytes, its manifest says {len}: save the checkpoint again"))
+        }
         StoreError::NotFound { key, .. } => Error::Mismatch(format!("checkpoint chunk '{key}' is missing: save the checkpoint again")),
         e => e.into(),
     }
@@ -543,7 +549,9 @@ fn verify(state: &State, views: &[TensorEntry], restored: &Buffer) -> std::resul
 /// What the comparison with the originals found (per rank, summed in the record).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Verified {
+    /// True when every tensor matched.
     pub ok: bool,
+    /// Tensors compared.
     pub tensors_checked: usize,
     /// Names of the tensors that differ.
     pub mismatched: Vec<String>,
@@ -552,10 +560,15 @@ pub struct Verified {
 /// One (state, method, op) row: repeats across ranks and the summary.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// `resnet50` or `synthetic`.
     pub workload: String,
+    /// The state's name in keys and tables (e.g. synthetic-16GiB).
     pub state: String,
+    /// The checkpoint method.
     pub method: CkptMethod,
+    /// Save or restore.
     pub op: CkptOp,
+    /// Ranks (processes) in the run.
     pub ranks: usize,
     /// Requested state size, all ranks (synthetic: --sizes; named: its bytes x ranks).
     pub size_bytes: u64,
@@ -563,27 +576,40 @@ pub struct Row {
     pub bytes: u64,
     /// Chunk objects per rank (1 for serialize-then-put).
     pub chunks_per_rank: u64,
+    /// Bytes per chunk object (0 for serialize-then-put).
     pub chunk_bytes: u64,
+    /// Chunk transfers in flight per rank (1 for serialize-then-put).
     pub concurrency: usize,
     /// Per repeat: the slowest rank's wall time (the training stall).
     pub wall_s: Spread,
     /// Per repeat: bytes of all ranks / span (first start to last end).
     pub throughput_gbps: Spread,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: Spread,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
     pub host_cpu_cores: Spread,
+    /// Seconds copying tensors into the flat buffer (flat) or serializing (serialize-then-put), slowest rank.
     pub flatten_s: Spread,
+    /// Seconds rebuilding tensor views (flat) or parsing and copying back (serialize-then-put), slowest rank.
     pub rebuild_s: Spread,
+    /// Seconds moving the bytes to or from the store, slowest rank.
     pub transfer_s: Spread,
+    /// Summed per-chunk seconds hashing (overlaps the transfer), slowest rank.
     pub checksum_s: Spread,
+    /// The worst verdict over the repeats (`-` when no window was witnessed on this rank).
     pub witness_verdict: String,
+    /// What the comparison with an independent copy found (`None`: not asked for).
     pub verified: Option<Verified>,
+    /// Every timed repeat's figures.
     pub repeats: Vec<RepeatRow>,
 }
 
 /// One repeat of one operation, every rank's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct RepeatRow {
+    /// 1-based repeat number.
     pub repeat: u32,
+    /// Bytes of all ranks in this repeat.
     pub bytes: u64,
     /// The slowest rank's own wall time (the training stall).
     pub wall_s: f64,
@@ -593,8 +619,11 @@ pub struct RepeatRow {
     pub throughput_gbps: f64,
     /// All ranks' CPU-seconds / span_s.
     pub client_cpu_cores: f64,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
     pub host_cpu_cores: f64,
+    /// Every rank's own figures.
     pub per_rank: Vec<OpFigures>,
+    /// The witness report (rank 0 only).
     pub witness: Option<WitnessReport>,
 }
 
@@ -704,7 +733,7 @@ fn human_gb(b: u64) -> String {
 /// `1GiB`, `512MiB`, or plain bytes: for key names and tables.
 fn human(b: u64) -> String {
     for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if b >= 1 << shift && b % (1 << shift) == 0 {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
             return format!("{}{unit}", b >> shift);
         }
     }
@@ -739,7 +768,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         world: World::Ranks(args.ranks),
         rdma_threads: args.concurrency,
         create_bucket: own_dir,
-        no_bucket: no_bucket,
+        no_bucket,
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let me = s.me.clone();
@@ -761,7 +790,8 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         let key = format!("{}/{}/rank{:05}", args.prefix, spec.name, me.rank);
         let state = State::new(spec, dest, gpu.as_ref(), args.seed, me.rank)?;
         let alloc = |what: &str, n: usize| {
-            Buffer::for_dest(dest, gpu.as_ref(), n, 0, 0).map_err(|e| Error::Runtime(format!("cannot allocate the {what} ({n} bytes of {} memory): {e}", dest.name())))
+            Buffer::for_dest(dest, gpu.as_ref(), n, 0, 0)
+                .map_err(|e| Error::Runtime(format!("cannot allocate the {what} ({n} bytes of {} memory): {e}", dest.name())))
         };
         let mut flat = alloc("flat buffer", state.total as usize)?;
         let mut restored = alloc("restore buffer", state.total as usize)?;
@@ -876,15 +906,16 @@ pub async fn run(args: CkptArgs) -> Result<()> {
 /// A `ckpt` run's `results`: one row per (state, method, op).
 #[derive(Debug, Clone, Serialize)]
 pub struct CkptResults {
+    /// One row per (state, method, op).
     pub rows: Vec<Row>,
 }
 
 /// A missing bucket: ckpt writes into an existing one (the default local directory excepted).
 fn no_bucket(e: StoreError) -> Error {
     match e {
-        StoreError::NoSuchBucket { bucket, location } => Error::Runtime(format!(
-            "bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for --backend local)"
-        )),
+        StoreError::NoSuchBucket { bucket, location } => {
+            Error::Runtime(format!("bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for --backend local)"))
+        }
         e => e.into(),
     }
 }
@@ -893,7 +924,21 @@ fn no_bucket(e: StoreError) -> Error {
 fn print_table(rows: &[Row], backend: &str, location: &str, dest: Dest, world: usize) {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["state", "method", "op", "ranks", "GB", "wall s (slowest rank)", "GB/s", "client cores", "host cores", "chunks/rank", "flatten/rebuild s", "witness", "verified"]);
+    t.set_header([
+        "state",
+        "method",
+        "op",
+        "ranks",
+        "GB",
+        "wall s (slowest rank)",
+        "GB/s",
+        "client cores",
+        "host cores",
+        "chunks/rank",
+        "flatten/rebuild s",
+        "witness",
+        "verified",
+    ]);
     for r in rows {
         let w = &r.wall_s;
         t.add_row([
@@ -959,11 +1004,7 @@ async fn delete_checkpoint(store: &dyn ObjectStore, serial: &dyn ObjectStore, ke
 fn summarize(spec: &StateSpec, method: CkptMethod, op: CkptOp, args: &CkptArgs, world: usize, reps: Vec<RepeatRow>, verified: Option<Verified>) -> Row {
     let spread = |f: &dyn Fn(&RepeatRow) -> f64| Spread::of(reps.iter().map(f)).expect("repeats >= 1");
     let max_of = |f: fn(&OpFigures) -> f64| move |r: &RepeatRow| r.per_rank.iter().map(f).fold(0.0, f64::max);
-    let verdict = reps
-        .iter()
-        .filter_map(|r| r.witness.as_ref())
-        .min_by_key(|w| w.verdict)
-        .map_or("-".to_string(), |w| w.verdict.as_str().to_string());
+    let verdict = reps.iter().filter_map(|r| r.witness.as_ref()).min_by_key(|w| w.verdict).map_or("-".to_string(), |w| w.verdict.as_str().to_string());
     Row {
         workload: spec.workload.into(),
         state: spec.name.clone(),
@@ -988,4 +1029,3 @@ fn summarize(spec: &StateSpec, method: CkptMethod, op: CkptOp, args: &CkptArgs, 
         repeats: reps,
     }
 }
-

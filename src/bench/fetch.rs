@@ -17,11 +17,11 @@ use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use super::{Latency, Spread, dedup, host_cores, now_unix};
 use crate::cli::FetchArgs;
 use crate::error::{Error, Result, StoreError};
 use crate::mem::{Buffer, Dest};
-use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore, StoreStats, TransferPath};
 use crate::witness::{self, Verdict, WitnessReport};
@@ -83,20 +83,29 @@ pub struct RepeatResult {
 /// One worker process's figures for one repeat of one cell.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProcFigures {
+    /// Rank of the process these figures come from.
     pub rank: usize,
+    /// Host name of that process.
     pub host: String,
+    /// Payload bytes moved (the client's own count).
     pub bytes: u64,
+    /// Completed GETs.
     pub ops: u64,
+    /// Wall seconds of the timed work.
     pub wall_s: f64,
+    /// Throughput, GB/s (bytes / wall / 1e9).
     pub throughput_gbps: f64,
     /// Wall-clock start and end of its timed window (Unix seconds).
     pub start_unix_s: f64,
+    /// Wall-clock end of its timed window (Unix seconds).
     pub end_unix_s: f64,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: f64,
     /// Whole-host CPU over its window (the same host for local ranks).
     pub host_cpu_cores: f64,
     /// Bytes it read over HTTP itself (declined or beyond one RDMA transfer).
     pub client_http_bytes: u64,
+    /// Bytes per transfer path as the client saw them (`local`, `http`, `http_staged`, `rdma`).
     pub transfer_paths: BTreeMap<String, u64>,
 }
 
@@ -111,13 +120,21 @@ struct ProcWire {
 /// Median and range over repeats of one cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellSummary {
+    /// Throughput, GB/s (bytes / wall / 1e9).
     pub throughput_gbps: Spread,
+    /// Throughput, GiB/s (bytes / wall / 2^30).
     pub throughput_gibps: Spread,
+    /// Completed operations per second.
     pub ops_per_s: Spread,
+    /// Median over repeats of the per-GET latency p50, milliseconds.
     pub latency_p50_ms: Option<Spread>,
+    /// Median over repeats of the per-GET latency p99, milliseconds.
     pub latency_p99_ms: Option<Spread>,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: Spread,
+    /// GB/s per client core (throughput_gbps / client_cpu_cores).
     pub gbps_per_core: Option<Spread>,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
     pub host_cpu_cores: Spread,
     /// Worst verdict over the repeats.
     pub witness_verdict: Verdict,
@@ -134,12 +151,15 @@ pub struct CellSummary {
 /// One (size, streams, processes) cell.
 #[derive(Debug, Clone, Serialize)]
 pub struct CellResult {
+    /// Object size of the cell, bytes.
     pub size_bytes: u64,
     /// Streams per process.
     pub concurrency: u32,
     /// Worker processes.
     pub procs: u32,
+    /// Every timed repeat of the cell.
     pub repeats: Vec<RepeatResult>,
+    /// Median and range over the repeats.
     pub summary: CellSummary,
 }
 
@@ -167,7 +187,7 @@ fn object_key(prefix: &str, size: u64, i: u32) -> String {
 fn human_bytes(n: u64) -> String {
     const IEC: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
     const DEC: [(u64, &str); 4] = [(1_000_000_000_000, "TB"), (1_000_000_000, "GB"), (1_000_000, "MB"), (1_000, "kB")];
-    let exact = IEC.iter().chain(DEC.iter()).filter(|(u, _)| n >= *u && n % u == 0).min_by_key(|(u, _)| n / u);
+    let exact = IEC.iter().chain(DEC.iter()).filter(|(u, _)| n >= *u && n.is_multiple_of(*u)).min_by_key(|(u, _)| n / u);
     if let Some((u, name)) = exact {
         return format!("{}{name}", n / u);
     }
@@ -192,8 +212,7 @@ fn check_args(args: &FetchArgs) -> Result<()> {
     if args.prefix.is_empty() {
         return Err(Error::Usage("--prefix must not be empty".into()));
     }
-    store::check_key(&object_key(&args.prefix, 1, 0))
-        .map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", args.prefix)))?;
+    store::check_key(&object_key(&args.prefix, 1, 0)).map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", args.prefix)))?;
     let max_size = *args.sizes.iter().max().expect("clap gives at least one size");
     let max_c = *args.concurrency.iter().max().expect("clap gives at least one count") as u64;
     let max_p = *args.procs.iter().max().expect("clap gives at least one count") as u64;
@@ -232,9 +251,7 @@ async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, pr
                 }));
             }
             Err(StoreError::NotFound { bucket, key, location }) if !prepare => {
-                return Err(Error::Runtime(format!(
-                    "object '{key}' not found in bucket '{bucket}' at {location}: pass --prepare to create it"
-                )));
+                return Err(Error::Runtime(format!("object '{key}' not found in bucket '{bucket}' at {location}: pass --prepare to create it")));
             }
             Ok(_) | Err(StoreError::NotFound { .. }) => missing.push(key),
             Err(e) => return Err(e.into()),
@@ -272,8 +289,7 @@ async fn run_streams(
         .drain(..)
         .enumerate()
         .map(|(s, mut buf)| {
-            let (store, keys, barrier, failed, counter) =
-                (store.clone(), keys.clone(), barrier.clone(), failed.clone(), counter.clone());
+            let (store, keys, barrier, failed, counter) = (store.clone(), keys.clone(), barrier.clone(), failed.clone(), counter.clone());
             let (deadline, iters) = match stop {
                 Stop::At(t) => (Some(t), u32::MAX),
                 Stop::Iters(k) => (None, k),
@@ -295,12 +311,7 @@ async fn run_streams(
                     match store::read_into(store.as_ref(), key, range, &mut buf).await {
                         Ok(tr) if tr.bytes != expect => {
                             failed.store(true, Ordering::Relaxed);
-                            result = Err(StoreError::ShortBody {
-                                key: key.clone(),
-                                location: store.location(),
-                                got: tr.bytes,
-                                expected: expect,
-                            });
+                            result = Err(StoreError::ShortBody { key: key.clone(), location: store.location(), got: tr.bytes, expected: expect });
                             break;
                         }
                         Ok(tr) => {
@@ -419,8 +430,7 @@ fn summarize_repeat(repeat: u32, procs: Vec<ProcWire>, s: SamplerReport, w: Witn
 
 fn summarize_cell(reps: &[RepeatResult]) -> CellSummary {
     let labels: Vec<String> = reps.iter().map(|r| format!("repeat {}", r.repeat)).collect();
-    let (verdict, reason) =
-        witness::worst(labels.iter().map(String::as_str).zip(reps.iter().map(|r| &r.witness))).expect("at least one repeat");
+    let (verdict, reason) = witness::worst(labels.iter().map(String::as_str).zip(reps.iter().map(|r| &r.witness))).expect("at least one repeat");
     let sp = |f: fn(&RepeatResult) -> f64| Spread::of(reps.iter().map(f)).expect("at least one repeat");
     let opt = |f: fn(&RepeatResult) -> Option<f64>| {
         let v: Vec<f64> = reps.iter().filter_map(f).collect();
@@ -567,11 +577,7 @@ fn placeholder_summary() -> CellSummary {
 }
 
 fn fmt_spread(s: &Spread, digits: usize, ranged: bool) -> String {
-    if ranged && s.max > s.min {
-        format!("{:.digits$} ({:.digits$}–{:.digits$})", s.median, s.min, s.max)
-    } else {
-        format!("{:.digits$}", s.median)
-    }
+    if ranged && s.max > s.min { format!("{:.digits$} ({:.digits$}–{:.digits$})", s.median, s.min, s.max) } else { format!("{:.digits$}", s.median) }
 }
 
 /// The human table: one row per cell, medians (with ranges when repeated).
@@ -596,7 +602,11 @@ pub fn table(cells: &[CellResult]) -> Table {
         let l = |f: fn(&Latency) -> f64, lat: &Option<Latency>| lat.as_ref().map_or("-".into(), |l| format!("{:.2}", f(l)));
         let mut row = vec![human_bytes(c.size_bytes)];
         if multi {
-            row.extend([format!("{} x {}", c.procs, c.concurrency), fmt_spread(&c.summary.throughput_gbps, 2, ranged), fmt_spread(&c.summary.per_process_gbps, 2, false)]);
+            row.extend([
+                format!("{} x {}", c.procs, c.concurrency),
+                fmt_spread(&c.summary.throughput_gbps, 2, ranged),
+                fmt_spread(&c.summary.per_process_gbps, 2, false),
+            ]);
         } else {
             row.extend([c.concurrency.to_string(), fmt_spread(&c.summary.throughput_gbps, 2, ranged)]);
         }
@@ -687,13 +697,18 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             stats.add(&r.store_stats);
         }
     }
-    let verdict_cells = json!(cells.iter().map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency, "procs": c.procs,
+    let verdict_cells = json!(
+        cells
+            .iter()
+            .map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency, "procs": c.procs,
         "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
-        "rdma_share": c.summary.witness_share})).collect::<Vec<_>>());
+        "rdma_share": c.summary.witness_share}))
+            .collect::<Vec<_>>()
+    );
     let params = json!({
         "sizes_bytes": args.sizes, "concurrency": args.concurrency, "procs": args.procs, "objects": args.objects,
         "prefix": args.prefix, "bucket": args.store.bucket,
-        "duration_s": args.run.iters.is_none().then(|| args.run.duration.as_secs_f64()),
+        "duration_s": args.run.iters.is_none().then_some(args.run.duration.as_secs_f64()),
         "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
         "repeats": args.run.repeats, "prepare": prepare,
     });
@@ -705,13 +720,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let gpu = session.gpu.as_ref().map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
     session
         .finish(outcome, || {
-            println!(
-                "fetch over {} ({}), bucket '{}', into {} memory{gpu}",
-                store.backend().name(),
-                store.location(),
-                store.bucket(),
-                dest.name(),
-            );
+            println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.backend().name(), store.location(), store.bucket(), dest.name(),);
             if store.backend() == crate::cli::Backend::Local && !args.store.direct {
                 println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
             }
@@ -739,12 +748,18 @@ mod tests {
 
     #[test]
     fn repeat_summary_computes_rates() {
-        let ops: Vec<OpSample> = (0..4)
-            .map(|_| OpSample { latency: Duration::from_millis(10), ttfb: None, bytes: 500_000_000, path: TransferPath::Local })
-            .collect();
+        let ops: Vec<OpSample> =
+            (0..4).map(|_| OpSample { latency: Duration::from_millis(10), ttfb: None, bytes: 500_000_000, path: TransferPath::Local }).collect();
         let s = SamplerReport {
-            wall_s: 2.0, process_user_s: 0.5, process_sys_s: 0.5, client_cpu_cores: 0.5, host_cpu_cores: 1.0,
-            host_logical_cpus: 2, nic_rx_bytes: 0, nic_tx_bytes: 0, nics: Default::default(),
+            wall_s: 2.0,
+            process_user_s: 0.5,
+            process_sys_s: 0.5,
+            client_cpu_cores: 0.5,
+            host_cpu_cores: 1.0,
+            host_logical_cpus: 2,
+            nic_rx_bytes: 0,
+            nic_tx_bytes: 0,
+            nics: Default::default(),
         };
         let w = witness::judge(witness::Expect::Local, witness::Payload::default(), Err(String::new()), Default::default());
         let one = proc_wire(0, "h", &ops, Duration::from_secs(2), 100.0, &s);

@@ -31,10 +31,15 @@ pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
 /// Latency distribution of a set of operations, milliseconds.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Latency {
+    /// Fastest, milliseconds.
     pub min_ms: f64,
+    /// Median (nearest rank), milliseconds.
     pub p50_ms: f64,
+    /// 90th percentile (nearest rank), milliseconds.
     pub p90_ms: f64,
+    /// 99th percentile (nearest rank), milliseconds.
     pub p99_ms: f64,
+    /// Slowest, milliseconds.
     pub max_ms: f64,
 }
 
@@ -58,7 +63,9 @@ impl Latency {
 pub struct Spread {
     /// Median (mean of the two middle values for an even count).
     pub median: f64,
+    /// Smallest value.
     pub min: f64,
+    /// Largest value.
     pub max: f64,
 }
 
@@ -104,6 +111,45 @@ pub fn host_cores<'a>(per_process: impl IntoIterator<Item = (&'a str, f64)>) -> 
     hosts.values().sum()
 }
 
+/// Refuse to allocate `bytes` of host memory when the host has less available
+/// (sysinfo's available memory): an allocation failure aborts the process, and
+/// the out-of-memory killer gives no message at all.
+///
+/// Errors: [`crate::error::Error::Usage`] naming `what`, both sizes and `fix`.
+pub fn check_host_memory(what: &str, bytes: u64, fix: &str) -> crate::error::Result<()> {
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    let avail = sys.available_memory();
+    if avail > 0 && bytes > avail {
+        return Err(crate::error::Error::Usage(format!("{what} needs {bytes} bytes of host memory and this host has {avail} available: {fix}")));
+    }
+    Ok(())
+}
+
+/// Read `range` of `key` into `buf` (from its start) in `window`-sized ranged
+/// GETs, one after another (never two transfers into one buffer at once:
+/// cuObject registers by address); returns (bytes, GETs).
+///
+/// Errors: the store's, or a short read naming the key and offset.
+pub async fn read_range(
+    store: &dyn crate::store::ObjectStore,
+    key: &str,
+    range: std::ops::Range<u64>,
+    buf: &mut crate::mem::Buffer,
+    window: u64,
+) -> crate::error::Result<(u64, u64)> {
+    let (mut bytes, mut n) = (0, 0);
+    for w in crate::store::chunks(range.clone(), window) {
+        let t = crate::store::read_into_at(store, key, Some(w.clone()), buf, (w.start - range.start) as usize).await?;
+        if t.bytes != w.end - w.start {
+            return Err(crate::error::Error::Runtime(format!("short read of '{key}' at {}: {} of {} bytes", w.start, t.bytes, w.end - w.start)));
+        }
+        bytes += t.bytes;
+        n += 1;
+    }
+    Ok((bytes, n))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,37 +189,4 @@ mod tests {
         assert_eq!(Spread::of([4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
         assert!(Spread::of([]).is_none());
     }
-}
-
-/// Refuse to allocate `bytes` of host memory when the host has less available
-/// (sysinfo's available memory): an allocation failure aborts the process, and
-/// the out-of-memory killer gives no message at all.
-///
-/// Errors: [`crate::error::Error::Usage`] naming `what`, both sizes and `fix`.
-pub fn check_host_memory(what: &str, bytes: u64, fix: &str) -> crate::error::Result<()> {
-    let mut sys = sysinfo::System::new();
-    sys.refresh_memory();
-    let avail = sys.available_memory();
-    if avail > 0 && bytes > avail {
-        return Err(crate::error::Error::Usage(format!("{what} needs {bytes} bytes of host memory and this host has {avail} available: {fix}")));
-    }
-    Ok(())
-}
-
-/// Read `range` of `key` into `buf` (from its start) in `window`-sized ranged
-/// GETs, one after another (never two transfers into one buffer at once:
-/// cuObject registers by address); returns (bytes, GETs).
-///
-/// Errors: the store's, or a short read naming the key and offset.
-pub async fn read_range(store: &dyn crate::store::ObjectStore, key: &str, range: std::ops::Range<u64>, buf: &mut crate::mem::Buffer, window: u64) -> crate::error::Result<(u64, u64)> {
-    let (mut bytes, mut n) = (0, 0);
-    for w in crate::store::chunks(range.clone(), window) {
-        let t = crate::store::read_into_at(store, key, Some(w.clone()), buf, (w.start - range.start) as usize).await?;
-        if t.bytes != w.end - w.start {
-            return Err(crate::error::Error::Runtime(format!("short read of '{key}' at {}: {} of {} bytes", w.start, t.bytes, w.end - w.start)));
-        }
-        bytes += t.bytes;
-        n += 1;
-    }
-    Ok((bytes, n))
 }

@@ -415,8 +415,8 @@ impl Session {
         if !self.is_root() {
             return exit_status(o.failure, false, Verdict::RdmaVerified, "");
         }
-        let (verdict, reason) = witness::worst(o.windows.iter().map(|(l, w)| (l.as_str(), w)))
-            .unwrap_or((Verdict::Unverified, "no timed window ran".to_string()));
+        let (verdict, reason) =
+            witness::worst(o.windows.iter().map(|(l, w)| (l.as_str(), w))).unwrap_or((Verdict::Unverified, "no timed window ran".to_string()));
         let mut rdma_witness = json!({"verdict": verdict, "reason": reason, "config": self.witness.describe()});
         for (k, v) in o.witness_extra {
             rdma_witness[k] = v;

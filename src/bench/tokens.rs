@@ -20,11 +20,11 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::Spread;
+use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::cli::TokensArgs;
 use crate::error::{Error, Result};
 use crate::format::shards::{self, Listed, TokenShard};
 use crate::mem::Buffer;
-use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::ObjectStore;
 use crate::witness::WitnessReport;
@@ -34,12 +34,15 @@ use crate::witness::WitnessReport;
 /// "Scaling Laws for Neural Language Models", forward + backward).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Model {
+    /// Model name (as in the table).
     pub name: &'static str,
+    /// Parameter count (nominal).
     pub params: f64,
 }
 
 /// The models in the "GPUs it could feed" columns (nominal parameter counts).
-pub const MODELS: [Model; 3] = [Model { name: "llama-3-8b", params: 8.0e9 }, Model { name: "llama-3-70b", params: 70.0e9 }, Model { name: "llama-3-405b", params: 405.0e9 }];
+pub const MODELS: [Model; 3] =
+    [Model { name: "llama-3-8b", params: 8.0e9 }, Model { name: "llama-3-70b", params: 70.0e9 }, Model { name: "llama-3-405b", params: 405.0e9 }];
 
 /// Tokens per second one GPU consumes training `model`:
 /// `mfu x peak_tflops x 1e12 / (6 x params)`.
@@ -78,34 +81,55 @@ fn runs_of(shards: &[Listed<TokenShard>], run_bytes: u64) -> Vec<Run> {
 /// Figures of one pass.
 #[derive(Debug, Clone, Serialize)]
 pub struct PassFigures {
+    /// Bytes read.
     pub bytes: u64,
+    /// Tokens read (sequences x seq_len).
     pub tokens: u64,
+    /// Runs (long ranged reads) completed.
     pub runs: u64,
+    /// Batches handed to the consumer.
     pub batches: u64,
+    /// Wall seconds of the timed work.
     pub wall_s: f64,
     /// Seconds the consumer waited for a run to arrive.
     pub fetch_wait_s: f64,
     /// Per batch: wait for its data + simulated compute, milliseconds.
     pub step_ms_median: f64,
+    /// Per batch: 99th percentile of wait + simulated compute, milliseconds.
     pub step_ms_p99: f64,
 }
 
 /// One timed pass with its sampler and witness.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokensRepeat {
+    /// 1-based repeat number.
     pub repeat: u32,
     #[serde(flatten)]
+    /// The pass's raw figures.
     pub figures: PassFigures,
+    /// Tokens per second (int32 ids) over the timed pass.
     pub tokens_per_s: f64,
+    /// Throughput, GB/s (bytes / wall / 1e9).
     pub throughput_gbps: f64,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: f64,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
     pub host_cpu_cores: f64,
+    /// Everything the sampler measured over the window (CPU, NIC bytes).
     pub sampler: SamplerReport,
+    /// This window's witness report (docs/witness.md).
     pub witness: WitnessReport,
 }
 
 /// Read `runs` once through `bufs` (one per worker); see the module doc.
-async fn pass(store: &Arc<dyn ObjectStore>, runs: &Arc<Vec<Run>>, bufs: &mut Vec<Buffer>, window: u64, batch_seqs: u64, compute: Duration) -> Result<PassFigures> {
+async fn pass(
+    store: &Arc<dyn ObjectStore>,
+    runs: &Arc<Vec<Run>>,
+    bufs: &mut Vec<Buffer>,
+    window: u64,
+    batch_seqs: u64,
+    compute: Duration,
+) -> Result<PassFigures> {
     let next = Arc::new(AtomicUsize::new(0));
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, u64, tokio::sync::oneshot::Sender<()>)>(bufs.len());
     let t0 = Instant::now();
@@ -182,7 +206,7 @@ async fn pass(store: &Arc<dyn ObjectStore>, runs: &Arc<Vec<Run>>, bufs: &mut Vec
 
 /// Run `s3rdma tokens`.
 pub async fn run(args: TokensArgs) -> Result<()> {
-    if !(args.mfu > 0.0 && args.mfu <= 1.0) || !(args.gpu_tflops > 0.0 && args.gpu_tflops.is_finite()) {
+    if !(args.mfu > 0.0 && args.mfu <= 1.0 && args.gpu_tflops > 0.0 && args.gpu_tflops.is_finite()) {
         return Err(Error::Usage(format!("--mfu {} must be in (0, 1] and --gpu-tflops {} above 0", args.mfu, args.gpu_tflops)));
     }
     let spec = SessionSpec {
@@ -221,10 +245,9 @@ pub async fn run(args: TokensArgs) -> Result<()> {
     if dest != crate::mem::Dest::Device {
         super::check_host_memory(&format!("{workers} run buffers of {run_cap} bytes"), workers as u64 * run_cap, "lower --fetch-workers or --run-bytes")?;
     }
-    let mut bufs: Vec<Buffer> = (0..workers)
-        .map(|_| s.buffer(run_cap as usize))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", args.fetch_workers, dest.name())))?;
+    let mut bufs: Vec<Buffer> = (0..workers).map(|_| s.buffer(run_cap as usize)).collect::<std::result::Result<_, _>>().map_err(|e| {
+        Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", args.fetch_workers, dest.name()))
+    })?;
     let batch_seqs = args.batch_seqs as u64;
     let warmup = if warm > 0 { Some(pass(&store, &warm_runs, &mut bufs, args.store.window, batch_seqs, Duration::ZERO).await?) } else { None };
     let mut repeats = Vec::new();
@@ -286,7 +309,15 @@ pub async fn run(args: TokensArgs) -> Result<()> {
         let range = |s: &Spread, f: fn(f64) -> String| if s.max > s.min { format!("{} ({}–{})", f(s.median), f(s.min), f(s.max)) } else { f(s.median) };
         let mut t = Table::new();
         t.load_preset(UTF8_FULL_CONDENSED);
-        let mut header = vec!["backend".to_string(), "dest".into(), "tokens/s".into(), "GB/s".into(), "client cores".into(), "fetch wait s".into(), "step ms (median)".into()];
+        let mut header = vec![
+            "backend".to_string(),
+            "dest".into(),
+            "tokens/s".into(),
+            "GB/s".into(),
+            "client cores".into(),
+            "fetch wait s".into(),
+            "step ms (median)".into(),
+        ];
         header.extend(MODELS.iter().map(|m| format!("GPUs of {}", m.name)));
         header.push("witness".into());
         t.set_header(header);
@@ -312,7 +343,13 @@ pub async fn run(args: TokensArgs) -> Result<()> {
             human_bytes(run_cap)
         );
         println!("{t}");
-        println!("GPUs it could feed: per GPU {:.0} tokens/s for {} at MFU {} of {} TFLOPS (6N FLOPs/token)", gpu_tokens_per_s(&MODELS[0], args.gpu_tflops, args.mfu), MODELS[0].name, args.mfu, args.gpu_tflops);
+        println!(
+            "GPUs it could feed: per GPU {:.0} tokens/s for {} at MFU {} of {} TFLOPS (6N FLOPs/token)",
+            gpu_tokens_per_s(&MODELS[0], args.gpu_tflops, args.mfu),
+            MODELS[0].name,
+            args.mfu,
+            args.gpu_tflops
+        );
     })
     .await
 }
@@ -335,26 +372,42 @@ pub struct Feed {
 /// Medians and ranges over repeats.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokensSummary {
+    /// Tokens per second (int32 ids) over the timed pass.
     pub tokens_per_s: Spread,
+    /// Throughput, GB/s (bytes / wall / 1e9).
     pub throughput_gbps: Spread,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: Spread,
+    /// Seconds the consumer waited for data.
     pub fetch_wait_s: Spread,
+    /// Per batch: median of wait + simulated compute, milliseconds.
     pub step_ms_median: Spread,
 }
 
 /// A `tokens` run's `results`.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokensResults {
+    /// Token shards found under the prefix.
     pub shards: usize,
+    /// Shards read in the timed passes (after the warm-up shards).
     pub timed_shards: usize,
+    /// Tokens per sequence.
     pub seq_len: u64,
+    /// Vocabulary size recorded with the shards.
     pub vocab_size: u64,
+    /// True for uniform random ids (`ingest tokens --synthetic`).
     pub synthetic: bool,
+    /// The tokenizer the ids came from, or "synthetic-uniform".
     pub tokenizer: String,
+    /// Bytes one timed pass reads.
     pub timed_bytes: u64,
+    /// The untimed warm-up pass (`None` with `--warmup-shards 0`).
     pub warmup: Option<PassFigures>,
+    /// Every timed repeat's figures.
     pub repeats: Vec<TokensRepeat>,
+    /// Median and range over the repeats.
     pub summary: TokensSummary,
+    /// GPUs of each model the median token rate could feed.
     pub gpus_it_could_feed: Vec<Feed>,
 }
 
@@ -389,7 +442,16 @@ mod tests {
 
     #[test]
     fn runs_split_shards_in_whole_sequences() {
-        let meta = TokenShard { sequences: 10, seq_len: 4, dtype: "int32".into(), bytes_per_token: 4, vocab_size: 9, tokenizer: "t".into(), synthetic: true, separator: None };
+        let meta = TokenShard {
+            sequences: 10,
+            seq_len: 4,
+            dtype: "int32".into(),
+            bytes_per_token: 4,
+            vocab_size: 9,
+            tokenizer: "t".into(),
+            synthetic: true,
+            separator: None,
+        };
         let listed = vec![Listed { data_key: "a.bin".into(), sidecar_key: "a.json".into(), meta }];
         // 16-byte sequences, 40-byte runs -> 2 sequences each.
         let runs = runs_of(&listed, 40);

@@ -36,11 +36,11 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::Spread;
+use super::session::{Direction, OpenWindow, Outcome, Session, SessionSpec, World};
 use crate::cli::{Backend, DEFAULT_LOCAL_ROOT, JpegFetch, Layout, TrainArgs};
 use crate::error::{Error, Result};
 use crate::format::shards::{self, JpegIndex, Listed, RawShard};
 use crate::mem::{Buffer, Dest, Gpu};
-use super::session::{Direction, OpenWindow, Outcome, Session, SessionSpec, World};
 use crate::sampler::Sampler;
 use crate::store::{self, ObjectStore};
 use crate::witness::WitnessReport;
@@ -73,13 +73,28 @@ impl Drop for Pooled {
 /// Where a batch's pixels are.
 pub enum Pixels {
     /// Raw layout: `indices` of the N x H x W x 3 shard in `shard`.
-    Shard { shard: Arc<Pooled>, samples: u64, height: u64, width: u64, indices: Vec<u32> },
+    Shard {
+        /// The shard's bytes (N x H x W x 3 uint8), shared by the batches cut from it.
+        shard: Arc<Pooled>,
+        /// Images in the shard (N).
+        samples: u64,
+        /// Image height, pixels.
+        height: u64,
+        /// Image width, pixels.
+        width: u64,
+        /// Which images of the shard form this batch.
+        indices: Vec<u32>,
+    },
     /// Jpeg layout: B x crop x crop x 3, already cropped and flipped, in host or pinned memory.
-    Staged { batch: Pooled },
+    Staged {
+        /// The batch's cropped pixels.
+        batch: Pooled,
+    },
 }
 
 /// One batch handed to the training loop.
 pub struct Batch {
+    /// The batch's pixels.
     pub pixels: Pixels,
     /// Class of each sample.
     pub labels: Vec<i64>,
@@ -156,7 +171,10 @@ fn start_raw(ctx: Arc<LoaderCtx>, mine: Vec<Listed<RawShard>>, bufs: Vec<Buffer>
                     let slot = Arc::new(Pooled { buf: Some(buf), home: home.clone() });
                     for idx in order.chunks_exact(ctx.batch) {
                         let labels = idx.iter().map(|&i| m.labels[i as usize] as i64).collect();
-                        let b = Batch { pixels: Pixels::Shard { shard: slot.clone(), samples: m.samples, height: m.height, width: m.width, indices: idx.to_vec() }, labels };
+                        let b = Batch {
+                            pixels: Pixels::Shard { shard: slot.clone(), samples: m.samples, height: m.height, width: m.width, indices: idx.to_vec() },
+                            labels,
+                        };
                         if tx.send(Ok(b)).await.is_err() {
                             return;
                         }
@@ -174,7 +192,8 @@ pub fn decode_crop(jpeg: &[u8], crop: u32, rng: &mut SmallRng, out: &mut [u8]) -
     let img = image::load_from_memory_with_format(jpeg, image::ImageFormat::Jpeg).map_err(|e| e.to_string())?.to_rgb8();
     let (w, h) = img.dimensions();
     let s = JPEG_RESIZE.max(crop);
-    let (nw, nh) = if w <= h { (s, ((h as u64 * s as u64) / w as u64).max(s as u64) as u32) } else { (((w as u64 * s as u64) / h as u64).max(s as u64) as u32, s) };
+    let (nw, nh) =
+        if w <= h { (s, ((h as u64 * s as u64) / w as u64).max(s as u64) as u32) } else { (((w as u64 * s as u64) / h as u64).max(s as u64) as u32, s) };
     let img = image::imageops::resize(&img, nw, nh, image::imageops::FilterType::Triangle);
     let (x0, y0) = (rng.random_range(0..=nw - crop), rng.random_range(0..=nh - crop));
     let flip = rng.random_bool(0.5);
@@ -194,7 +213,16 @@ pub fn decode_crop(jpeg: &[u8], crop: u32, rng: &mut SmallRng, out: &mut [u8]) -
 /// in preparation at once; samples come by ranged GET (`Sample`) or out of
 /// whole shards held in host memory (`Shard`).
 #[allow(clippy::too_many_arguments)]
-fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buffer>, fetch: JpegFetch, sample_gets: usize, decode: Arc<rayon::ThreadPool>, crop: u32, tx: mpsc::Sender<Result<Batch>>) -> Vec<tokio::task::JoinHandle<()>> {
+fn start_jpeg(
+    ctx: Arc<LoaderCtx>,
+    mine: Vec<Listed<JpegIndex>>,
+    slots: Vec<Buffer>,
+    fetch: JpegFetch,
+    sample_gets: usize,
+    decode: Arc<rayon::ThreadPool>,
+    crop: u32,
+    tx: mpsc::Sender<Result<Batch>>,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let (home, mut free) = mpsc::unbounded_channel();
     for b in slots {
         let _ = home.send(b);
@@ -254,7 +282,14 @@ fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buff
                         pos = 0;
                         shard_cache = Some((s, Arc::new(b)));
                         if order.len() < ctx.batch {
-                            let _ = tx.send(Err(Error::Usage(format!("jpeg shard '{}' holds {} samples, fewer than --batch-size {}: use --jpeg-fetch sample or a smaller --batch-size", mine[s].data_key, order.len(), ctx.batch)))).await;
+                            let _ = tx
+                                .send(Err(Error::Usage(format!(
+                                    "jpeg shard '{}' holds {} samples, fewer than --batch-size {}: use --jpeg-fetch sample or a smaller --batch-size",
+                                    mine[s].data_key,
+                                    order.len(),
+                                    ctx.batch
+                                ))))
+                                .await;
                             return;
                         }
                     }
@@ -263,7 +298,8 @@ fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buff
                 }
             };
             ticket += 1;
-            let (ctx, mine, gets, decode, tx, home, cache) = (ctx.clone(), mine.clone(), gets.clone(), decode.clone(), tx.clone(), home.clone(), shard_cache.clone());
+            let (ctx, mine, gets, decode, tx, home, cache) =
+                (ctx.clone(), mine.clone(), gets.clone(), decode.clone(), tx.clone(), home.clone(), shard_cache.clone());
             let batch_seed = ctx.seed ^ ticket.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             tokio::spawn(async move {
                 // Fetch every sample's JPEG bytes.
@@ -339,7 +375,9 @@ fn start_jpeg(ctx: Arc<LoaderCtx>, mine: Vec<Listed<JpegIndex>>, slots: Vec<Buff
                     }
                 };
                 let batch = Pooled { buf: Some(slot), home };
-                let msg = r.map(|_| Batch { pixels: Pixels::Staged { batch }, labels }).map_err(|e| Error::Runtime(format!("{e}: rebuild the shard with `s3rdma ingest jpeg`")));
+                let msg = r
+                    .map(|_| Batch { pixels: Pixels::Staged { batch }, labels })
+                    .map_err(|e| Error::Runtime(format!("{e}: rebuild the shard with `s3rdma ingest jpeg`")));
                 let _ = tx.send(msg).await;
             });
         }
@@ -376,41 +414,60 @@ pub struct StepTimes {
     pub augment_s: f64,
     /// Forward, backward, optimizer step, synchronised.
     pub compute_s: f64,
+    /// Seconds of the whole step (wait + h2d + augment + compute).
     pub step_s: f64,
 }
 
 /// What the training loop measured over one repeat's timed steps.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct LoopFigures {
+    /// Timed steps.
     pub steps: u32,
+    /// Images consumed (steps x batch size).
     pub images: u64,
+    /// Wall seconds of the timed work.
     pub wall_s: f64,
+    /// Images per second.
     pub images_per_s: f64,
+    /// Median step seconds.
     pub step_s_median: f64,
+    /// 99th percentile step seconds.
     pub step_s_p99: f64,
     /// Sums over the timed steps.
     pub fetch_wait_s: f64,
+    /// Seconds copying batches host to device.
     pub h2d_s: f64,
+    /// Seconds cropping and flipping on the device.
     pub augment_s: f64,
+    /// Seconds of forward, backward and optimizer step.
     pub compute_s: f64,
     /// Mean loss of the first and last min(10, steps) steps of this repeat (None without a model).
     pub loss_first: Option<f64>,
+    /// Mean loss of the last 10 steps (`None` without a model).
     pub loss_last: Option<f64>,
 }
 
 /// One rank's figures of one repeat.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RankRepeat {
+    /// Rank of the process these figures come from.
     pub rank: usize,
+    /// Host name of that process.
     pub host: String,
     #[serde(flatten)]
+    /// Its training-loop figures.
     pub figures: LoopFigures,
     /// Loader: bytes read and GETs in the window, thread-seconds fetching and decoding.
     pub read_bytes: u64,
+    /// GETs issued.
     pub gets: u64,
+    /// Thread-seconds the loader spent reading.
     pub fetch_thread_s: f64,
+    /// Thread-seconds spent decoding JPEGs.
     pub decode_thread_s: f64,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: f64,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
     pub host_cpu_cores: f64,
 }
 
@@ -447,7 +504,14 @@ impl Stepper for LoaderOnly {
 /// The training loop: `warmup` untimed then `steps` timed steps per repeat;
 /// `at_window(rep, start)` is called around each repeat's timed steps (barriers,
 /// witness, sampler), returning what the caller measured there.
-fn train_loop<W>(rx: &mut mpsc::Receiver<Result<Batch>>, stepper: &mut dyn Stepper, warmup: u32, steps: u32, repeats: u32, mut at_window: impl FnMut(u32, bool) -> Result<Option<W>>) -> Result<Vec<(LoopFigures, W, Vec<f64>)>> {
+fn train_loop<W>(
+    rx: &mut mpsc::Receiver<Result<Batch>>,
+    stepper: &mut dyn Stepper,
+    warmup: u32,
+    steps: u32,
+    repeats: u32,
+    mut at_window: impl FnMut(u32, bool) -> Result<Option<W>>,
+) -> Result<Vec<(LoopFigures, W, Vec<f64>)>> {
     let mut out = Vec::new();
     for rep in 1..=repeats {
         let mut times = Vec::with_capacity(steps as usize);
@@ -567,9 +631,18 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let crop = args.crop;
     let counters = Arc::new(LoaderCounters::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let ctx = Arc::new(LoaderCtx { store: store.clone(), counters: counters.clone(), stop: stop.clone(), batch, window: args.store.window, seed: args.seed ^ (me.rank as u64) << 48 });
+    let ctx = Arc::new(LoaderCtx {
+        store: store.clone(),
+        counters: counters.clone(),
+        stop: stop.clone(),
+        batch,
+        window: args.store.window,
+        seed: args.seed ^ (me.rank as u64) << 48,
+    });
     let (tx, mut rx) = mpsc::channel::<Result<Batch>>(args.prefetch_batches.max(2) as usize * 4);
-    let alloc_err = |what: &str, n: usize, e: String| Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower --fetch-workers/--prefetch-batches/--batch-size", dest.name()));
+    let alloc_err = |what: &str, n: usize, e: String| {
+        Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower --fetch-workers/--prefetch-batches/--batch-size", dest.name()))
+    };
     let (classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads);
     match args.layout {
         Layout::Raw => {
@@ -578,23 +651,36 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             classes = listed.iter().flat_map(|l| l.meta.labels.iter()).max().map_or(1, |&m| m as i64 + 1).max(l_classes(&listed));
             let (h, w) = (listed[0].meta.height, listed[0].meta.width);
             if let Some(l) = listed.iter().find(|l| l.meta.height != h || l.meta.width != w) {
-                return Err(Error::Runtime(format!("'{}' holds {}x{} images, the first shard {h}x{w}: one size per --prefix", l.sidecar_key, l.meta.width, l.meta.height)));
+                return Err(Error::Runtime(format!(
+                    "'{}' holds {}x{} images, the first shard {h}x{w}: one size per --prefix",
+                    l.sidecar_key, l.meta.width, l.meta.height
+                )));
             }
             if (crop as u64) > h.min(w) {
                 return Err(Error::Usage(format!("--crop {crop} is larger than the {w}x{h} images under '{prefix}': lower --crop")));
             }
             let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();
             if mine.is_empty() {
-                return Err(Error::Usage(format!("{shards_total} raw shard(s) for {} ranks: every rank needs a shard; ingest more shards (--samples-per-shard) or use fewer ranks", me.world)));
+                return Err(Error::Usage(format!(
+                    "{shards_total} raw shard(s) for {} ranks: every rank needs a shard; ingest more shards (--samples-per-shard) or use fewer ranks",
+                    me.world
+                )));
             }
             if let Some(l) = mine.iter().find(|l| l.meta.samples < batch as u64) {
-                return Err(Error::Usage(format!("raw shard '{}' holds {} samples, fewer than --batch-size {batch}: lower --batch-size or ingest with more --samples-per-shard", l.data_key, l.meta.samples)));
+                return Err(Error::Usage(format!(
+                    "raw shard '{}' holds {} samples, fewer than --batch-size {batch}: lower --batch-size or ingest with more --samples-per-shard",
+                    l.data_key, l.meta.samples
+                )));
             }
             shards_mine = mine.len();
             samples_mine = mine.iter().map(|l| l.meta.samples).sum::<u64>();
             let cap = mine.iter().map(|l| l.meta.data_bytes()).max().expect("non-empty") as usize;
             if dest != Dest::Device {
-                super::check_host_memory(&format!("{} shard buffers of {cap} bytes", args.fetch_workers), args.fetch_workers as u64 * cap as u64, "lower --fetch-workers")?;
+                super::check_host_memory(
+                    &format!("{} shard buffers of {cap} bytes", args.fetch_workers),
+                    args.fetch_workers as u64 * cap as u64,
+                    "lower --fetch-workers",
+                )?;
             }
             let bufs = (0..args.fetch_workers).map(|_| session.buffer(cap).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;
             device_batch = None;
@@ -607,23 +693,37 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             classes = listed.iter().flat_map(|l| l.meta.samples.iter().map(|s| s.label)).max().map_or(1, |m| m as i64 + 1);
             let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();
             if mine.is_empty() {
-                return Err(Error::Usage(format!("{shards_total} jpeg shard(s) for {} ranks: every rank needs a shard; ingest more shards or use fewer ranks", me.world)));
+                return Err(Error::Usage(format!(
+                    "{shards_total} jpeg shard(s) for {} ranks: every rank needs a shard; ingest more shards or use fewer ranks",
+                    me.world
+                )));
             }
             shards_mine = mine.len();
             samples_mine = mine.iter().map(|l| l.meta.samples.len() as u64).sum();
             let per = batch * (crop * crop * 3) as usize;
 
             let slot = |_| match (&gpu, dest) {
-                (Some(g), Dest::Device | Dest::Pinned) => crate::mem::PinnedBuffer::new(g, per).map(Buffer::Pinned).map_err(|e| alloc_err("a pinned batch buffer", per, e)),
+                (Some(g), Dest::Device | Dest::Pinned) => {
+                    crate::mem::PinnedBuffer::new(g, per).map(Buffer::Pinned).map_err(|e| alloc_err("a pinned batch buffer", per, e))
+                }
                 _ => Ok(Buffer::host(per)),
             };
             let slots = (0..args.prefetch_batches).map(slot).collect::<Result<Vec<_>>>()?;
             device_batch = match (&gpu, dest) {
-                (Some(g), Dest::Device) => Some(Buffer::Device(crate::mem::DeviceBuffer::new(g, per, 0, 0).map_err(|e| alloc_err("the device batch buffer", per, e))?)),
+                (Some(g), Dest::Device) => {
+                    Some(Buffer::Device(crate::mem::DeviceBuffer::new(g, per, 0, 0).map_err(|e| alloc_err("the device batch buffer", per, e))?))
+                }
                 _ => None,
             };
-            decode_threads = args.decode_threads.map_or_else(|| (std::thread::available_parallelism().map_or(1, |n| n.get()) / me.world).max(1), |n| n as usize);
-            let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(decode_threads).thread_name(|i| format!("decode-{i}")).build().map_err(|e| Error::Runtime(format!("cannot start decode threads: {e}")))?);
+            decode_threads =
+                args.decode_threads.map_or_else(|| (std::thread::available_parallelism().map_or(1, |n| n.get()) / me.world).max(1), |n| n as usize);
+            let pool = Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(decode_threads)
+                    .thread_name(|i| format!("decode-{i}"))
+                    .build()
+                    .map_err(|e| Error::Runtime(format!("cannot start decode threads: {e}")))?,
+            );
             handles = start_jpeg(ctx.clone(), mine, slots, args.jpeg_fetch, args.sample_gets as usize, pool, crop, tx);
         }
     }
@@ -633,7 +733,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let (targs, tsession, tcounters, tgpu) = (args.clone(), session.clone(), counters.clone(), gpu.clone());
     let trainer = std::thread::Builder::new()
         .name("train-loop".into())
-        .spawn(move || -> Result<(Vec<(LoopFigures, WindowFigures, Vec<f64>)>, serde_json::Value)> {
+        .spawn(move || -> Result<(Vec<RepeatOutput>, serde_json::Value)> {
             let mut stepper: Box<dyn Stepper> = make_stepper(&targs, tgpu.as_ref(), dest, classes, device_batch)?;
             let desc = stepper.describe();
             let mut open: Option<(OpenWindow, Sampler, [u64; 4])> = None;
@@ -720,6 +820,9 @@ fn make_stepper(args: &TrainArgs, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i
     Ok(Box::new(super::train_model::Trainer::new(args, gpu, dest, classes, device_batch)?))
 }
 
+/// One timed repeat on this rank: its loop figures, its window's figures and its losses.
+type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
+
 /// Aggregate the ranks' figures per repeat and finish the session (rank 0 writes the record).
 async fn finish(
     session: &Session,
@@ -757,8 +860,18 @@ async fn finish(
         })
         .collect();
     let pick = |k: &str| Spread::of(reps.iter().filter_map(|r| r[k].as_f64())).unwrap_or_default();
-    let (wall, ips, step, wait, h2d, aug, comp, cores, host_cores, gbps) =
-        (pick("wall_s"), pick("images_per_s"), pick("step_s_median"), pick("fetch_wait_s"), pick("h2d_s"), pick("augment_s"), pick("compute_s"), pick("client_cpu_cores"), pick("host_cpu_cores"), pick("read_gbps"));
+    let (wall, ips, step, wait, h2d, aug, comp, cores, host_cores, gbps) = (
+        pick("wall_s"),
+        pick("images_per_s"),
+        pick("step_s_median"),
+        pick("fetch_wait_s"),
+        pick("h2d_s"),
+        pick("augment_s"),
+        pick("compute_s"),
+        pick("client_cpu_cores"),
+        pick("host_cpu_cores"),
+        pick("read_gbps"),
+    );
     let worst = witnesses.iter().min_by_key(|w| w.verdict).cloned();
     let loss_first = losses.first().and_then(|l| (!l.is_empty()).then(|| l.iter().take(10).sum::<f64>() / l.len().min(10) as f64));
     let loss_last = losses.last().and_then(|l| (!l.is_empty()).then(|| l.iter().rev().take(10).sum::<f64>() / l.len().min(10) as f64));
@@ -774,43 +887,60 @@ async fn finish(
     let store = &session.store;
     session
         .finish(Outcome::new(params, results, windows), || {
-    let r = |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["layout", "backend", "ranks", "steps", "seconds", "images/s", "step s (median)", "fetch wait s", "h2d s", "augment s", "compute s", "read GB/s", "host cores", "loss first→last", "witness"]);
-    t.add_row([
-        format!("{:?}", args.layout).to_lowercase(),
-        store.backend().name().to_string(),
-        world.to_string(),
-        args.steps.to_string(),
-        r(&wall, 2),
-        r(&ips, 0),
-        format!("{:.4}", step.median),
-        format!("{:.2}", wait.median),
-        format!("{:.2}", h2d.median),
-        format!("{:.2}", aug.median),
-        format!("{:.2}", comp.median),
-        format!("{:.2}", gbps.median),
-        format!("{:.1}", host_cores.median),
-        match (loss_first, loss_last) {
-            (Some(a), Some(b)) => format!("{a:.3}→{b:.3}"),
-            _ => "-".into(),
-        },
-        worst.as_ref().map_or("-".into(), |w| w.verdict.as_str().to_string()),
-    ]);
-    println!(
-        "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
-        if args.loader_only { " --loader-only" } else { "" },
-        format!("{:?}", args.layout).to_lowercase(),
-        store.backend().name(),
-        store.location(),
-        args.batch_size,
-        world,
-        args.steps,
-        args.warmup,
-        args.repeats
-    );
-    println!("{t}");
+            let r =
+                |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header([
+                "layout",
+                "backend",
+                "ranks",
+                "steps",
+                "seconds",
+                "images/s",
+                "step s (median)",
+                "fetch wait s",
+                "h2d s",
+                "augment s",
+                "compute s",
+                "read GB/s",
+                "host cores",
+                "loss first→last",
+                "witness",
+            ]);
+            t.add_row([
+                format!("{:?}", args.layout).to_lowercase(),
+                store.backend().name().to_string(),
+                world.to_string(),
+                args.steps.to_string(),
+                r(&wall, 2),
+                r(&ips, 0),
+                format!("{:.4}", step.median),
+                format!("{:.2}", wait.median),
+                format!("{:.2}", h2d.median),
+                format!("{:.2}", aug.median),
+                format!("{:.2}", comp.median),
+                format!("{:.2}", gbps.median),
+                format!("{:.1}", host_cores.median),
+                match (loss_first, loss_last) {
+                    (Some(a), Some(b)) => format!("{a:.3}→{b:.3}"),
+                    _ => "-".into(),
+                },
+                worst.as_ref().map_or("-".into(), |w| w.verdict.as_str().to_string()),
+            ]);
+            println!(
+                "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
+                if args.loader_only { " --loader-only" } else { "" },
+                format!("{:?}", args.layout).to_lowercase(),
+                store.backend().name(),
+                store.location(),
+                args.batch_size,
+                world,
+                args.steps,
+                args.warmup,
+                args.repeats
+            );
+            println!("{t}");
         })
         .await
 }

@@ -26,8 +26,11 @@ use crate::witness::{Payload, Verdict, Witness, WitnessReport};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Status {
+    /// The check passed.
     Pass,
+    /// Worth a look; the run goes on.
     Warn,
+    /// The check failed: the result cannot pass.
     Fail,
     /// Does not apply to this backend.
     Skip,
@@ -38,6 +41,7 @@ pub enum Status {
 pub struct Step {
     /// Step number (1-6).
     pub step: u32,
+    /// PASS, WARN, FAIL or SKIP.
     pub status: Status,
     /// What was checked and what was found.
     pub text: String,
@@ -75,8 +79,7 @@ impl Steps {
 /// `rdma_dev_addr_list` of a cufile.json (comments allowed, as NVIDIA ships it).
 /// `Ok(None)` when the key is absent.
 pub fn cufile_rdma_addrs(text: &str) -> std::result::Result<Option<Vec<String>>, String> {
-    let v: serde_json::Value = serde_json::from_reader(json_comments::StripComments::new(text.as_bytes()))
-        .map_err(|e| format!("not valid JSON: {e}"))?;
+    let v: serde_json::Value = serde_json::from_reader(json_comments::StripComments::new(text.as_bytes())).map_err(|e| format!("not valid JSON: {e}"))?;
     let list = v.pointer("/properties/rdma_dev_addr_list").or_else(|| v.get("rdma_dev_addr_list"));
     Ok(list.and_then(|l| l.as_array()).map(|a| a.iter().filter_map(|x| x.as_str().map(String::from)).collect()))
 }
@@ -86,20 +89,17 @@ fn check_environment(s: &mut Steps, backend: Backend, ib_root: &Path) -> bool {
     let rdma_note = if not_rdma { " (needed only for GPU-Direct RDMA)" } else { "" };
     let gpu = match mem::cuda_probe() {
         Ok(info) => {
-            let names: Vec<String> =
-                info.devices.iter().map(|(n, m)| format!("{n} ({:.0} GB)", *m as f64 / 1e9)).collect();
-            s.add(
-                1,
-                Status::Pass,
-                format!("CUDA driver {}.{}, GPUs: {}", info.driver_version / 1000, info.driver_version % 1000 / 10, names.join(", ")),
-                None,
-            );
+            let names: Vec<String> = info.devices.iter().map(|(n, m)| format!("{n} ({:.0} GB)", *m as f64 / 1e9)).collect();
+            s.add(1, Status::Pass, format!("CUDA driver {}.{}, GPUs: {}", info.driver_version / 1000, info.driver_version % 1000 / 10, names.join(", ")), None);
             true
         }
         Err(e) => {
-            s.add(1, Status::Warn, format!("no usable GPU: {e}: host-memory mode only"), Some(
-                "install the NVIDIA driver; GPU-Direct RDMA engages only when the destination is CUDA device memory".into(),
-            ));
+            s.add(
+                1,
+                Status::Warn,
+                format!("no usable GPU: {e}: host-memory mode only"),
+                Some("install the NVIDIA driver; GPU-Direct RDMA engages only when the destination is CUDA device memory".into()),
+            );
             false
         }
     };
@@ -109,42 +109,56 @@ fn check_environment(s: &mut Steps, backend: Backend, ib_root: &Path) -> bool {
     } else {
         s.add(1, Status::Warn, format!("nvidia_peermem is not loaded{rdma_note}"), Some("modprobe nvidia_peermem".into()));
     }
-    let devs: Vec<String> = std::fs::read_dir(ib_root)
-        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default();
+    let devs: Vec<String> =
+        std::fs::read_dir(ib_root).map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()).unwrap_or_default();
     if devs.is_empty() {
-        s.add(1, Status::Warn, format!("no RDMA devices under {}{rdma_note}", ib_root.display()), Some(
-            "install the NIC driver (MLNX_OFED / rdma-core) and check `ibv_devinfo` shows a port in PORT_ACTIVE".into(),
-        ));
+        s.add(
+            1,
+            Status::Warn,
+            format!("no RDMA devices under {}{rdma_note}", ib_root.display()),
+            Some("install the NIC driver (MLNX_OFED / rdma-core) and check `ibv_devinfo` shows a port in PORT_ACTIVE".into()),
+        );
     } else {
         s.add(1, Status::Pass, format!("RDMA devices: {}", devs.join(", ")), None);
     }
     let cufile = std::env::var("CUFILE_ENV_PATH_JSON").unwrap_or_else(|_| "/etc/cufile.json".into());
     match std::fs::read_to_string(&cufile).map_err(|e| e.to_string()).and_then(|t| cufile_rdma_addrs(&t)) {
         Ok(Some(list)) if !list.is_empty() => s.add(1, Status::Pass, format!("{cufile}: rdma_dev_addr_list = {list:?}"), None),
-        Ok(_) => s.add(1, Status::Warn, format!("{cufile}: rdma_dev_addr_list is empty or absent{rdma_note}"), Some(
-            "list your RDMA NIC addresses there: with an empty list buffer registration fails and the SDK falls back to TCP silently".into(),
-        )),
-        Err(e) => s.add(1, Status::Warn, format!("{cufile}: {e}{rdma_note}"), Some(
-            "create it (or point CUFILE_ENV_PATH_JSON at one) with properties.rdma_dev_addr_list set to your RDMA NIC addresses".into(),
-        )),
+        Ok(_) => s.add(
+            1,
+            Status::Warn,
+            format!("{cufile}: rdma_dev_addr_list is empty or absent{rdma_note}"),
+            Some("list your RDMA NIC addresses there: with an empty list buffer registration fails and the SDK falls back to TCP silently".into()),
+        ),
+        Err(e) => s.add(
+            1,
+            Status::Warn,
+            format!("{cufile}: {e}{rdma_note}"),
+            Some("create it (or point CUFILE_ENV_PATH_JSON at one) with properties.rdma_dev_addr_list set to your RDMA NIC addresses".into()),
+        ),
     }
     // SAFETY: loading libcufile runs its initialisers only; nothing is called.
     match unsafe { libloading::Library::new("libcufile.so.0") } {
         Ok(lib) => {
             let path = crate::store::rdma::ffi::loaded_path("libcufile").unwrap_or_else(|| "libcufile.so.0".into());
             if path.contains("site-packages") || path.contains("torch") {
-                s.add(1, Status::Warn, format!("libcufile loads first from {path}"), Some(
-                    "PyTorch bundles cuFile 1.15 and cuObject needs >= 1.18 under the same SONAME: LD_PRELOAD the newer libcufile".into(),
-                ));
+                s.add(
+                    1,
+                    Status::Warn,
+                    format!("libcufile loads first from {path}"),
+                    Some("PyTorch bundles cuFile 1.15 and cuObject needs >= 1.18 under the same SONAME: LD_PRELOAD the newer libcufile".into()),
+                );
             } else {
                 s.add(1, Status::Pass, format!("libcufile loads first from {path}"), None);
             }
             drop(lib);
         }
-        Err(_) => s.add(1, Status::Warn, format!("libcufile.so.0 not found on the library path{rdma_note}"), Some(
-            "install the CUDA toolkit's cuFile (GDS) package, version 1.18 or newer".into(),
-        )),
+        Err(_) => s.add(
+            1,
+            Status::Warn,
+            format!("libcufile.so.0 not found on the library path{rdma_note}"),
+            Some("install the CUDA toolkit's cuFile (GDS) package, version 1.18 or newer".into()),
+        ),
     }
     gpu
 }
@@ -215,7 +229,8 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
             true
         }
         Err(e) => {
-            let fix = if backend == Backend::Local { "fix --root or --bucket, or pass --prepare" } else { "fix the endpoint, credentials or bucket named above" };
+            let fix =
+                if backend == Backend::Local { "fix --root or --bucket, or pass --prepare" } else { "fix the endpoint, credentials or bucket named above" };
             s.add(2, Status::Fail, Error::Store(e).to_string(), Some(fix.into()));
             false
         }
@@ -231,12 +246,18 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
             let rdma_series = !probe.counters.rdma_series.is_empty() || probe.counters.rdma_read_bytes.is_some();
             match (readable, rdma_series) {
                 (true, true) => s.add(3, Status::Pass, "metrics reachable, RDMA counters present", None),
-                (true, false) => s.add(3, Status::Warn, "metrics reachable, no minio_api_rdma_* counters yet", Some(
-                    "an AIStor RDMA build creates them on first RDMA transfer; plain MinIO has none".into(),
-                )),
-                (false, _) => s.add(3, Status::Warn, format!("metrics unreadable: {}", probe.reason), Some(
-                    "pass --metrics-token or --metrics-url, or set MINIO_PROMETHEUS_AUTH_TYPE=public on the server".into(),
-                )),
+                (true, false) => s.add(
+                    3,
+                    Status::Warn,
+                    "metrics reachable, no minio_api_rdma_* counters yet",
+                    Some("an AIStor RDMA build creates them on first RDMA transfer; plain MinIO has none".into()),
+                ),
+                (false, _) => s.add(
+                    3,
+                    Status::Warn,
+                    format!("metrics unreadable: {}", probe.reason),
+                    Some("pass --metrics-token or --metrics-url, or set MINIO_PROMETHEUS_AUTH_TYPE=public on the server".into()),
+                ),
             }
         }
 
@@ -255,8 +276,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
                 } else {
                     format!("; server RDMA write delta {}", delta_text(r.counters.rdma_write_bytes, r.counters.rdma_write_ops))
                 };
-                let text =
-                    format!("PUT {} B from {mem_kind}{server}; witness {} ({})", t.bytes, r.verdict.as_str(), r.reason);
+                let text = format!("PUT {} B from {mem_kind}{server}; witness {} ({})", t.bytes, r.verdict.as_str(), r.reason);
                 // On an rdma run a PUT the server did not account as RDMA is not a pass.
                 if backend == Backend::Rdma && r.verdict != Verdict::RdmaVerified {
                     s.add(4, Status::Warn, text, Some("the PUT completed but RDMA did not carry it: see RESULT".into()));
@@ -296,7 +316,12 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
                     } else if ok {
                         s.add(5, Status::Pass, text, None);
                     } else {
-                        s.add(5, Status::Fail, text, Some("the store returned different bytes than were written: check the server and any proxy in between".into()));
+                        s.add(
+                            5,
+                            Status::Fail,
+                            text,
+                            Some("the store returned different bytes than were written: check the server and any proxy in between".into()),
+                        );
                     }
                     get_report = Some(r);
                 }

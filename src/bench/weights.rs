@@ -18,11 +18,11 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::Spread;
+use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::cli::{Backend, Baseline, WeightsArgs};
 use crate::error::{Error, Result};
 use crate::format::weights::{self, ShardLayout};
 use crate::mem::{Buffer, Dest};
-use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore};
 use crate::witness::WitnessReport;
@@ -30,22 +30,34 @@ use crate::witness::WitnessReport;
 /// One timed load.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadRepeat {
+    /// 1-based repeat number.
     pub repeat: u32,
+    /// Bytes of every shard's data blob (what a load reads).
     pub bytes: u64,
+    /// Wall seconds of the timed work.
     pub wall_s: f64,
+    /// Throughput, GB/s (bytes / wall / 1e9).
     pub throughput_gbps: f64,
+    /// Ranged reads (windows) issued.
     pub windows: u64,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: f64,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
     pub host_cpu_cores: f64,
+    /// Everything the sampler measured over the window (CPU, NIC bytes).
     pub sampler: SamplerReport,
+    /// This window's witness report (docs/witness.md).
     pub witness: WitnessReport,
 }
 
 /// What `--verify` found.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Verified {
+    /// True when every tensor matched.
     pub ok: bool,
+    /// Tensors compared.
     pub tensors_checked: usize,
+    /// Names of the tensors that differ.
     pub mismatched: Vec<String>,
     /// How the reference bytes were read.
     pub reference: String,
@@ -98,8 +110,8 @@ async fn verify(store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &[Buffer]
         let mut b = Buffer::host(shard.object_bytes as usize);
         store.get_into(&shard.key, None, &mut b).await?;
         let file = b.as_host().expect("host");
-        let st = safetensors::SafeTensors::deserialize(file)
-            .map_err(|e| Error::Runtime(format!("--verify: the safetensors crate rejects '{}': {e}", shard.key)))?;
+        let st =
+            safetensors::SafeTensors::deserialize(file).map_err(|e| Error::Runtime(format!("--verify: the safetensors crate rejects '{}': {e}", shard.key)))?;
         let ours: Vec<u8> = match buf {
             Buffer::Device(d) => {
                 let mut v = vec![0u8; shard.data_bytes() as usize];
@@ -114,9 +126,7 @@ async fn verify(store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &[Buffer]
         for t in &shard.tensors {
             checked += 1;
             let same = st.tensor(&t.name).is_ok_and(|r| {
-                r.shape() == t.shape.as_slice()
-                    && format!("{:?}", r.dtype()) == t.dtype
-                    && r.data() == &ours[t.offset as usize..(t.offset + t.nbytes) as usize]
+                r.shape() == t.shape.as_slice() && format!("{:?}", r.dtype()) == t.dtype && r.data() == &ours[t.offset as usize..(t.offset + t.nbytes) as usize]
             });
             if !same {
                 mismatched.push(t.name.clone());
@@ -129,13 +139,19 @@ async fn verify(store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &[Buffer]
 /// One baseline's timing.
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineRun {
+    /// Which baseline.
     pub baseline: Baseline,
+    /// Bytes of every shard's data blob (what a load reads).
     pub bytes: u64,
     /// Download (when part of it) plus load.
     pub wall_s: f64,
+    /// Seconds downloading every shard to local files (download-then-load).
     pub download_s: f64,
+    /// Seconds loading from the local copy.
     pub load_s: f64,
+    /// Throughput, GB/s (bytes / wall / 1e9).
     pub throughput_gbps: f64,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: f64,
 }
 
@@ -183,7 +199,15 @@ async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardL
         let load_s = t1.elapsed().as_secs_f64();
         let s = sampler.finish();
         let wall_s = if b == Baseline::DownloadThenLoad { download_s + load_s } else { load_s };
-        out.push(BaselineRun { baseline: b, bytes, wall_s, download_s: if b == Baseline::DownloadThenLoad { download_s } else { 0.0 }, load_s, throughput_gbps: total as f64 / wall_s / 1e9, client_cpu_cores: s.client_cpu_cores });
+        out.push(BaselineRun {
+            baseline: b,
+            bytes,
+            wall_s,
+            download_s: if b == Baseline::DownloadThenLoad { download_s } else { 0.0 },
+            load_s,
+            throughput_gbps: total as f64 / wall_s / 1e9,
+            client_cpu_cores: s.client_cpu_cores,
+        });
     }
     if remove {
         let _ = std::fs::remove_dir_all(&dir);
@@ -262,9 +286,10 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
     let worst = repeats.iter().map(|r| r.witness.verdict).min().expect("repeats >= 1");
     let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
-    let failure = verified.as_ref().filter(|v| !v.ok).map(|v| {
-        Error::Mismatch(format!("--verify: {} of {} tensors differ, first: {}", v.mismatched.len(), v.tensors_checked, v.mismatched[0]))
-    });
+    let failure = verified
+        .as_ref()
+        .filter(|v| !v.ok)
+        .map(|v| Error::Mismatch(format!("--verify: {} of {} tensors differ, first: {}", v.mismatched.len(), v.tensors_checked, v.mismatched[0])));
     let params = json!({"model": args.model, "window_bytes": args.store.window, "concurrency": args.concurrency,
                         "repeats": args.repeats, "verify": args.verify});
     let results = WeightsResults {
@@ -297,7 +322,10 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
             format!("{:.2}", gbps.median),
             format!("{:.2}", cores.median),
             worst.as_str().to_string(),
-            results.verified.as_ref().map_or("-".into(), |v| if v.ok { format!("ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
+            results
+                .verified
+                .as_ref()
+                .map_or("-".into(), |v| if v.ok { format!("ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
         ]);
         for b in &results.baselines {
             let name = match b.baseline {
@@ -326,23 +354,35 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
 /// Medians and ranges over repeats.
 #[derive(Debug, Clone, Serialize)]
 pub struct WeightsSummary {
+    /// Wall seconds of the timed work.
     pub wall_s: Spread,
+    /// Throughput, GB/s (bytes / wall / 1e9).
     pub throughput_gbps: Spread,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: Spread,
 }
 
 /// A `weights` run's `results`.
 #[derive(Debug, Clone, Serialize)]
 pub struct WeightsResults {
+    /// Shards of the model.
     pub shards: usize,
+    /// Tensors in the model.
     pub tensors: usize,
+    /// Bytes of every shard's data blob (what a load reads).
     pub bytes: u64,
     /// Seconds reading the headers (before the timed window).
     pub header_s: f64,
+    /// Device memory the loaded tensors occupy, bytes (0 for host destinations).
     pub device_memory_bytes: u64,
+    /// Every timed repeat's figures.
     pub repeats: Vec<LoadRepeat>,
+    /// Median and range over the repeats.
     pub summary: WeightsSummary,
+    /// What the comparison with an independent copy found (`None`: not asked for).
     pub verified: Option<Verified>,
+    /// The `--baselines` timings, in order.
     pub baselines: Vec<BaselineRun>,
+    /// Every shard's layout: key, data offset, tensors.
     pub layout: Vec<ShardLayout>,
 }

@@ -28,8 +28,11 @@ pub const MAX_CHUNK: u64 = (4 << 30) - 1;
 /// One tensor to save: name, dtype (safetensors spelling) and shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TensorSpec {
+    /// Tensor name (its path in the state dict).
     pub path: String,
+    /// Element type as safetensors names it (F32, BF16, ...).
     pub dtype: &'static str,
+    /// Dimensions.
     pub shape: Vec<u64>,
 }
 
@@ -60,11 +63,15 @@ pub fn dtype_size(dtype: &str) -> u64 {
 /// One tensor's place in the flat buffer (manifest entry; original field names).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorEntry {
+    /// Tensor name (its path in the state dict).
     pub path: String,
+    /// Element type as safetensors names it (F32, BF16, ...).
     pub dtype: String,
+    /// Dimensions.
     pub shape: Vec<u64>,
     /// Byte offset in the flat buffer, a multiple of the manifest's alignment.
     pub offset: u64,
+    /// Bytes of the tensor's data.
     pub nbytes: u64,
 }
 
@@ -80,17 +87,24 @@ pub struct Checksums {
 /// `<key>.manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
+    /// Manifest layout version.
     pub format_version: u32,
+    /// Bytes of the flat buffer (tensors at their aligned offsets).
     pub total_bytes: u64,
+    /// Alignment of every tensor's offset, bytes (512).
     pub alignment: u64,
+    /// Every tensor with its offset in the flat buffer.
     pub tensors: Vec<TensorEntry>,
+    /// Bytes per chunk object (the last one may be shorter).
     pub chunk_bytes: u64,
+    /// Chunk objects (`<key>.partNNNNN`).
     pub num_chunks: u64,
     /// Chunk `i` is the object `<chunk_prefix>.part<i:05>`; absent in the
     /// original suite's manifests, which mean `<key>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_prefix: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// One checksum per chunk (`None` in the original suite's manifests).
     pub checksums: Option<Checksums>,
     /// The seed of the bench's random tensor values (s3rdma's own field), so a
     /// restore-only run can tell a wrong `--seed` from corruption.

@@ -1,5 +1,5 @@
 //! On-store layouts and their manifests (DESIGN.md, "On-store formats").
 
 pub mod ckpt;
-pub mod weights;
 pub mod shards;
+pub mod weights;

@@ -145,7 +145,9 @@ impl TokenShard {
 pub struct RawShard {
     /// Images in the shard.
     pub samples: u64,
+    /// Image height, pixels.
     pub height: u64,
+    /// Image width, pixels.
     pub width: u64,
     /// Always 3 (RGB).
     pub channels: u64,
@@ -178,6 +180,7 @@ pub struct JpegSample {
     pub offset: u64,
     /// Payload length in bytes.
     pub length: u64,
+    /// Class label.
     pub label: u32,
 }
 
@@ -188,14 +191,18 @@ pub struct JpegIndex {
     pub shard: String,
     /// Bytes of the tar object.
     pub size: u64,
+    /// Every sample: key, payload offset, length, label.
     pub samples: Vec<JpegSample>,
 }
 
 /// A shard found in the store: its data key and its sidecar.
 #[derive(Debug, Clone)]
 pub struct Listed<T> {
+    /// Key of the data object.
     pub data_key: String,
+    /// Key of its JSON sidecar.
     pub sidecar_key: String,
+    /// The sidecar's contents.
     pub meta: T,
 }
 
@@ -222,7 +229,8 @@ async fn sidecars(store: &dyn ObjectStore, prefix: &str, sidecar_ext: &str) -> R
 }
 
 fn parse_sidecar<T: for<'de> Deserialize<'de>>(key: &str, body: &[u8], what: &str) -> Result<T> {
-    serde_json::from_slice(body).map_err(|e| Error::Runtime(format!("'{key}' is not a {what} sidecar ({e}): check --prefix, or rebuild the set with `s3rdma ingest`")))
+    serde_json::from_slice(body)
+        .map_err(|e| Error::Runtime(format!("'{key}' is not a {what} sidecar ({e}): check --prefix, or rebuild the set with `s3rdma ingest`")))
 }
 
 /// A missing bucket, said the way a dataset reader needs it: build the set first.
@@ -253,7 +261,10 @@ pub async fn list_tokens(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Li
     for (n, key) in found {
         let meta: TokenShard = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "token shard")?;
         if meta.dtype != "int32" || meta.bytes_per_token != 4 || meta.seq_len == 0 {
-            return Err(Error::Runtime(format!("'{key}': dtype {} x {} bytes, seq_len {}: only int32 token shards are supported", meta.dtype, meta.bytes_per_token, meta.seq_len)));
+            return Err(Error::Runtime(format!(
+                "'{key}': dtype {} x {} bytes, seq_len {}: only int32 token shards are supported",
+                meta.dtype, meta.bytes_per_token, meta.seq_len
+            )));
         }
         out.push(Listed { data_key: shard_key(prefix, n, "bin"), sidecar_key: key, meta });
     }
@@ -273,7 +284,12 @@ pub async fn list_raw(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Liste
     for (n, key) in found {
         let meta: RawShard = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "raw image shard")?;
         if meta.channels != 3 || meta.labels.len() as u64 != meta.samples || meta.samples == 0 {
-            return Err(Error::Runtime(format!("'{key}': {} samples, {} labels, {} channels: not a valid raw shard sidecar", meta.samples, meta.labels.len(), meta.channels)));
+            return Err(Error::Runtime(format!(
+                "'{key}': {} samples, {} labels, {} channels: not a valid raw shard sidecar",
+                meta.samples,
+                meta.labels.len(),
+                meta.channels
+            )));
         }
         out.push(Listed { data_key: shard_key(prefix, n, "raw"), sidecar_key: key, meta });
     }
@@ -293,7 +309,10 @@ pub async fn list_jpeg(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<List
     for (_, key) in found {
         let meta: JpegIndex = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "JPEG shard index")?;
         if let Some(s) = meta.samples.iter().find(|s| s.offset + s.length > meta.size || s.length == 0) {
-            return Err(Error::Runtime(format!("'{key}': sample '{}' at {}+{} lies outside the {}-byte shard: rebuild it with `s3rdma ingest jpeg`", s.key, s.offset, s.length, meta.size)));
+            return Err(Error::Runtime(format!(
+                "'{key}': sample '{}' at {}+{} lies outside the {}-byte shard: rebuild it with `s3rdma ingest jpeg`",
+                s.key, s.offset, s.length, meta.size
+            )));
         }
         out.push(Listed { data_key: meta.shard.clone(), sidecar_key: key, meta });
     }
@@ -315,7 +334,16 @@ mod tests {
 
     #[test]
     fn sizes_follow_the_sidecar() {
-        let t = TokenShard { sequences: 10, seq_len: 4096, dtype: "int32".into(), bytes_per_token: 4, vocab_size: 1, tokenizer: "t".into(), synthetic: true, separator: None };
+        let t = TokenShard {
+            sequences: 10,
+            seq_len: 4096,
+            dtype: "int32".into(),
+            bytes_per_token: 4,
+            vocab_size: 1,
+            tokenizer: "t".into(),
+            synthetic: true,
+            separator: None,
+        };
         assert_eq!(t.data_bytes(), 163_840);
         let r = RawShard { samples: 4096, height: 256, width: 256, channels: 3, labels: vec![], keys: vec![], classes: vec![] };
         // DESIGN.md: 4096 x 256 x 256 x 3 is "about 768 MiB".
@@ -325,7 +353,10 @@ mod tests {
     #[test]
     fn original_suite_sidecar_reads() {
         // The original suite's fields only (no separator/classes).
-        let t: TokenShard = serde_json::from_str(r#"{"sequences":2,"seq_len":8,"dtype":"int32","bytes_per_token":4,"vocab_size":128256,"tokenizer":"meta-llama/Meta-Llama-3-8B","synthetic":false}"#).unwrap();
+        let t: TokenShard = serde_json::from_str(
+            r#"{"sequences":2,"seq_len":8,"dtype":"int32","bytes_per_token":4,"vocab_size":128256,"tokenizer":"meta-llama/Meta-Llama-3-8B","synthetic":false}"#,
+        )
+        .unwrap();
         assert_eq!((t.sequences, t.seq_len, t.separator), (2, 8, None));
         let r: RawShard = serde_json::from_str(r#"{"samples":1,"height":2,"width":2,"channels":3,"labels":[7],"keys":["a/b"]}"#).unwrap();
         assert_eq!(r.sample_bytes(), 12);

@@ -31,19 +31,24 @@ const MAX_HEADER: u64 = 100_000_000;
 /// One tensor as a view into its shard's data blob: no copy, no allocation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TensorEntry {
+    /// Tensor name as in the file.
     pub name: String,
     /// safetensors dtype name, e.g. "BF16".
     pub dtype: String,
+    /// Dimensions.
     pub shape: Vec<usize>,
     /// Byte offset in the shard's data blob (= in its device buffer).
     pub offset: u64,
+    /// Bytes of the tensor's data.
     pub nbytes: u64,
 }
 
 /// One shard object.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ShardLayout {
+    /// Key of the shard object.
     pub key: String,
+    /// Size of the whole object, bytes (header included).
     pub object_bytes: u64,
     /// 8 + header length: where the data blob starts in the object.
     pub data_start: u64,
@@ -107,11 +112,8 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
     let shard_keys: Vec<String> = match store.head(&index_key).await {
         Ok(m) => {
             let bytes = get_host(store, &index_key, 0..m.size.max(1)).await?;
-            let v: serde_json::Value = serde_json::from_slice(&bytes)
-                .map_err(|e| Error::Runtime(format!("'{index_key}' is not valid JSON: {e}")))?;
-            let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| {
-                Error::Runtime(format!("'{index_key}' has no weight_map object"))
-            })?;
+            let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Error::Runtime(format!("'{index_key}' is not valid JSON: {e}")))?;
+            let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::Runtime(format!("'{index_key}' has no weight_map object")))?;
             let files: std::collections::BTreeSet<&str> = map.values().filter_map(|f| f.as_str()).collect();
             files.into_iter().map(|f| key_in(prefix, f)).collect()
         }
@@ -262,7 +264,7 @@ mod tests {
 
     #[test]
     fn headers_parse_into_views() {
-        let data = vec![7u8; 2 * 3 * 2 + 4];
+        let data = [7u8; 2 * 3 * 2 + 4];
         let a = TensorView::new(Dtype::BF16, vec![2, 3], &data[..12]).unwrap();
         let b = TensorView::new(Dtype::F32, vec![1], &data[12..]).unwrap();
         let bytes = safetensors::serialize([("a", a), ("b", b)], None).unwrap();

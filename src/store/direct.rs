@@ -22,9 +22,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{
-    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings, UriPathNormalizationMode, sign,
-};
+use aws_sigv4::http_request::{PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings, UriPathNormalizationMode, sign};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -46,7 +44,14 @@ const MAX_IDLE: usize = 512;
 #[derive(Debug)]
 pub enum DirectError {
     /// The server answered with a non-2xx status; `code` and `message` from the S3 XML error body when it had one.
-    Status { status: u16, code: String, message: String },
+    Status {
+        /// HTTP status.
+        status: u16,
+        /// The S3 error code (e.g. NoSuchKey).
+        code: String,
+        /// The S3 error message.
+        message: String,
+    },
     /// Connect, read or write failed, or timed out.
     Io(String),
     /// The server accepted the request but sent no complete response head within `--read-timeout`.
@@ -162,8 +167,7 @@ impl DirectGet {
         let uri = format!("{}{path}", self.base);
         let signable = SignableRequest::new("GET", uri.as_str(), [("range", range.as_str())].into_iter(), SignableBody::UnsignedPayload)
             .map_err(|e| DirectError::Protocol(format!("signing GET {path}: {e}")))?;
-        let (instructions, _) =
-            sign(signable, &params).map_err(|e| DirectError::Protocol(format!("signing GET {path}: {e}")))?.into_parts();
+        let (instructions, _) = sign(signable, &params).map_err(|e| DirectError::Protocol(format!("signing GET {path}: {e}")))?.into_parts();
         let mut head = format!("GET {path} HTTP/1.1\r\nHost: {}\r\nRange: {range}\r\nUser-Agent: s3rdma-direct\r\n", self.host_header);
         for (name, value) in instructions.headers() {
             head.push_str(name);
@@ -214,8 +218,7 @@ impl DirectGet {
             };
             match self.exchange(conn, &req).await {
                 Err(DirectError::Closed(_)) if reused => continue, // the server closed it while idle
-                Err(e @ DirectError::Status { status: 500..=599, .. })
-                | Err(e @ (DirectError::Io(_) | DirectError::Timeout(_) | DirectError::Closed(_))) => {
+                Err(e @ DirectError::Status { status: 500..=599, .. }) | Err(e @ (DirectError::Io(_) | DirectError::Timeout(_) | DirectError::Closed(_))) => {
                     tries += 1;
                     if tries >= self.attempts {
                         return Err(e);
@@ -283,9 +286,7 @@ impl DirectGet {
                 reparse = filled > 0;
                 continue;
             }
-            let header = |name: &str| {
-                resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).and_then(|h| std::str::from_utf8(h.value).ok())
-            };
+            let header = |name: &str| resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).and_then(|h| std::str::from_utf8(h.value).ok());
             let chunked = header("transfer-encoding").is_some_and(|v| !v.trim().eq_ignore_ascii_case("identity"));
             let lengths: Vec<&str> = resp
                 .headers
@@ -295,9 +296,9 @@ impl DirectGet {
                 .collect();
             let content_length = match lengths.as_slice() {
                 [] => None,
-                [first, rest @ ..] if rest.iter().all(|v| v == first) => Some(first.parse::<u64>().map_err(|_| {
-                    DirectError::Protocol(format!("{} sent an invalid Content-Length '{first}'", self.addr))
-                })?),
+                [first, rest @ ..] if rest.iter().all(|v| v == first) => {
+                    Some(first.parse::<u64>().map_err(|_| DirectError::Protocol(format!("{} sent an invalid Content-Length '{first}'", self.addr)))?)
+                }
                 more => {
                     return Err(DirectError::Protocol(format!("{} sent conflicting Content-Length headers {more:?}", self.addr)));
                 }
@@ -379,11 +380,7 @@ impl Response {
     /// also on socket errors and read timeouts (named "body broke after N bytes").
     pub async fn read_into(&mut self, dst: &mut [u8]) -> Result<Instant, DirectError> {
         if dst.len() as u64 != self.content_length {
-            return Err(DirectError::Protocol(format!(
-                "body is {} bytes, {} were expected",
-                self.content_length,
-                dst.len()
-            )));
+            return Err(DirectError::Protocol(format!("body is {} bytes, {} were expected", self.content_length, dst.len())));
         }
         let early = self.early.len();
         if early > dst.len() {
@@ -434,8 +431,7 @@ mod tests {
 
     #[test]
     fn keys_are_escaped_like_s3() {
-        let d = DirectGet::new("http://127.0.0.1:9000", "ak", "sk", "us-east-1", Duration::from_secs(1), Duration::from_secs(1), 1)
-            .unwrap();
+        let d = DirectGet::new("http://127.0.0.1:9000", "ak", "sk", "us-east-1", Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
         let head = String::from_utf8(d.request("b", "dir/a b+c~ü.bin", 0, 9).unwrap()).unwrap();
         assert!(head.starts_with("GET /b/dir/a%20b%2Bc~%C3%BC.bin HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nRange: bytes=0-9\r\n"), "{head}");
         assert!(head.contains("x-amz-content-sha256: UNSIGNED-PAYLOAD\r\n"), "{head}");
@@ -457,9 +453,7 @@ mod tests {
     /// on it)` gives the bytes to write for each request head it reads, and
     /// whether to close the connection after them. Returns the port and the
     /// count of connections accepted.
-    async fn scripted(
-        answer: impl Fn(usize, usize) -> (Vec<u8>, bool) + Send + Sync + 'static,
-    ) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    async fn scripted(answer: impl Fn(usize, usize) -> (Vec<u8>, bool) + Send + Sync + 'static) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
         use std::sync::atomic::{AtomicUsize, Ordering};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -494,17 +488,12 @@ mod tests {
     }
 
     fn client(port: u16, attempts: u32) -> DirectGet {
-        DirectGet::new(&format!("http://127.0.0.1:{port}"), "ak", "sk", "us-east-1", Duration::from_secs(2), Duration::from_millis(300), attempts)
-            .unwrap()
+        DirectGet::new(&format!("http://127.0.0.1:{port}"), "ak", "sk", "us-east-1", Duration::from_secs(2), Duration::from_millis(300), attempts).unwrap()
     }
 
     fn partial(body: &[u8], total: usize) -> Vec<u8> {
-        let mut r = format!(
-            "HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes 0-{}/{total}\r\n\r\n",
-            body.len(),
-            body.len() - 1
-        )
-        .into_bytes();
+        let mut r =
+            format!("HTTP/1.1 206 Partial Content\r\nContent-Length: {}\r\nContent-Range: bytes 0-{}/{total}\r\n\r\n", body.len(), body.len() - 1).into_bytes();
         r.extend_from_slice(body);
         r
     }
@@ -543,10 +532,7 @@ mod tests {
 
     #[tokio::test]
     async fn bad_answers_are_named() {
-        let (port, _) = scripted(|_, _| {
-            (b"HTTP/1.1 206 Partial Content\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".to_vec(), false)
-        })
-        .await;
+        let (port, _) = scripted(|_, _| (b"HTTP/1.1 206 Partial Content\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n".to_vec(), false)).await;
         let e = get(&client(port, 1), 5).await.unwrap_err().to_string();
         assert!(e.contains("chunked") && e.contains("--http-get sdk"), "{e}");
 
@@ -579,11 +565,7 @@ mod tests {
     async fn server_errors_are_retried_up_to_attempts() {
         // The first two connections answer 503 (and are dropped), the third the data.
         let answer = |conn, _| {
-            if conn < 2 {
-                (b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n".to_vec(), false)
-            } else {
-                (partial(b"abc", 1000), false)
-            }
+            if conn < 2 { (b"HTTP/1.1 503 Slow Down\r\nContent-Length: 0\r\n\r\n".to_vec(), false) } else { (partial(b"abc", 1000), false) }
         };
         let (port, _) = scripted(answer).await;
         assert_eq!(get(&client(port, 3), 3).await.unwrap(), b"abc");
@@ -682,8 +664,7 @@ mod tests {
         let e = get(&client(port, 1), 3).await.unwrap_err().to_string();
         assert!(e.contains("invalid Content-Length 'banana'"), "{e}");
 
-        let (port, _) =
-            scripted(|_, _| (b"HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabc".to_vec(), false)).await;
+        let (port, _) = scripted(|_, _| (b"HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\nContent-Length: 5\r\n\r\nabc".to_vec(), false)).await;
         let e = get(&client(port, 1), 3).await.unwrap_err().to_string();
         assert!(e.contains("conflicting Content-Length"), "{e}");
     }

@@ -20,9 +20,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{
-    BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
-};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration};
@@ -32,9 +30,9 @@ use serde_json::json;
 
 use super::direct::{DirectError, DirectGet};
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
-use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
 use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
+use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
 
 /// S3's smallest part for multipart upload (all parts but the last), 5 MiB
 /// (AWS S3 API reference, UploadPart).
@@ -80,9 +78,7 @@ impl HttpStore {
                 ChecksumMode::WhenSupported => ResponseChecksumValidation::WhenSupported,
             })
             .retry_config(RetryConfig::standard().with_max_attempts(args.attempts))
-            .timeout_config(
-                TimeoutConfig::builder().connect_timeout(args.connect_timeout).read_timeout(args.read_timeout).build(),
-            );
+            .timeout_config(TimeoutConfig::builder().connect_timeout(args.connect_timeout).read_timeout(args.read_timeout).build());
         if args.endpoint.is_some() {
             conf = conf.endpoint_url(&endpoint);
         }
@@ -99,10 +95,7 @@ impl HttpStore {
             HttpGet::Direct => true,
         };
         let direct = if direct {
-            Some(
-                DirectGet::new(&endpoint, ak, sk, &args.region, args.connect_timeout, args.read_timeout, args.attempts)
-                    .map_err(StoreError::Config)?,
-            )
+            Some(DirectGet::new(&endpoint, ak, sk, &args.region, args.connect_timeout, args.read_timeout, args.attempts).map_err(StoreError::Config)?)
         } else {
             None
         };
@@ -126,16 +119,8 @@ impl HttpStore {
     {
         let location = self.endpoint.clone();
         match &err {
-            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => {
-                StoreError::Unreachable { location, detail: root_cause(&err) }
-            }
-            SdkError::ServiceError(ctx) => self.map_status(
-                op,
-                key,
-                ctx.raw().status().as_u16(),
-                ctx.err().code().unwrap_or(""),
-                ctx.err().message(),
-            ),
+            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => StoreError::Unreachable { location, detail: root_cause(&err) },
+            SdkError::ServiceError(ctx) => self.map_status(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), ctx.err().message()),
             _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err) },
         }
     }
@@ -234,7 +219,7 @@ impl HttpStore {
             };
         }
         match self.client.get_object().bucket(&self.bucket).key(key).range(format!("bytes={start}-{last}")).send().await {
-            Ok(r) => Ok(Some(FirstPart::Sdk(r))),
+            Ok(r) => Ok(Some(FirstPart::Sdk(Box::new(r)))),
             Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 416) => Ok(None),
             Err(e) => Err(self.map_err("GET", key, e)),
         }
@@ -331,21 +316,13 @@ impl HttpStore {
     }
 
     async fn put_multipart(&self, key: &str, data: &[u8], part: usize) -> Result<(), StoreError> {
-        let upload = self
-            .client
-            .create_multipart_upload()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| self.map_err("CreateMultipartUpload", key, e))?;
+        let upload =
+            self.client.create_multipart_upload().bucket(&self.bucket).key(key).send().await.map_err(|e| self.map_err("CreateMultipartUpload", key, e))?;
         let upload_id = upload.upload_id().unwrap_or_default().to_string();
         // Futures are built first and then driven by buffer_unordered: a closure
         // inside the stream combinator trips rustc's higher-ranked Send check.
-        let uploads: Vec<_> =
-            data.chunks(part).enumerate().map(|(i, chunk)| self.upload_part(key, &upload_id, i as i32 + 1, chunk)).collect();
-        let result: Result<Vec<CompletedPart>, StoreError> =
-            futures::stream::iter(uploads).buffer_unordered(self.part_concurrency).try_collect().await;
+        let uploads: Vec<_> = data.chunks(part).enumerate().map(|(i, chunk)| self.upload_part(key, &upload_id, i as i32 + 1, chunk)).collect();
+        let result: Result<Vec<CompletedPart>, StoreError> = futures::stream::iter(uploads).buffer_unordered(self.part_concurrency).try_collect().await;
         let mut parts = match result {
             Ok(p) => p,
             Err(e) => {
@@ -369,7 +346,7 @@ impl HttpStore {
 
 /// The first ranged GET of an object, on either GET path, its body not yet read.
 enum FirstPart {
-    Sdk(aws_sdk_s3::operation::get_object::GetObjectOutput),
+    Sdk(Box<aws_sdk_s3::operation::get_object::GetObjectOutput>),
     Direct(super::direct::Response),
 }
 
@@ -432,9 +409,7 @@ impl ObjectStore for HttpStore {
                 let mut req = self.client.create_bucket().bucket(&self.bucket);
                 if self.region != "us-east-1" {
                     req = req.create_bucket_configuration(
-                        CreateBucketConfiguration::builder()
-                            .location_constraint(BucketLocationConstraint::from(self.region.as_str()))
-                            .build(),
+                        CreateBucketConfiguration::builder().location_constraint(BucketLocationConstraint::from(self.region.as_str())).build(),
                     );
                 }
                 match req.send().await {
@@ -443,23 +418,14 @@ impl ObjectStore for HttpStore {
                     Err(e) => Err(self.map_err("CreateBucket", &self.bucket, e)),
                 }
             }
-            StoreError::NotFound { .. } => {
-                Err(StoreError::NoSuchBucket { bucket: self.bucket.clone(), location: self.endpoint.clone() })
-            }
+            StoreError::NotFound { .. } => Err(StoreError::NoSuchBucket { bucket: self.bucket.clone(), location: self.endpoint.clone() }),
             other => Err(other),
         }
     }
 
     async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
         check_key(key)?;
-        let out = self
-            .client
-            .head_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-            .map_err(|e| self.map_err("HEAD", key, e))?;
+        let out = self.client.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| self.map_err("HEAD", key, e))?;
         Ok(ObjectMeta { key: key.into(), size: out.content_length.unwrap_or(0).max(0) as u64 })
     }
 
@@ -488,20 +454,15 @@ impl ObjectStore for HttpStore {
         let len = full.end - full.start;
         check_capacity(key, len, at, dst)?;
         let first_len = (first_end.min(full.end) - full.start) as usize;
-        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..at + len as usize];
+        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?
+            [at..at + len as usize];
         let (head, rest) = buf.split_at_mut(first_len);
         let part = self.part_size as usize;
         let rest_start = full.start + first_len as u64;
         let first_fut = self.read_first(key, first, head);
-        let parts: Vec<_> = rest
-            .chunks_mut(part)
-            .enumerate()
-            .map(|(i, chunk)| self.get_part(key, rest_start + (i * part) as u64, chunk))
-            .collect();
+        let parts: Vec<_> = rest.chunks_mut(part).enumerate().map(|(i, chunk)| self.get_part(key, rest_start + (i * part) as u64, chunk)).collect();
         // The first part's body is in flight too, so one fewer here.
-        let rest_fut = futures::stream::iter(parts)
-            .buffer_unordered(self.part_concurrency.saturating_sub(1).max(1))
-            .try_collect::<Vec<_>>();
+        let rest_fut = futures::stream::iter(parts).buffer_unordered(self.part_concurrency.saturating_sub(1).max(1)).try_collect::<Vec<_>>();
         let (first_byte, _) = futures::try_join!(first_fut, rest_fut)?;
         Ok(Transfer { bytes: len, path: TransferPath::Http, first_byte: first_byte.map(|t| t - t0) })
     }
@@ -509,7 +470,9 @@ impl ObjectStore for HttpStore {
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
         check_key(key)?;
         check_source(key, src, &range)?;
-        let data = &src.as_host().ok_or_else(|| StoreError::Config("device memory is written through store::write_from (staged through pinned memory)".into()))?[range];
+        let data = &src
+            .as_host()
+            .ok_or_else(|| StoreError::Config("device memory is written through store::write_from (staged through pinned memory)".into()))?[range];
         let part = self.part_size.max(MIN_MULTIPART_PART) as usize;
         if data.len() > part {
             self.put_multipart(key, data, part).await?;

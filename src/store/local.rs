@@ -17,10 +17,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use serde_json::json;
 
-use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, blocking, check_key, check_source, resolve_range};
-use crate::store::{Backend, StoreConfig};
+use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, blocking, check_capacity, check_key, check_source, resolve_range};
 use crate::error::StoreError;
 use crate::mem::{Buffer, HOST_ALIGN};
+use crate::store::{Backend, StoreConfig};
 
 /// Bytes per `pread`/`pwrite` call: large enough that syscall cost is noise.
 const IO_BLOCK: usize = 16 << 20;
@@ -40,10 +40,8 @@ pub struct LocalStore {
 impl LocalStore {
     /// Bind to `<root>/<bucket>`. The directory need not exist yet.
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
-        let root = std::path::absolute(&args.root).map_err(|e| StoreError::Io {
-            context: format!("cannot resolve --root {}", args.root.display()),
-            source: e,
-        })?;
+        let root =
+            std::path::absolute(&args.root).map_err(|e| StoreError::Io { context: format!("cannot resolve --root {}", args.root.display()), source: e })?;
         let dir = root.join(&args.bucket);
         Ok(LocalStore { root, bucket: args.bucket.clone(), dir, direct: args.direct, io_threads: args.io_threads as usize })
     }
@@ -68,11 +66,7 @@ impl LocalStore {
     }
 
     fn bucket_exists(&self) -> Result<(), StoreError> {
-        if self.dir.is_dir() {
-            Ok(())
-        } else {
-            Err(StoreError::NoSuchBucket { bucket: self.bucket.clone(), location: self.root.display().to_string() })
-        }
+        if self.dir.is_dir() { Ok(()) } else { Err(StoreError::NoSuchBucket { bucket: self.bucket.clone(), location: self.root.display().to_string() }) }
     }
 
     /// Read `range` of `path` into `dst` with pread, O_DIRECT when asked and the
@@ -80,7 +74,7 @@ impl LocalStore {
     /// partial block; the file's end shortens the read).
     fn read_range(&self, key: &str, path: &Path, range: Range<u64>, dst: &mut Buffer, at: usize) -> Result<u64, StoreError> {
         let len = (range.end - range.start) as usize;
-        let direct = self.direct && range.start % HOST_ALIGN as u64 == 0 && at % HOST_ALIGN == 0;
+        let direct = self.direct && range.start.is_multiple_of(HOST_ALIGN as u64) && at.is_multiple_of(HOST_ALIGN);
         let mut opts = OpenOptions::new();
         opts.read(true);
         if direct {
@@ -88,15 +82,13 @@ impl LocalStore {
         }
         let file = opts.open(path).map_err(|e| {
             if direct && e.raw_os_error() == Some(libc::EINVAL) {
-                StoreError::Io {
-                    context: format!("the filesystem under {} does not support O_DIRECT: drop --direct", self.dir.display()),
-                    source: e,
-                }
+                StoreError::Io { context: format!("the filesystem under {} does not support O_DIRECT: drop --direct", self.dir.display()), source: e }
             } else {
                 self.io("cannot open", key, e)
             }
         })?;
-        let buf = &mut dst.as_host_mut_padded().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..];
+        let buf =
+            &mut dst.as_host_mut_padded().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?[at..];
         // O_DIRECT reads whole blocks; the tail block may run into the padding.
         let want = if direct { (len.div_ceil(HOST_ALIGN) * HOST_ALIGN).min(buf.len()) } else { len };
         let want = want.min(buf.len());
@@ -131,10 +123,8 @@ impl LocalStore {
                 lanes[i % threads].push(p);
             }
             let results: Vec<Result<usize, StoreError>> = std::thread::scope(|sc| {
-                let handles: Vec<_> = lanes
-                    .into_iter()
-                    .map(|lane| sc.spawn(|| lane.into_iter().try_fold(0, |acc, (off, p)| read_piece(off, p).map(|n| acc + n))))
-                    .collect();
+                let handles: Vec<_> =
+                    lanes.into_iter().map(|lane| sc.spawn(|| lane.into_iter().try_fold(0, |acc, (off, p)| read_piece(off, p).map(|n| acc + n)))).collect();
                 handles.into_iter().map(|h| h.join().expect("read thread")).collect()
             });
             let mut total = 0;
@@ -178,7 +168,6 @@ impl LocalStore {
     }
 }
 
-
 #[async_trait]
 impl ObjectStore for LocalStore {
     fn backend(&self) -> Backend {
@@ -197,10 +186,8 @@ impl ObjectStore for LocalStore {
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
         if create && !self.dir.is_dir() {
-            fs::create_dir_all(&self.dir).map_err(|e| StoreError::Io {
-                context: format!("cannot create bucket directory {}", self.dir.display()),
-                source: e,
-            })?;
+            fs::create_dir_all(&self.dir)
+                .map_err(|e| StoreError::Io { context: format!("cannot create bucket directory {}", self.dir.display()), source: e })?;
         }
         self.bucket_exists()
     }
@@ -228,7 +215,9 @@ impl ObjectStore for LocalStore {
         let path = self.path(key)?;
         self.bucket_exists()?;
         check_source(key, src, &range)?;
-        let data = &src.as_host().ok_or_else(|| StoreError::Config("device memory is written through store::write_from (staged through pinned memory)".into()))?[range];
+        let data = &src
+            .as_host()
+            .ok_or_else(|| StoreError::Config("device memory is written through store::write_from (staged through pinned memory)".into()))?[range];
         blocking(|| self.write_atomic(key, &path, data))?;
         Ok(Transfer { bytes: data.len() as u64, path: TransferPath::Local, first_byte: None })
     }

@@ -23,9 +23,9 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use clap::ValueEnum;
 use crate::error::StoreError;
 use crate::mem::Buffer;
+use clap::ValueEnum;
 
 // The flag values of `--backend`, `--response-checksums` and `--http-get`
 // are these enums (clap's ValueEnum derive): one definition, owned by the store.
@@ -232,8 +232,7 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// `dst` must hold `at + n` bytes ([`StoreError::BufferTooSmall`] otherwise).
     /// Host and pinned buffers on every backend; device buffers only where
     /// [`ObjectStore::writes_device`] (others go through [`read_into_at`]).
-    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize)
-    -> Result<Transfer, StoreError>;
+    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError>;
     /// [`ObjectStore::get_into_at`] at offset 0.
     async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
         self.get_into_at(key, range, dst, 0).await
@@ -287,13 +286,7 @@ pub async fn read_into(store: &dyn ObjectStore, key: &str, range: Option<Range<u
 }
 
 /// [`read_into`] into `dst[at..]`.
-pub async fn read_into_at(
-    store: &dyn ObjectStore,
-    key: &str,
-    range: Option<Range<u64>>,
-    dst: &mut Buffer,
-    at: usize,
-) -> Result<Transfer, StoreError> {
+pub async fn read_into_at(store: &dyn ObjectStore, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
     match dst {
         Buffer::Device(d) if !store.writes_device() => staged_read(store, key, range, d, at).await,
         _ => store.get_into_at(key, range, dst, at).await,
@@ -308,13 +301,7 @@ pub async fn read_into_at(
 ///
 /// Errors: [`StoreError::BufferTooSmall`] when `staging` is missing or short,
 /// [`StoreError::Other`] when the device-to-host copy fails.
-pub async fn write_from(
-    store: &dyn ObjectStore,
-    key: &str,
-    src: &Buffer,
-    range: Range<usize>,
-    staging: Option<&mut Buffer>,
-) -> Result<Transfer, StoreError> {
+pub async fn write_from(store: &dyn ObjectStore, key: &str, src: &Buffer, range: Range<usize>, staging: Option<&mut Buffer>) -> Result<Transfer, StoreError> {
     match src {
         Buffer::Device(d) if !store.writes_device() => {
             let len = range.end - range.start;
@@ -325,8 +312,12 @@ pub async fn write_from(
                 }
             };
             let host = staging.as_host_mut().expect("staging buffers are host memory");
-            blocking(|| d.read_back(range.start, &mut host[..len]))
-                .map_err(|e| StoreError::Other { op: "PUT", key: key.into(), location: store.location(), detail: format!("staging device bytes: {e}") })?;
+            blocking(|| d.read_back(range.start, &mut host[..len])).map_err(|e| StoreError::Other {
+                op: "PUT",
+                key: key.into(),
+                location: store.location(),
+                detail: format!("staging device bytes: {e}"),
+            })?;
             let mut t = store.put_range(key, staging, 0..len).await?;
             if t.path == TransferPath::Http {
                 t.path = TransferPath::HttpStaged;
@@ -488,15 +479,11 @@ pub fn open(args: &StoreConfig) -> Result<Box<dyn ObjectStore>, StoreError> {
 /// works on S3.
 pub fn check_bucket_name(bucket: &str) -> Result<(), StoreError> {
     let ok_chars = bucket.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    let ok_ends = bucket.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && bucket.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric());
+    let ok_ends = bucket.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric()) && bucket.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric());
     // S3's further rules: no "..", not an IPv4 address, no reserved prefixes/suffixes.
     let ip_like = bucket.split('.').count() == 4 && bucket.split('.').all(|p| p.parse::<u8>().is_ok());
-    let reserved = bucket.contains("..")
-        || bucket.starts_with("xn--")
-        || bucket.starts_with("sthree-")
-        || bucket.ends_with("-s3alias")
-        || bucket.ends_with("--ol-s3");
+    let reserved =
+        bucket.contains("..") || bucket.starts_with("xn--") || bucket.starts_with("sthree-") || bucket.ends_with("-s3alias") || bucket.ends_with("--ol-s3");
     if (3..=63).contains(&bucket.len()) && ok_chars && ok_ends && !ip_like && !reserved {
         Ok(())
     } else {

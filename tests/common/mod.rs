@@ -92,8 +92,7 @@ pub fn scripted_metrics(script: Vec<(&'static str, Vec<Answer>)>) -> ScriptedMet
     let base = format!("http://{}", listener.local_addr().unwrap());
     let auth_seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = auth_seen.clone();
-    let mut script: std::collections::HashMap<String, (Vec<Answer>, usize)> =
-        script.into_iter().map(|(p, a)| (p.to_string(), (a, 0))).collect();
+    let mut script: std::collections::HashMap<String, (Vec<Answer>, usize)> = script.into_iter().map(|(p, a)| (p.to_string(), (a, 0))).collect();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
@@ -147,11 +146,7 @@ pub fn fake_lib() -> PathBuf {
         let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root.join("target"));
         let lib = target.join("release/libfake_miniocpp.so");
         if !lib.exists() {
-            let st = std::process::Command::new(env!("CARGO"))
-                .args(["build", "--release", "--workspace"])
-                .current_dir(&root)
-                .status()
-                .expect("run cargo");
+            let st = std::process::Command::new(env!("CARGO")).args(["build", "--release", "--workspace"]).current_dir(&root).status().expect("run cargo");
             assert!(st.success(), "building tests/fake-miniocpp failed");
         }
         assert!(lib.exists(), "{} missing after the build", lib.display());

@@ -20,17 +20,8 @@ pub struct RawClient {
 
 type ClientNew = unsafe extern "C" fn(*const c_char, *const c_char, *const c_char, *const c_char, *const c_char, c_int) -> *mut RawClient;
 type ClientFree = unsafe extern "C" fn(*mut RawClient);
-type PutObject = unsafe extern "C" fn(
-    *mut RawClient,
-    *const c_char,
-    *const c_char,
-    *const c_void,
-    usize,
-    *const c_void,
-    *mut c_void,
-    *mut c_char,
-    *mut c_char,
-) -> isize;
+type PutObject =
+    unsafe extern "C" fn(*mut RawClient, *const c_char, *const c_char, *const c_void, usize, *const c_void, *mut c_void, *mut c_char, *mut c_char) -> isize;
 type GetObject = unsafe extern "C" fn(*mut RawClient, *const c_char, *const c_char, *mut c_void, usize, *const c_void, *mut c_void) -> isize;
 type GetObjectRange = unsafe extern "C" fn(*mut RawClient, *const c_char, *const c_char, *mut c_void, usize, u64) -> isize;
 type AllocAligned = unsafe extern "C" fn(usize) -> *mut c_void;
@@ -42,17 +33,27 @@ type LastError = unsafe extern "C" fn() -> *const c_char;
 /// process: the library is never unloaded (see [`Lib::load`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Lib {
+    /// `miniocpp_client_new`.
     pub client_new: ClientNew,
+    /// `miniocpp_client_free`.
     pub client_free: ClientFree,
+    /// `miniocpp_put_object`.
     pub put_object: PutObject,
+    /// `miniocpp_get_object`.
     pub get_object: GetObject,
+    /// `miniocpp_alloc_aligned`.
     pub alloc_aligned: AllocAligned,
+    /// `miniocpp_free_aligned`.
     pub free_aligned: FreeAligned,
+    /// `miniocpp_rdma_available`.
     pub rdma_available: IntFn,
+    /// `miniocpp_last_error` (thread-local message of the last -1).
     pub last_error: LastError,
     /// minio-cpp PR #258; absent in older builds.
     pub get_object_range: Option<GetObjectRange>,
+    /// `miniocpp_rdma_nic_count`, where the library has it.
     pub rdma_nic_count: Option<IntFn>,
+    /// `miniocpp_rdma_healthy_nic_count`, where the library has it.
     pub rdma_healthy_nic_count: Option<IntFn>,
 }
 
@@ -63,12 +64,17 @@ pub struct LibInfo {
     pub path: String,
     /// Where the loader found it (from /proc/self/maps), when known.
     pub resolved_path: Option<String>,
+    /// The library has `miniocpp_get_object_range` (minio-cpp PR #258).
     pub has_get_object_range: bool,
+    /// The library has `miniocpp_rdma_nic_count`.
     pub has_rdma_nic_count: bool,
+    /// The library has `miniocpp_rdma_healthy_nic_count`.
     pub has_rdma_healthy_nic_count: bool,
     /// `miniocpp_rdma_available()` at load time.
     pub rdma_available: bool,
+    /// `miniocpp_rdma_nic_count`, where the library has it.
     pub rdma_nic_count: Option<i32>,
+    /// `miniocpp_rdma_healthy_nic_count`, where the library has it.
     pub rdma_healthy_nic_count: Option<i32>,
 }
 

@@ -33,9 +33,9 @@ use serde_json::json;
 
 use super::http::HttpStore;
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
-use crate::store::{Backend, StoreConfig};
 use crate::error::StoreError;
 use crate::mem::Buffer;
+use crate::store::{Backend, StoreConfig};
 use ffi::{Lib, LibInfo};
 
 /// Largest single RDMA transfer: 4 GiB - 1 (32-bit descriptor size field).
@@ -169,14 +169,7 @@ fn worker(lib: Lib, args: Arc<ClientArgs>, bucket: CString, jobs: Arc<Mutex<Rece
     }
     // SAFETY: all strings are valid NUL-terminated C strings for the call.
     let client = unsafe {
-        (lib.client_new)(
-            args.endpoint.as_ptr(),
-            args.region.as_ptr(),
-            args.access_key.as_ptr(),
-            args.secret_key.as_ptr(),
-            std::ptr::null(),
-            args.use_https,
-        )
+        (lib.client_new)(args.endpoint.as_ptr(), args.region.as_ptr(), args.access_key.as_ptr(), args.secret_key.as_ptr(), std::ptr::null(), args.use_https)
     };
     if client.is_null() {
         let _ = ready.send(Err(format!("miniocpp_client_new failed: {}", lib.last_error())));
@@ -257,9 +250,7 @@ impl RdmaStore {
         let (lib, info) = Lib::load(&path).map_err(StoreError::Config)?;
         let endpoint = http.location();
         let (scheme, hostport) = endpoint.split_once("://").unwrap_or(("https", endpoint.as_str()));
-        let c = |s: &str, what: &str| {
-            CString::new(s).map_err(|_| StoreError::Config(format!("{what} contains a NUL byte")))
-        };
+        let c = |s: &str, what: &str| CString::new(s).map_err(|_| StoreError::Config(format!("{what} contains a NUL byte")));
         let cargs = Arc::new(ClientArgs {
             endpoint: c(hostport, "--endpoint")?,
             region: c(&args.region, "--region")?,
@@ -322,8 +313,7 @@ impl RdmaStore {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let done = Arc::new(Completion::default());
         let jobs = self.jobs.as_ref().ok_or_else(|| self.other("RDMA", "", "store is shut down".into()))?;
-        jobs.send(Job { op, done: done.clone(), reply: tx })
-            .map_err(|_| self.other("RDMA", "", "all RDMA worker threads have exited".into()))?;
+        jobs.send(Job { op, done: done.clone(), reply: tx }).map_err(|_| self.other("RDMA", "", "all RDMA worker threads have exited".into()))?;
         let _guard = WaitOnDrop(done);
         let (rc, err) = rx.await.map_err(|_| self.other("RDMA", "", "an RDMA worker thread died mid-call".into()))?;
         self.counters.record(rc);
@@ -465,18 +455,20 @@ impl ObjectStore for RdmaStore {
             w.push(format!(
                 "objects of {object_size} bytes exceed one RDMA transfer ({} bytes) and {}: they will be read over HTTP",
                 self.max_transfer,
-                if self.lib.get_object_range.is_none() {
-                    "the library lacks miniocpp_get_object_range (minio-cpp PR #258)"
-                } else {
-                    "--rdma-no-range is set"
-                }
+                if self.lib.get_object_range.is_none() { "the library lacks miniocpp_get_object_range (minio-cpp PR #258)" } else { "--rdma-no-range is set" }
             ));
         }
         w
     }
     fn stats(&self) -> super::StoreStats {
         let c = self.counts();
-        let pairs = [("rdma_calls", c.rdma_calls), ("rdma_ok", c.rdma_ok), ("rdma_errors", c.rdma_errors), ("rdma_declined", c.rdma_declined), ("rdma_invalid", c.rdma_invalid)];
+        let pairs = [
+            ("rdma_calls", c.rdma_calls),
+            ("rdma_ok", c.rdma_ok),
+            ("rdma_errors", c.rdma_errors),
+            ("rdma_declined", c.rdma_declined),
+            ("rdma_invalid", c.rdma_invalid),
+        ];
         super::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
     }
     fn stats_summary(&self, w: &super::StoreStats) -> Option<String> {
@@ -524,11 +516,7 @@ impl ObjectStore for RdmaStore {
                     return Err(StoreError::BadRange { key: key.into(), range: r, size });
                 }
                 check_capacity(key, r.end - r.start, at, dst)?;
-                if self.use_range {
-                    self.read_windows(key, r, dst, at).await
-                } else {
-                    super::read_into_at(&self.http, key, Some(r), dst, at).await
-                }
+                if self.use_range { self.read_windows(key, r, dst, at).await } else { super::read_into_at(&self.http, key, Some(r), dst, at).await }
             }
         }
     }

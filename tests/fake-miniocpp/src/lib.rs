@@ -76,11 +76,7 @@ fn is_device_ptr(p: *const c_void) -> bool {
     let mut t: std::ffi::c_uint = 0;
     // SAFETY: t is a valid out-pointer for this attribute; an unknown pointer yields an error code.
     let r = unsafe {
-        sys::cuPointerGetAttribute(
-            &mut t as *mut _ as *mut c_void,
-            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
-            p as sys::CUdeviceptr,
-        )
+        sys::cuPointerGetAttribute(&mut t as *mut _ as *mut c_void, sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p as sys::CUdeviceptr)
     };
     r == sys::CUresult::CUDA_SUCCESS && t == sys::CUmemorytype::CU_MEMORYTYPE_DEVICE as std::ffi::c_uint
 }
@@ -91,8 +87,7 @@ fn into_caller(buf: *mut c_void, size: usize, read: impl FnOnce(&mut [u8]) -> Re
         let mut host = vec![0u8; size];
         let n = read(&mut host)?;
         // SAFETY: buf is device memory of at least size bytes (the caller's contract).
-        unsafe { cudarc::driver::result::memcpy_htod_sync(buf as cudarc::driver::sys::CUdeviceptr, &host[..n]) }
-            .map_err(|e| format!("cuMemcpyHtoD: {e:?}"))?;
+        unsafe { cudarc::driver::result::memcpy_htod_sync(buf as cudarc::driver::sys::CUdeviceptr, &host[..n]) }.map_err(|e| format!("cuMemcpyHtoD: {e:?}"))?;
         Ok(n)
     } else {
         // SAFETY: host memory of size bytes (the caller's contract).
