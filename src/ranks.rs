@@ -211,9 +211,14 @@ pub fn spawn_local(world: usize) -> Result<()> {
                 Ok(Some(status)) => {
                     let rank = children[i].0;
                     children.remove(i);
-                    kill_all(&mut children);
                     let code = status.code().unwrap_or(1);
-                    return Err(Error::RankFailed { code, msg: format!("rank {rank} of {world} failed ({status}); the other ranks were stopped") });
+                    let msg = match code {
+                        // A verdict or a data check, not a crash: the run finished and said why above.
+                        3 | 4 => format!("rank {rank} of {world} exited {code}: see its message above"),
+                        _ => format!("rank {rank} of {world} failed ({status}); the other ranks were stopped"),
+                    };
+                    kill_all(&mut children);
+                    return Err(Error::RankFailed { code, msg });
                 }
                 Ok(None) => i += 1,
                 Err(e) => {
@@ -237,6 +242,16 @@ fn kill_all(children: &mut Vec<(usize, Child)>) {
     children.clear();
 }
 
+/// Remove every meeting object of run `run_id` (`s3rdma-ranks/<run_id>/`) from `store` (best effort).
+pub async fn remove_markers(store: &dyn ObjectStore, run_id: &str) {
+    let base = format!("s3rdma-ranks/{run_id}/");
+    if let Ok(objs) = store.list(&base).await {
+        for o in objs {
+            let _ = store.delete(&o.key).await;
+        }
+    }
+}
+
 /// Ranks meeting through the store: barriers and figure exchange. Every rank
 /// must make the same sequence of calls (steps are numbered in call order).
 #[derive(Debug)]
@@ -247,6 +262,26 @@ pub struct Group {
     prefix: String,
     timeout: Duration,
     step: AtomicU64,
+    /// Set by [`Group::cleanup`]; a group dropped without it (a failed run) clears its markers in `Drop`.
+    cleaned: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Group {
+    /// A run that failed leaves no markers behind: rank 0 removes
+    /// `s3rdma-ranks/<run_id>/`, so the next run with the same id (a reused
+    /// `--run-id`, a launcher's fixed job id) cannot join this run's stale epoch
+    /// and wait at a barrier nobody else reaches. Best effort, on a
+    /// multi-thread runtime only (elsewhere the next run's rank 0 clears it).
+    fn drop(&mut self) {
+        if self.me.world == 1 || !self.me.is_root() || self.cleaned.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(h) = tokio::runtime::Handle::try_current()
+            && h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            tokio::task::block_in_place(|| h.block_on(self.remove_markers()));
+        }
+    }
 }
 
 impl Group {
@@ -260,7 +295,7 @@ impl Group {
     /// Errors: [`Error::Runtime`] when no fresh epoch appears within `timeout`.
     pub async fn join(me: Rank, store: Arc<dyn ObjectStore>, timeout: Duration) -> Result<Group> {
         let base = format!("s3rdma-ranks/{}", me.run_id);
-        let mut g = Group { me, store, prefix: base.clone(), timeout, step: AtomicU64::new(0) };
+        let mut g = Group { me, store, prefix: base.clone(), timeout, step: AtomicU64::new(0), cleaned: Default::default() };
         if g.me.world == 1 {
             return Ok(g);
         }
@@ -337,17 +372,26 @@ impl Group {
         Ok(out)
     }
 
-    /// Remove this run's meeting objects (rank 0, at the end; others return).
+    /// Leave the group at the end of a run: every rank says it has left (it
+    /// is past its last barrier), and rank 0 removes the run's meeting
+    /// objects once all have, never before: a rank still polling the last
+    /// barrier must find its markers there.
     pub async fn cleanup(&self) {
-        if self.me.world == 1 || !self.me.is_root() {
+        self.cleaned.store(true, Ordering::SeqCst);
+        if self.me.world == 1 {
             return;
         }
-        let base = format!("s3rdma-ranks/{}/", self.me.run_id);
-        if let Ok(objs) = self.store.list(&base).await {
-            for o in objs {
-                let _ = self.store.delete(&o.key).await;
-            }
+        let step = self.next("left");
+        if self.put(&format!("{step}/r{:05}", self.me.rank), b"left").await.is_err() || !self.me.is_root() {
+            return;
         }
+        if self.wait_all(&step, "left").await.is_ok() {
+            self.remove_markers().await;
+        }
+    }
+
+    async fn remove_markers(&self) {
+        remove_markers(self.store.as_ref(), &self.me.run_id).await;
     }
 
     async fn put(&self, key: &str, body: &[u8]) -> Result<()> {

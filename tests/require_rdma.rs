@@ -81,7 +81,7 @@ fn assert_require_rdma_exits_3(bench_args: &[&str], bucket: &str) {
         assert_eq!(o.status.code(), Some(want), "{} (require {require}):\n{out}\n{}", bench_args[0], stderr(&o));
         assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
         if require {
-            assert!(stderr(&o).contains("--require-rdma: witness verdict full-fallback"), "{}", stderr(&o));
+            assert!(stderr(&o).contains("RDMA not proven (--require-rdma): witness verdict full-fallback"), "{}", stderr(&o));
         }
         let files: Vec<_> = std::fs::read_dir(tmp.path().join("results")).unwrap().map(|e| e.unwrap().path()).collect();
         assert_eq!(files.len(), 1, "{}: the run happened, so its record is written", bench_args[0]);
@@ -136,4 +136,36 @@ fn train_loader_only_require_rdma_exits_3_after_a_full_fallback() {
         &["train", "--loader-only", "--batch-size", "8", "--crop", "24", "--steps", "4", "--warmup", "1", "--fetch-workers", "2"],
         "rr-train",
     );
+}
+
+#[test]
+fn verify_over_local_with_require_rdma_says_fail_and_exits_3() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(&["verify", "--root", "store", "--prepare", "--size", "64KiB", "--require-rdma"], tmp.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
+    assert!(out.contains("RESULT: FAIL") && out.contains("--require-rdma"), "{out}");
+    let files: Vec<_> = std::fs::read_dir(tmp.path().join("results")).unwrap().map(|e| e.unwrap().path()).collect();
+    let rec: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    assert_eq!(rec["rdma_witness"]["verdict"], "not-applicable");
+    assert!(rec["rdma_witness"]["config"].is_object(), "every bench records the witness's set-up");
+}
+
+#[test]
+fn a_failed_multi_rank_run_leaves_no_rank_markers_for_the_next_run_with_its_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A restore with nothing saved fails on every rank after they met.
+    let args = ["ckpt", "--ranks", "2", "--run-id", "reused", "--ops", "restore", "--sizes", "8MiB", "--dest", "host", "--barrier-timeout", "30s"];
+    let o = s3rdma(&args, tmp.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is incomplete (no manifest"), "{}", stderr(&o));
+    let markers = tmp.path().join("s3rdma-data/s3rdma-bench/s3rdma-ranks/reused/epoch.json");
+    assert!(!markers.exists(), "a stale epoch would make the next run with this --run-id wait at a barrier");
+    // The next run with the same id meets at once and finishes.
+    let t0 = std::time::Instant::now();
+    let args =
+        ["ckpt", "--ranks", "2", "--run-id", "reused", "--sizes", "8MiB", "--chunk", "2MiB", "--methods", "flat", "--dest", "host", "--barrier-timeout", "30s"];
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(t0.elapsed() < std::time::Duration::from_secs(25), "it waited for a barrier: {:?}", t0.elapsed());
 }

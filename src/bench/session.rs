@@ -170,17 +170,17 @@ pub fn exit_status(failure: Option<Error>, require_rdma: bool, verdict: Verdict,
         return Err(e);
     }
     if require_rdma && verdict != Verdict::RdmaVerified {
-        return Err(Error::WitnessFailed(format!("--require-rdma: witness verdict {} for {reason}", verdict.as_str())));
+        return Err(Error::WitnessFailed(format!("RDMA not proven (--require-rdma): witness verdict {} for {reason}", verdict.as_str())));
     }
     Ok(())
 }
 
 /// The end of every run that leaves a record: print the terminal table
 /// (`print`), or the record as JSON with `--json`; then write the record
-/// (if that fails, say so and print the record's JSON to stderr, so the
-/// measurement is not lost); then decide the exit code ([`exit_status`]).
+/// (if that fails, say why and print the record's JSON to stderr, so the
+/// measurement is not lost); the exit code is [`exit_status`]'s.
 ///
-/// Errors: as [`exit_status`], or the record cannot be written (exit 1).
+/// Errors: as [`exit_status`]; when that passes but the record cannot be written, exit 1.
 #[allow(clippy::too_many_arguments)]
 pub fn conclude(
     record: &RunRecord,
@@ -197,16 +197,20 @@ pub fn conclude(
     } else {
         print();
     }
+    let status = exit_status(failure, require_rdma, verdict, reason);
     match record.write(&output.results_dir, started) {
         Ok(path) => eprintln!("wrote {}", path.display()),
         Err(e) => {
+            // The reason first, then the measurement, so neither is lost; a
+            // failed verdict or data check keeps its own exit code (3, 4).
+            eprintln!("error: {e}");
             if !output.json {
-                eprintln!("the record follows:\n{}", serde_json::to_string_pretty(record).expect("record encodes"));
+                eprintln!("the record that could not be written:\n{}", serde_json::to_string_pretty(record).expect("record encodes"));
             }
-            return Err(e);
+            return status.and(Err(e));
         }
     }
-    exit_status(failure, require_rdma, verdict, reason)
+    status
 }
 
 impl Session {
@@ -253,10 +257,17 @@ impl Session {
                     if spec.mem.dest() != Dest::Host {
                         crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", spec.mem.dest().name())))?;
                     }
-                    tokio::task::spawn_blocking(move || ranks::spawn_local(world))
+                    let ranks_done = tokio::task::spawn_blocking(move || ranks::spawn_local(world))
                         .await
-                        .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))??;
-                    return Ok(None);
+                        .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?;
+                    if let (Err(_), Some(id)) = (&ranks_done, &group_args.run_id) {
+                        // Ranks stopped mid-run leave their meeting objects; a later run
+                        // reusing this --run-id must not find them (it would join a dead epoch).
+                        if let Ok(st) = store::open(&spec.store.config()) {
+                            ranks::remove_markers(st.as_ref(), id).await;
+                        }
+                    }
+                    return ranks_done.map(|()| None);
                 }
                 Rank::single()
             }
@@ -462,5 +473,20 @@ mod tests {
         assert_eq!(e.exit_code(), 4);
         let e = exit_status(None, true, Verdict::NotApplicable, "r").unwrap_err();
         assert_eq!(e.exit_code(), 3);
+    }
+
+    #[test]
+    fn a_record_that_cannot_be_written_keeps_the_verdicts_exit_code() {
+        let dir = tempfile::tempdir().unwrap();
+        // A file where the results directory should be: the write fails.
+        let blocked = dir.path().join("results");
+        std::fs::write(&blocked, b"x").unwrap();
+        let output = OutputArgs { results_dir: blocked, tag: None, json: true };
+        let record = RunRecord::new("fetch", "rdma", chrono::Utc::now(), None);
+        let e = conclude(&record, &output, chrono::Utc::now(), || {}, None, true, Verdict::FullFallback, "cell 1").unwrap_err();
+        assert_eq!(e.exit_code(), 3, "{e}");
+        let e = conclude(&record, &output, chrono::Utc::now(), || {}, None, false, Verdict::FullFallback, "cell 1").unwrap_err();
+        assert_eq!(e.exit_code(), 1);
+        assert!(e.to_string().contains("cannot"), "{e}");
     }
 }

@@ -344,6 +344,8 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         let why = s.steps.iter().find(|x| x.status == Status::Fail).map(|x| x.text.clone()).unwrap_or_default();
         let err = if matched == Some(false) { Error::Mismatch(format!("verify: {why}")) } else { Error::Runtime(format!("verify: {why}")) };
         (false, format!("FAIL - {why}"), Some(err))
+    } else if !witness.expects_rdma() && args.witness.require_rdma {
+        (false, format!("FAIL - round trip over {} verified, but --require-rdma asks for RDMA, which {} does not carry", backend.name(), backend.name()), None)
     } else if !witness.expects_rdma() {
         (true, format!("PASS - round trip over {} verified; RDMA not applicable", backend.name()), None)
     } else if rdma_ok {
@@ -365,7 +367,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         params: json!({"size_bytes": args.size, "key": args.key, "prepare": args.prepare, "keep": args.keep}),
         results: json!({"steps": s.steps, "result": result, "pass": pass, "data_match": matched,
                         "put_witness": put_report, "get_witness": get_report}),
-        rdma_witness: json!({"verdict": verdict, "reason": reason}),
+        rdma_witness: json!({"verdict": verdict, "reason": reason, "config": witness.describe()}),
         ..RunRecord::new("verify", backend.name(), started, args.output.tag.clone())
     };
     // On the rdma backend verify exists to prove RDMA: anything else is exit 3, as --require-rdma.

@@ -237,7 +237,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         world: World::Single,
         rdma_threads: args.concurrency,
         create_bucket: false,
-        no_bucket: super::session::store_error,
+        no_bucket,
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let store = s.store.clone();
@@ -349,6 +349,16 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         println!("{t}");
     })
     .await
+}
+
+/// A missing bucket: weights reads a model that is already there.
+fn no_bucket(e: crate::error::StoreError) -> Error {
+    match e {
+        crate::error::StoreError::NoSuchBucket { bucket, location } => Error::Runtime(format!(
+            "bucket '{bucket}' does not exist at {location}: upload a model there, or write a synthetic one with `s3rdma weights --synth llama-3.1-8b --model <prefix>` (same --backend/--bucket)"
+        )),
+        e => e.into(),
+    }
 }
 
 /// Medians and ranges over repeats.

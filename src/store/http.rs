@@ -59,9 +59,10 @@ impl HttpStore {
     /// Errors: [`StoreError::Config`] when credentials are missing or the endpoint is not an http(s) URL.
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
         let (Some(ak), Some(sk)) = (args.access_key.as_deref(), args.secret_key.as_deref()) else {
-            return Err(StoreError::Config(
-                "--backend http needs credentials: pass --access-key and --secret-key, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into(),
-            ));
+            return Err(StoreError::Config(format!(
+                "--backend {} needs credentials: pass --access-key and --secret-key, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+                args.backend.name()
+            )));
         };
         let endpoint = match args.endpoint.as_deref().map(str::trim) {
             Some(e) => check_endpoint(e)?,
