@@ -3,7 +3,7 @@
 # files, same cache state: docs/gpu.md's weights figure (16.06 GB synthetic
 # Llama-3.1-8B, local backend, warm page cache, into device memory with
 # `--io-threads 4 --stage-chunk 64MiB --bounce-buffers 8`) and the default
-# `fetch` table (local, warm, --dest device). Used to show a refactor lost no
+# `fetch` table (local, warm, --dest device; --prepare, as the default directory would). Used to show a refactor lost no
 # speed. Binaries: $OLD and $NEW (default .carry/s3rdma-old, .carry/s3rdma-new,
 # stripped release builds made here and carried). Records go to results/
 # (tags ab-old-*, ab-new-*); a short table is printed last.
@@ -18,7 +18,7 @@ mkdir -p "$ROOT" results
 # One untimed load puts every shard in the page cache (warm for both builds).
 "$NEW" weights --root "$ROOT" --model m/llama --dest host --results-dir "$ROOT/scratch" >/dev/null 2>&1
 W="--root $ROOT --model m/llama --dest device --repeats 3 --concurrency 4 --io-threads 4 --stage-chunk 64MiB --bounce-buffers 8"
-F="--root $ROOT-fetch --duration 2s"
+F="--root $ROOT-fetch --prepare --duration 2s"
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which build goes first.
   if [ $((r % 2)) -eq 1 ]; then order="old new"; else order="new old"; fi
