@@ -68,6 +68,15 @@ pub struct SessionSpec<'a> {
     pub no_bucket: fn(StoreError) -> Error,
 }
 
+impl<'a> SessionSpec<'a> {
+    /// A single-process bench on an existing bucket (the store's own
+    /// message when it is missing), one rdma worker; override fields with
+    /// struct-update syntax.
+    pub fn new(bench: &'static str, store: &'a StoreArgs, witness: &'a WitnessArgs, mem: &'a MemArgs, output: &'a OutputArgs) -> Self {
+        SessionSpec { bench, store, witness, mem, group: None, output, world: World::Single, rdma_threads: 1, create_bucket: false, no_bucket: store_error }
+    }
+}
+
 /// The default [`SessionSpec::no_bucket`]: the store's own message.
 pub fn store_error(e: StoreError) -> Error {
     e.into()

@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::Spread;
-use super::session::{Direction, Outcome, Session, SessionSpec, World};
+use super::session::{Direction, Outcome, Session, SessionSpec};
 use crate::cli::TokensArgs;
 use crate::error::{Error, Result};
 use crate::format::shards::{self, Listed, TokenShard};
@@ -210,16 +210,9 @@ pub async fn run(args: TokensArgs) -> Result<()> {
         return Err(Error::Usage(format!("--mfu {} must be in (0, 1] and --gpu-tflops {} above 0", args.mfu, args.gpu_tflops)));
     }
     let spec = SessionSpec {
-        bench: "tokens",
-        store: &args.store,
-        witness: &args.witness,
-        mem: &args.mem,
-        group: None,
-        output: &args.output,
-        world: World::Single,
         rdma_threads: args.fetch_workers,
-        create_bucket: false,
         no_bucket: shards::no_dataset_bucket,
+        ..SessionSpec::new("tokens", &args.store, &args.witness, &args.mem, &args.output)
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let store = s.store.clone();

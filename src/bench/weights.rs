@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::Spread;
-use super::session::{Direction, Outcome, Session, SessionSpec, World};
+use super::session::{Direction, Outcome, Session, SessionSpec};
 use crate::cli::{Backend, Baseline, WeightsArgs};
 use crate::error::{Error, Result};
 use crate::format::weights::{self, ShardLayout};
@@ -227,18 +227,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         println!("wrote synthetic {name}: {bytes} tensor bytes in {shards} shard(s) under '{}' at {}", args.model, store.location());
         return Ok(());
     }
-    let spec = SessionSpec {
-        bench: "weights",
-        store: &args.store,
-        witness: &args.witness,
-        mem: &args.mem,
-        group: None,
-        output: &args.output,
-        world: World::Single,
-        rdma_threads: args.concurrency,
-        create_bucket: false,
-        no_bucket,
-    };
+    let spec = SessionSpec { rdma_threads: args.concurrency, no_bucket, ..SessionSpec::new("weights", &args.store, &args.witness, &args.mem, &args.output) };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let store = s.store.clone();
     let dest = s.mem.dest();

@@ -9,7 +9,6 @@
 //! the benches can report (and the witness can check) what carried the bytes.
 
 pub mod counted;
-pub mod direct;
 pub mod http;
 pub mod local;
 pub mod rdma;

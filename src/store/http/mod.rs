@@ -13,6 +13,8 @@
 //! CRC32 trailers to every PUT, which several stores reject); response
 //! checksum validation per `--response-checksums`.
 
+pub mod direct;
+
 use std::ops::Range;
 use std::time::Instant;
 
@@ -28,11 +30,11 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
-use super::direct::{DirectError, DirectGet};
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
 use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
+use direct::{DirectError, DirectGet};
 
 /// S3's smallest part for multipart upload (all parts but the last), 5 MiB
 /// (AWS S3 API reference, UploadPart).
@@ -348,7 +350,7 @@ impl HttpStore {
 /// The first ranged GET of an object, on either GET path, its body not yet read.
 enum FirstPart {
     Sdk(Box<aws_sdk_s3::operation::get_object::GetObjectOutput>),
-    Direct(super::direct::Response),
+    Direct(direct::Response),
 }
 
 /// An endpoint must be `http(s)://host[:port]`: no credentials, path or query

@@ -1,0 +1,319 @@
+//! `s3rdma train`: ResNet-50 training step time by backend (the seeds' B3: 8 x
+//! H200, 200 batches, raw layout 14.31 s over RDMA / 16.68 s over HTTP, JPEG
+//! 28.25 s; storage wait 0.00 s on every arm), and with `--loader-only` the
+//! input pipeline alone (B2).
+//!
+//! Two layouts (DESIGN.md "On-store formats"):
+//! - `raw`: `--fetch-workers` workers each own one device buffer of a whole
+//!   shard (GPU-Direct on rdma, staged through pinned memory elsewhere), read a
+//!   shard into it, and cut it into batches of sample indices (shuffled within
+//!   the shard); the buffer returns to its worker when the last batch drops it.
+//!   Crop, flip and normalisation run on the GPU (feature `train`).
+//! - `jpeg`: each batch's samples are read by one ranged GET each (or sliced
+//!   out of whole shards, `--jpeg-fetch shard`), decoded, resized (shorter side
+//!   256), randomly cropped and flipped on `--decode-threads` CPU threads into a
+//!   pinned batch buffer, then copied to the GPU: the bytes must reach host
+//!   memory, so RDMA cannot carry them straight to the GPU (the seeds' point).
+//!
+//! The training loop runs on its own thread and takes ready batches from the
+//! loader; every step is timed as fetch wait (blocked on the loader),
+//! host-to-device copy, augmentation and compute (forward, backward, SGD
+//! step, synchronised). With `--ranks N` each rank is a process with its own
+//! GPU and every N-th shard; gradients are NOT all-reduced (tch has no
+//! DistributedDataParallel): ranks train independent replicas on disjoint data,
+//! which is the same compute and the same input traffic per GPU as data-parallel
+//! training without the all-reduce.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::Spread;
+use super::session::{Direction, OpenWindow, Outcome, Session, SessionSpec, World};
+use crate::cli::{JpegFetch, Layout, TrainArgs};
+use crate::error::{Error, Result};
+use crate::format::shards::{self, JpegIndex, Listed, RawShard};
+use crate::mem::{Buffer, Dest, Gpu};
+use crate::sampler::Sampler;
+use crate::store::{self, ObjectStore};
+use crate::witness::WitnessReport;
+
+mod loader;
+mod steps;
+pub use loader::*;
+pub use steps::*;
+
+fn usage_without_model() -> Error {
+    Error::Usage(
+        "this s3rdma was built without the `train` feature (libtorch), so it cannot train a model: pass --loader-only to measure the input pipeline, \
+         or rebuild with `LIBTORCH_USE_PYTORCH=1 cargo build --release --features train` (see docs/03-training-benchmark.md)"
+            .into(),
+    )
+}
+
+/// Run `s3rdma train`.
+pub async fn run(args: TrainArgs) -> Result<()> {
+    if !args.loader_only && !cfg!(feature = "train") {
+        return Err(usage_without_model());
+    }
+    let prefix = args.prefix.clone().unwrap_or_else(|| match args.layout {
+        Layout::Raw => "raw/train".into(),
+        Layout::Jpeg => "jpeg/train".into(),
+    });
+    store::check_key(&format!("{prefix}-000000.json")).map_err(|e| Error::Usage(format!("--prefix '{prefix}': {e}")))?;
+    if args.layout == Layout::Jpeg {
+        // Batch buffers, plus each batch's JPEG bytes while it is prepared (about a tenth of its pixels).
+        let per = args.batch_size as u64 * (args.crop as u64).pow(2) * 3;
+        super::check_host_memory(
+            &format!("{} batch buffers of {} x {} x {} x 3", args.prefetch_batches, args.batch_size, args.crop, args.crop),
+            (args.prefetch_batches as u64) * per * 11 / 10,
+            "lower --batch-size, --crop or --prefetch-batches",
+        )?;
+    }
+    let spec = SessionSpec {
+        group: Some(&args.group),
+        world: World::Ranks(args.ranks),
+        rdma_threads: args.fetch_workers,
+        create_bucket: args.store.is_default_local_dir(),
+        no_bucket: shards::no_dataset_bucket,
+        ..SessionSpec::new("train", &args.store, &args.witness, &args.mem, &args.output)
+    };
+    let Some(session) = Session::start(spec).await? else { return Ok(()) };
+    let session = Arc::new(session);
+    let me = session.me.clone();
+    let mem = session.mem.clone();
+    let dest = mem.dest();
+    let gpu = session.gpu.clone();
+    let store = session.store.clone();
+    let batch = args.batch_size as usize;
+    let crop = args.crop;
+    let counters = Arc::new(LoaderCounters::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let ctx = Arc::new(LoaderCtx {
+        store: store.clone(),
+        counters: counters.clone(),
+        stop: stop.clone(),
+        batch,
+        window: args.store.window,
+        seed: args.seed ^ (me.rank as u64) << 48,
+    });
+    let (tx, mut rx) = mpsc::channel::<Result<Batch>>(args.prefetch_batches.max(2) as usize * 4);
+    let alloc_err = |what: &str, n: usize, e: String| {
+        Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower --fetch-workers/--prefetch-batches/--batch-size", dest.name()))
+    };
+    let (classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads);
+    match args.layout {
+        Layout::Raw => {
+            let listed = shards::list_raw(store.as_ref(), &prefix).await?;
+            shards_total = listed.len();
+            classes = listed.iter().flat_map(|l| l.meta.labels.iter()).max().map_or(1, |&m| m as i64 + 1).max(l_classes(&listed));
+            let (h, w) = (listed[0].meta.height, listed[0].meta.width);
+            if let Some(l) = listed.iter().find(|l| l.meta.height != h || l.meta.width != w) {
+                return Err(Error::Runtime(format!(
+                    "'{}' holds {}x{} images, the first shard {h}x{w}: one size per --prefix",
+                    l.sidecar_key, l.meta.width, l.meta.height
+                )));
+            }
+            if (crop as u64) > h.min(w) {
+                return Err(Error::Usage(format!("--crop {crop} is larger than the {w}x{h} images under '{prefix}': lower --crop")));
+            }
+            let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();
+            if mine.is_empty() {
+                return Err(Error::Usage(format!(
+                    "{shards_total} raw shard(s) for {} ranks: every rank needs a shard; ingest more shards (--samples-per-shard) or use fewer ranks",
+                    me.world
+                )));
+            }
+            if let Some(l) = mine.iter().find(|l| l.meta.samples < batch as u64) {
+                return Err(Error::Usage(format!(
+                    "raw shard '{}' holds {} samples, fewer than --batch-size {batch}: lower --batch-size or ingest with more --samples-per-shard",
+                    l.data_key, l.meta.samples
+                )));
+            }
+            shards_mine = mine.len();
+            samples_mine = mine.iter().map(|l| l.meta.samples).sum::<u64>();
+            let cap = mine.iter().map(|l| l.meta.data_bytes()).max().expect("non-empty") as usize;
+            if dest != Dest::Device {
+                super::check_host_memory(
+                    &format!("{} shard buffers of {cap} bytes", args.fetch_workers),
+                    args.fetch_workers as u64 * cap as u64,
+                    "lower --fetch-workers",
+                )?;
+            }
+            let bufs = (0..args.fetch_workers).map(|_| session.buffer(cap).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;
+            device_batch = None;
+            decode_threads = 0;
+            handles = start_raw(ctx.clone(), mine, bufs, tx);
+        }
+        Layout::Jpeg => {
+            let listed = shards::list_jpeg(store.as_ref(), &prefix).await?;
+            shards_total = listed.len();
+            classes = listed.iter().flat_map(|l| l.meta.samples.iter().map(|s| s.label)).max().map_or(1, |m| m as i64 + 1);
+            let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();
+            if mine.is_empty() {
+                return Err(Error::Usage(format!(
+                    "{shards_total} jpeg shard(s) for {} ranks: every rank needs a shard; ingest more shards or use fewer ranks",
+                    me.world
+                )));
+            }
+            shards_mine = mine.len();
+            samples_mine = mine.iter().map(|l| l.meta.samples.len() as u64).sum();
+            let per = batch * (crop * crop * 3) as usize;
+
+            let slot = |_| match (&gpu, dest) {
+                (Some(g), Dest::Device | Dest::Pinned) => {
+                    crate::mem::PinnedBuffer::new(g, per).map(Buffer::Pinned).map_err(|e| alloc_err("a pinned batch buffer", per, e))
+                }
+                _ => Ok(Buffer::host(per)),
+            };
+            let slots = (0..args.prefetch_batches).map(slot).collect::<Result<Vec<_>>>()?;
+            device_batch = match (&gpu, dest) {
+                (Some(g), Dest::Device) => {
+                    Some(Buffer::Device(crate::mem::DeviceBuffer::new(g, per, 0, 0).map_err(|e| alloc_err("the device batch buffer", per, e))?))
+                }
+                _ => None,
+            };
+            decode_threads =
+                args.decode_threads.map_or_else(|| (std::thread::available_parallelism().map_or(1, |n| n.get()) / me.world).max(1), |n| n as usize);
+            let pool = Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(decode_threads)
+                    .thread_name(|i| format!("decode-{i}"))
+                    .build()
+                    .map_err(|e| Error::Runtime(format!("cannot start decode threads: {e}")))?,
+            );
+            handles = start_jpeg(ctx.clone(), mine, slots, args.jpeg_fetch, args.sample_gets as usize, pool, crop, tx);
+        }
+    }
+
+    // The training loop on its own thread: libtorch calls block, and the model lives there.
+    let rt = tokio::runtime::Handle::current();
+    let (targs, tsession, tcounters, tgpu) = (args.clone(), session.clone(), counters.clone(), gpu.clone());
+    let trainer = std::thread::Builder::new()
+        .name("train-loop".into())
+        .spawn(move || -> Result<(Vec<RepeatOutput>, serde_json::Value)> {
+            let mut stepper: Box<dyn Stepper> = make_stepper(&targs, tgpu.as_ref(), dest, classes, device_batch)?;
+            let desc = stepper.describe();
+            let mut open: Option<(OpenWindow, Sampler, [u64; 4])> = None;
+            let figures = train_loop(&mut rx, stepper.as_mut(), targs.warmup, targs.steps, targs.repeats, |rep, start| {
+                if start {
+                    let _ = rep;
+                    let window = rt.block_on(tsession.open_window())?;
+                    open = Some((window, Sampler::start(), counters_now(&tcounters)));
+                    return Ok(None);
+                }
+                let (window, sampler, c0) = open.take().expect("a window was opened");
+                let s = sampler.finish();
+                let c1 = counters_now(&tcounters);
+                let mut f = WindowFigures {
+                    read_bytes: c1[0] - c0[0],
+                    gets: c1[1] - c0[1],
+                    fetch_thread_s: (c1[2] - c0[2]) as f64 / 1e6,
+                    decode_thread_s: (c1[3] - c0[3]) as f64 / 1e6,
+                    client_cpu_cores: s.client_cpu_cores,
+                    host_cpu_cores: s.host_cpu_cores,
+                    witness: None,
+                };
+                let closed = rt.block_on(tsession.close_window(window, Direction::Read, f.read_bytes, ()))?;
+                f.witness = closed.witness;
+                Ok(Some(f))
+            })?;
+            Ok((figures, desc))
+        })
+        .map_err(|e| Error::Runtime(format!("cannot start the training thread: {e}")))?;
+    let result = tokio::task::spawn_blocking(move || trainer.join()).await.map_err(|e| Error::Runtime(format!("training thread: {e}")))?;
+    stop.store(true, Ordering::Relaxed);
+    for h in &handles {
+        h.abort();
+    }
+    let (figures, stepper_desc) = match result {
+        Ok(r) => r?,
+        Err(_) => return Err(Error::Runtime("the training thread panicked".into())),
+    };
+
+    // Every rank's figures to rank 0.
+    let hostname = sysinfo::System::host_name().unwrap_or_default();
+    let mine: Vec<RankRepeat> = figures
+        .iter()
+        .map(|(l, w, _)| {
+            let mut l = l.clone();
+            l.images = l.steps as u64 * batch as u64;
+            l.images_per_s = l.images as f64 / l.wall_s;
+            RankRepeat {
+                rank: me.rank,
+                host: hostname.clone(),
+                figures: l,
+                read_bytes: w.read_bytes,
+                gets: w.gets,
+                fetch_thread_s: w.fetch_thread_s,
+                decode_thread_s: w.decode_thread_s,
+                client_cpu_cores: w.client_cpu_cores,
+                host_cpu_cores: w.host_cpu_cores,
+            }
+        })
+        .collect();
+    let per_rank: Vec<Vec<RankRepeat>> = session.gather("train-figures", &mine).await?;
+    let witnesses: Vec<WitnessReport> = figures.iter().filter_map(|(_, w, _)| w.witness.clone()).collect();
+    let losses: Vec<&Vec<f64>> = figures.iter().map(|(_, _, l)| l).collect();
+    finish(&session, &args, &prefix, &per_rank, &witnesses, &losses, json!({
+        "classes": classes, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
+    }))
+    .await
+}
+
+fn l_classes(listed: &[Listed<RawShard>]) -> i64 {
+    listed.iter().map(|l| l.meta.classes.len() as i64).max().unwrap_or(0)
+}
+
+#[cfg(not(feature = "train"))]
+fn make_stepper(args: &TrainArgs, _gpu: Option<&Arc<Gpu>>, _dest: Dest, _classes: i64, device_batch: Option<Buffer>) -> Result<Box<dyn Stepper>> {
+    if !args.loader_only {
+        return Err(usage_without_model());
+    }
+    Ok(Box::new(LoaderOnly { device_batch }))
+}
+
+#[cfg(feature = "train")]
+fn make_stepper(args: &TrainArgs, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i64, device_batch: Option<Buffer>) -> Result<Box<dyn Stepper>> {
+    Ok(Box::new(super::train_model::Trainer::new(args, gpu, dest, classes, device_batch)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_crop_takes_a_window_of_the_resized_image() {
+        // A 512x256 image whose red channel is x/2: resized to 512x256 (shorter side already 256).
+        let img = image::RgbImage::from_fn(512, 256, |x, y| image::Rgb([(x / 2) as u8, (y % 256) as u8, 7]));
+        let mut jpeg = Vec::new();
+        image::codecs::jpeg::JpegEncoder::new_with_quality(&mut jpeg, 100).encode_image(&img).unwrap();
+        let mut out = vec![0u8; 224 * 224 * 3];
+        let mut rng = SmallRng::seed_from_u64(1);
+        decode_crop(&jpeg, 224, &mut rng, &mut out).unwrap();
+        // Along a row the red channel changes by ~0.5 per pixel, rising or (flipped) falling.
+        let red = |x: usize| out[(100 * 224 + x) * 3] as i32;
+        let slope = red(223) - red(0);
+        assert!((slope.abs() - 111).abs() <= 6, "slope {slope}");
+        assert!(out.chunks(3).all(|p| (p[2] as i32 - 7).abs() <= 6));
+        let bad = decode_crop(b"not a jpeg", 224, &mut rng, &mut out).unwrap_err();
+        assert!(!bad.is_empty());
+    }
+
+    #[test]
+    fn shard_order_is_a_seeded_permutation() {
+        let a = shard_order(10, 3, 0);
+        let mut s = a.clone();
+        s.sort();
+        assert_eq!(s, (0..10).collect::<Vec<_>>());
+        assert_eq!(a, shard_order(10, 3, 0));
+        assert_ne!(a, shard_order(10, 3, 1));
+    }
+}

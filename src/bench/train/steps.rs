@@ -1,0 +1,301 @@
+//! The training loop (warm-up, timed steps, one witnessed window per repeat), the step timings, and the ranks' figures aggregated into the record and table.
+
+use super::*;
+
+/// Seconds of one step, by phase.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct StepTimes {
+    /// Blocked waiting for the loader.
+    pub fetch_wait_s: f64,
+    /// Pinned batch -> device memory (jpeg layout).
+    pub h2d_s: f64,
+    /// Crop, flip, normalise on the GPU (feature `train`).
+    pub augment_s: f64,
+    /// Forward, backward, optimizer step, synchronised.
+    pub compute_s: f64,
+    /// Seconds of the whole step (wait + h2d + augment + compute).
+    pub step_s: f64,
+}
+
+/// What the training loop measured over one repeat's timed steps.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LoopFigures {
+    /// Timed steps.
+    pub steps: u32,
+    /// Images consumed (steps x batch size).
+    pub images: u64,
+    /// Wall seconds of the timed work.
+    pub wall_s: f64,
+    /// Images per second.
+    pub images_per_s: f64,
+    /// Median step seconds.
+    pub step_s_median: f64,
+    /// 99th percentile step seconds.
+    pub step_s_p99: f64,
+    /// Sums over the timed steps.
+    pub fetch_wait_s: f64,
+    /// Seconds copying batches host to device.
+    pub h2d_s: f64,
+    /// Seconds cropping and flipping on the device.
+    pub augment_s: f64,
+    /// Seconds of forward, backward and optimizer step.
+    pub compute_s: f64,
+    /// Mean loss of the first and last min(10, steps) steps of this repeat (None without a model).
+    pub loss_first: Option<f64>,
+    /// Mean loss of the last 10 steps (`None` without a model).
+    pub loss_last: Option<f64>,
+}
+
+/// One rank's figures of one repeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RankRepeat {
+    /// Rank of the process these figures come from.
+    pub rank: usize,
+    /// Host name of that process.
+    pub host: String,
+    #[serde(flatten)]
+    /// Its training-loop figures.
+    pub figures: LoopFigures,
+    /// Loader: bytes read and GETs in the window, thread-seconds fetching and decoding.
+    pub read_bytes: u64,
+    /// GETs issued.
+    pub gets: u64,
+    /// Thread-seconds the loader spent reading.
+    pub fetch_thread_s: f64,
+    /// Thread-seconds spent decoding JPEGs.
+    pub decode_thread_s: f64,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
+    pub client_cpu_cores: f64,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
+    pub host_cpu_cores: f64,
+}
+
+/// The per-step work after a batch arrives: H2D, augmentation, model.
+pub trait Stepper {
+    /// Do one step on `batch`; returns the phase times and the loss (if a model ran).
+    fn step(&mut self, batch: &Batch) -> Result<(StepTimes, Option<f64>)>;
+    /// What the augmentation and model are (for the record).
+    fn describe(&self) -> serde_json::Value;
+}
+
+/// Without a model: jpeg batches are copied to the GPU (when there is one);
+/// raw batches are already there; nothing else runs.
+pub struct LoaderOnly {
+    pub(crate) device_batch: Option<Buffer>,
+}
+
+impl Stepper for LoaderOnly {
+    fn step(&mut self, batch: &Batch) -> Result<(StepTimes, Option<f64>)> {
+        let mut t = StepTimes::default();
+        if let (Pixels::Staged { batch: b }, Some(Buffer::Device(d))) = (&batch.pixels, self.device_batch.as_mut()) {
+            let t0 = Instant::now();
+            let src = b.buf().as_host().expect("host or pinned");
+            d.write_from_host(0, &src[..d.device_ptr().1.min(src.len())]).map_err(|e| Error::Runtime(format!("batch to device memory: {e}")))?;
+            t.h2d_s = t0.elapsed().as_secs_f64();
+        }
+        Ok((t, None))
+    }
+    fn describe(&self) -> serde_json::Value {
+        json!({"model": null, "augment": if cfg!(feature = "train") { "none (--loader-only)" } else { "none: built without the `train` feature (crop/flip/normalise on the GPU need libtorch)" }})
+    }
+}
+
+/// The training loop: `warmup` untimed then `steps` timed steps per repeat;
+/// `at_window(rep, start)` is called around each repeat's timed steps (barriers,
+/// witness, sampler), returning what the caller measured there.
+pub(crate) fn train_loop<W>(
+    rx: &mut mpsc::Receiver<Result<Batch>>,
+    stepper: &mut dyn Stepper,
+    warmup: u32,
+    steps: u32,
+    repeats: u32,
+    mut at_window: impl FnMut(u32, bool) -> Result<Option<W>>,
+) -> Result<Vec<(LoopFigures, W, Vec<f64>)>> {
+    let mut out = Vec::new();
+    for rep in 1..=repeats {
+        let mut times = Vec::with_capacity(steps as usize);
+        let mut losses = Vec::with_capacity(steps as usize);
+        let mut t0 = Instant::now();
+        for s in 0..warmup + steps {
+            if s == warmup {
+                at_window(rep, true)?;
+                t0 = Instant::now();
+            }
+            let tw = Instant::now();
+            let batch = rx.blocking_recv().ok_or_else(|| Error::Runtime("the loader stopped".into()))??;
+            let wait = tw.elapsed().as_secs_f64();
+            let (mut t, loss) = stepper.step(&batch)?;
+            drop(batch);
+            t.fetch_wait_s = wait;
+            t.step_s = tw.elapsed().as_secs_f64();
+            if s >= warmup {
+                times.push(t);
+                if let Some(l) = loss {
+                    losses.push(l);
+                }
+            }
+        }
+        let wall_s = t0.elapsed().as_secs_f64();
+        let w = at_window(rep, false)?.expect("the closing call returns the window's figures");
+        let mut step_s: Vec<f64> = times.iter().map(|t| t.step_s).collect();
+        step_s.sort_by(f64::total_cmp);
+        let k = losses.len().min(10);
+        let mean = |v: &[f64]| if v.is_empty() { None } else { Some(v.iter().sum::<f64>() / v.len() as f64) };
+        out.push((
+            LoopFigures {
+                steps,
+                images: 0,
+                wall_s,
+                images_per_s: 0.0,
+                step_s_median: crate::bench::percentile(&step_s, 0.5).unwrap_or(0.0),
+                step_s_p99: crate::bench::percentile(&step_s, 0.99).unwrap_or(0.0),
+                fetch_wait_s: times.iter().map(|t| t.fetch_wait_s).sum(),
+                h2d_s: times.iter().map(|t| t.h2d_s).sum(),
+                augment_s: times.iter().map(|t| t.augment_s).sum(),
+                compute_s: times.iter().map(|t| t.compute_s).sum(),
+                loss_first: mean(&losses[..k]),
+                loss_last: mean(&losses[losses.len() - k..]),
+            },
+            w,
+            losses,
+        ));
+    }
+    Ok(out)
+}
+
+/// What a rank measured around one repeat's timed steps.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct WindowFigures {
+    pub(crate) read_bytes: u64,
+    pub(crate) gets: u64,
+    pub(crate) fetch_thread_s: f64,
+    pub(crate) decode_thread_s: f64,
+    pub(crate) client_cpu_cores: f64,
+    pub(crate) host_cpu_cores: f64,
+    pub(crate) witness: Option<WitnessReport>,
+}
+
+/// One timed repeat on this rank: its loop figures, its window's figures and its losses.
+pub(crate) type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
+
+/// Aggregate the ranks' figures per repeat and finish the session (rank 0 writes the record).
+pub(crate) async fn finish(
+    session: &Session,
+    args: &TrainArgs,
+    prefix: &str,
+    per_rank: &[Vec<RankRepeat>],
+    witnesses: &[WitnessReport],
+    losses: &[&Vec<f64>],
+    extra: serde_json::Value,
+) -> Result<()> {
+    let world = per_rank.len();
+    // Per repeat: the slowest rank's wall; aggregate images/s = all images / that wall.
+    let reps: Vec<serde_json::Value> = (0..args.repeats as usize)
+        .map(|r| {
+            let rows: Vec<&RankRepeat> = per_rank.iter().filter_map(|v| v.get(r)).collect();
+            let wall = rows.iter().map(|x| x.figures.wall_s).fold(0.0, f64::max);
+            let images: u64 = rows.iter().map(|x| x.figures.images).sum();
+            let mean = |f: fn(&RankRepeat) -> f64| rows.iter().map(|x| f(x)).sum::<f64>() / rows.len().max(1) as f64;
+            json!({
+                "repeat": r + 1, "wall_s": wall, "images": images, "images_per_s": images as f64 / wall,
+                "images_per_s_per_rank": rows.iter().map(|x| x.figures.images_per_s).collect::<Vec<_>>(),
+                "step_s_median": mean(|x| x.figures.step_s_median),
+                "fetch_wait_s": mean(|x| x.figures.fetch_wait_s), "h2d_s": mean(|x| x.figures.h2d_s),
+                "augment_s": mean(|x| x.figures.augment_s), "compute_s": mean(|x| x.figures.compute_s),
+                "read_bytes": rows.iter().map(|x| x.read_bytes).sum::<u64>(),
+                "read_gbps": rows.iter().map(|x| x.read_bytes).sum::<u64>() as f64 / wall / 1e9,
+                "gets": rows.iter().map(|x| x.gets).sum::<u64>(),
+                "decode_thread_s": rows.iter().map(|x| x.decode_thread_s).sum::<f64>(),
+                "client_cpu_cores": rows.iter().map(|x| x.client_cpu_cores).sum::<f64>(),
+                "host_cpu_cores": crate::bench::host_cores(rows.iter().map(|x| (x.host.as_str(), x.host_cpu_cores))),
+                "loss_first": rows.first().and_then(|x| x.figures.loss_first), "loss_last": rows.first().and_then(|x| x.figures.loss_last),
+                "ranks": rows,
+                "witness": witnesses.get(r),
+            })
+        })
+        .collect();
+    let pick = |k: &str| Spread::of(reps.iter().filter_map(|r| r[k].as_f64())).unwrap_or_default();
+    let (wall, ips, step, wait, h2d, aug, comp, cores, host_cores, gbps) = (
+        pick("wall_s"),
+        pick("images_per_s"),
+        pick("step_s_median"),
+        pick("fetch_wait_s"),
+        pick("h2d_s"),
+        pick("augment_s"),
+        pick("compute_s"),
+        pick("client_cpu_cores"),
+        pick("host_cpu_cores"),
+        pick("read_gbps"),
+    );
+    let worst = witnesses.iter().min_by_key(|w| w.verdict).cloned();
+    let loss_first = losses.first().and_then(|l| (!l.is_empty()).then(|| l.iter().take(10).sum::<f64>() / l.len().min(10) as f64));
+    let loss_last = losses.last().and_then(|l| (!l.is_empty()).then(|| l.iter().rev().take(10).sum::<f64>() / l.len().min(10) as f64));
+    let params = json!({"layout": args.layout, "prefix": prefix, "steps": args.steps, "warmup": args.warmup, "batch_size": args.batch_size,
+                   "amp": args.amp, "fetch_workers": args.fetch_workers, "decode_threads": args.decode_threads, "prefetch_batches": args.prefetch_batches,
+                   "jpeg_fetch": args.jpeg_fetch, "sample_gets": args.sample_gets, "crop": args.crop, "loader_only": args.loader_only, "lr": args.lr, "repeats": args.repeats,
+                   "seed": args.seed, "ranks": world, "gradients": if world > 1 { "not all-reduced: independent replicas on disjoint shards" } else { "single rank" }});
+    let results = json!({"summary": {"wall_s": wall, "images_per_s": ips, "step_s_median": step, "fetch_wait_s": wait, "h2d_s": h2d, "augment_s": aug,
+                                "compute_s": comp, "client_cpu_cores": cores, "host_cpu_cores": host_cores, "read_gbps": gbps,
+                                "loss_first": loss_first, "loss_last": loss_last},
+                    "repeats": reps, "dataset": extra, "losses_rank0": losses});
+    let windows: Vec<(String, WitnessReport)> = witnesses.iter().enumerate().map(|(i, w)| (format!("repeat {}", i + 1), w.clone())).collect();
+    let store = &session.store;
+    session
+        .finish(Outcome::new(params, results, windows), || {
+            let r =
+                |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
+            let mut t = Table::new();
+            t.load_preset(UTF8_FULL_CONDENSED);
+            t.set_header([
+                "layout",
+                "backend",
+                "ranks",
+                "steps",
+                "seconds",
+                "images/s",
+                "step s (median)",
+                "fetch wait s",
+                "h2d s",
+                "augment s",
+                "compute s",
+                "read GB/s",
+                "host cores",
+                "loss first→last",
+                "witness",
+            ]);
+            t.add_row([
+                format!("{:?}", args.layout).to_lowercase(),
+                store.backend().name().to_string(),
+                world.to_string(),
+                args.steps.to_string(),
+                r(&wall, 2),
+                r(&ips, 0),
+                format!("{:.4}", step.median),
+                format!("{:.2}", wait.median),
+                format!("{:.2}", h2d.median),
+                format!("{:.2}", aug.median),
+                format!("{:.2}", comp.median),
+                format!("{:.2}", gbps.median),
+                format!("{:.1}", host_cores.median),
+                match (loss_first, loss_last) {
+                    (Some(a), Some(b)) => format!("{a:.3}→{b:.3}"),
+                    _ => "-".into(),
+                },
+                worst.as_ref().map_or("-".into(), |w| w.verdict.as_str().to_string()),
+            ]);
+            println!(
+                "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
+                if args.loader_only { " --loader-only" } else { "" },
+                format!("{:?}", args.layout).to_lowercase(),
+                store.backend().name(),
+                store.location(),
+                args.batch_size,
+                world,
+                args.steps,
+                args.warmup,
+                args.repeats
+            );
+            println!("{t}");
+        })
+        .await
+}

@@ -1,0 +1,464 @@
+//! Command-line interface (clap derive). Shared argument groups: [`StoreArgs`]
+//! (which store and how to reach it), [`RunArgs`] (how long and how often),
+//! [`OutputArgs`] (where the record goes).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+mod bench_args;
+pub use bench_args::*;
+
+/// Benchmark deep-learning storage work over S3-over-RDMA, tuned S3-over-HTTP
+/// and local disk, and prove from the server's counters which transport carried
+/// the bytes.
+#[derive(Debug, Parser)]
+#[command(name = "s3rdma", version, about, max_term_width = 100)]
+pub struct Cli {
+    /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    /// The subcommand.
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Raw storage read throughput: concurrent GETs of whole objects into memory.
+    Fetch(FetchArgs),
+    /// Bring-up check: PASS only when the server's counters prove RDMA carried the bytes.
+    Verify(VerifyArgs),
+    /// Checkpoint save and restore from GPU memory: flat chunked vs serialize-then-put, verified, per rank.
+    Ckpt(CkptArgs),
+    /// Build the datasets `tokens` and `train` read: token shards, raw image shards, JPEG tar shards.
+    #[command(subcommand)]
+    Ingest(IngestKind),
+    /// Tokenized int32 loader throughput into GPU memory, and how many GPUs it could feed.
+    Tokens(TokensArgs),
+    /// Model weights (Hugging Face safetensors) into GPU memory: cold start.
+    Weights(WeightsArgs),
+    /// ResNet-50 training (feature `train`) or its input pipeline alone (`--loader-only`): step-time breakdown by backend.
+    Train(TrainArgs),
+    /// Compare result records side by side: medians, ranges, CPU, ratio to a baseline, witness verdicts; plots.
+    Report(ReportArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions {
+        #[arg(value_enum)]
+        /// The shell to write completions for.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Output of `s3rdma report` (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// One markdown table per benchmark.
+    Md,
+    /// Comma-separated values, one line per row.
+    Csv,
+    /// The rows as a JSON array.
+    Json,
+}
+
+/// `s3rdma report`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Result records (results/*.json); files that are not run records are skipped with a note.
+    pub files: Vec<PathBuf>,
+    /// Row order: fields compared first (benchmark, backend, tag, file, or any dimension such as size, concurrency, procs, state, op, layout, ranks).
+    #[arg(long, value_delimiter = ',', default_value = "benchmark,backend,size,concurrency")]
+    pub group_by: Vec<String>,
+    /// Ratio column against the rows of this backend (e.g. http) or this file with the same dimensions.
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Draw an SVG: fetch throughput vs concurrency per backend and size, else bars per row with min–max.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
+    /// Output format.
+    pub format: ReportFormat,
+}
+
+/// The flags that fix a store error, as a suffix of its message (`""` when
+/// no flag does): the store describes the problem, the CLI names the flags.
+pub fn flag_hint(e: &crate::error::StoreError) -> &'static str {
+    use crate::error::StoreError;
+    match e {
+        StoreError::NoSuchBucket { .. } => ": create it or pass --prepare",
+        StoreError::Auth { .. } => ": check --access-key/--secret-key (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
+        StoreError::Unreachable { .. } => ": check --endpoint and that the server is running",
+        _ => "",
+    }
+}
+
+// The store's own enums, used as flag values (clap's ValueEnum derive lives on them).
+pub use crate::store::{Backend, ChecksumMode, HttpGet};
+
+/// Which store to use and how to reach it.
+#[derive(Debug, Clone, Args)]
+pub struct StoreArgs {
+    /// Transport: local (a directory), http (any S3 endpoint) or rdma (libminiocpp, GPU-Direct S3 over RDMA).
+    #[arg(long, value_enum, default_value_t = Backend::Local)]
+    pub backend: Backend,
+    /// Bucket to read and write.
+    #[arg(long, default_value = "s3rdma-bench")]
+    pub bucket: String,
+    /// local: directory holding one subdirectory per bucket.
+    #[arg(long, default_value = DEFAULT_LOCAL_ROOT)]
+    pub root: PathBuf,
+    /// local: read with O_DIRECT (bypass the page cache) where offsets allow.
+    #[arg(long)]
+    pub direct: bool,
+    /// local: threads per read, each taking 16 MiB pieces of it (1 = the
+    /// stream's own thread only, so --concurrency is the whole parallelism).
+    #[arg(long, value_parser = parse_positive, default_value_t = 1)]
+    pub io_threads: u32,
+    /// http: endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for --region).
+    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    pub endpoint: Option<String>,
+    /// http: region used for signing.
+    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
+    pub region: String,
+    /// http: access key.
+    #[arg(long, env = "AWS_ACCESS_KEY_ID", hide_env_values = true)]
+    pub access_key: Option<String>,
+    /// http: secret key (never printed or recorded).
+    #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
+    /// http: one GET is split into ranged GETs of this many bytes; PUTs above it
+    /// go multipart with parts of max(this, 5 MiB). IEC (MiB) or decimal (MB).
+    #[arg(long, value_parser = parse_part_size, default_value = "8MiB")]
+    pub part_size: u64,
+    /// http: ranged GETs (or part uploads) in flight per object.
+    #[arg(long, value_parser = parse_positive, default_value_t = 8)]
+    pub part_concurrency: u32,
+    /// http: when to validate response checksums.
+    #[arg(long, value_enum, default_value_t = ChecksumMode::WhenRequired)]
+    pub response_checksums: ChecksumMode,
+    /// http: ranged-GET path. `direct` reads each body from the socket straight
+    /// into the destination buffer (one copy fewer than the SDK's chunks);
+    /// every other request (PUT, multipart, HEAD, LIST, DELETE) uses aws-sdk-s3.
+    #[arg(long, value_enum, default_value_t = HttpGet::Auto)]
+    pub http_get: HttpGet,
+    /// http: attempts per request (1 = no retries).
+    #[arg(long, value_parser = parse_positive, default_value_t = 3)]
+    pub attempts: u32,
+    /// http: TCP/TLS connect timeout, e.g. 5s.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "5s")]
+    pub connect_timeout: Duration,
+    /// http: longest wait for a response to start once a request is sent, e.g. 30s.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
+    pub read_timeout: Duration,
+    /// rdma: path of libminiocpp.so built with -DMINIO_CPP_ENABLE_RDMA=ON
+    /// (default: the system library search path).
+    #[arg(long, env = "MINIOCPP_LIB")]
+    pub rdma_lib: Option<PathBuf>,
+    /// rdma: ranged-read window for transfers above one RDMA transfer (4 GiB - 1).
+    #[arg(long, value_parser = parse_window, default_value = "1GiB")]
+    pub window: u64,
+    /// rdma: behave as if the library lacked miniocpp_get_object_range
+    /// (large objects and ranged reads then go over HTTP).
+    #[arg(long)]
+    pub rdma_no_range: bool,
+    /// rdma: worker threads, one client each (default: the largest --concurrency).
+    #[arg(long, value_parser = parse_positive)]
+    pub rdma_threads: Option<u32>,
+    /// rdma: largest single transfer; lowered only to test windowing.
+    #[arg(long, value_parser = parse_bytes, default_value = "4294967295", hide = true)]
+    pub rdma_max_transfer: u64,
+}
+
+impl StoreArgs {
+    /// The local backend on its own default directory (`./s3rdma-data`), which the tool owns and may create things in.
+    pub fn is_default_local_dir(&self) -> bool {
+        self.backend == Backend::Local && self.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT)
+    }
+
+    /// The store configuration these flags describe (the one conversion; the
+    /// store never sees flags).
+    pub fn config(&self) -> crate::store::StoreConfig {
+        crate::store::StoreConfig {
+            backend: self.backend,
+            bucket: self.bucket.clone(),
+            root: self.root.clone(),
+            direct: self.direct,
+            io_threads: self.io_threads,
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            access_key: self.access_key.clone(),
+            secret_key: self.secret_key.clone(),
+            part_size: self.part_size,
+            part_concurrency: self.part_concurrency,
+            response_checksums: self.response_checksums,
+            http_get: self.http_get,
+            attempts: self.attempts,
+            connect_timeout: self.connect_timeout,
+            read_timeout: self.read_timeout,
+            rdma_lib: self.rdma_lib.clone(),
+            window: self.window,
+            rdma_no_range: self.rdma_no_range,
+            rdma_threads: self.rdma_threads,
+            rdma_max_transfer: self.rdma_max_transfer,
+        }
+    }
+}
+
+/// How long and how often a bench runs.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Timed window per cell and repeat, e.g. 5s, 500ms.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "2s", conflicts_with = "iters")]
+    pub duration: Duration,
+    /// Instead of --duration: GETs per stream per cell and repeat.
+    #[arg(long, value_parser = parse_positive)]
+    pub iters: Option<u32>,
+    /// Untimed warm-up before each cell and repeat, e.g. 500ms (0s for none).
+    #[arg(long, value_parser = parse_duration, default_value = "500ms")]
+    pub warmup: Duration,
+    /// Timed repeats per cell; the summary gives their median and range.
+    #[arg(long, value_parser = parse_positive, default_value_t = 1)]
+    pub repeats: u32,
+    /// Create the bucket and any missing or wrong-sized objects (random bytes);
+    /// objects of the right size are reused. On by default only for the local
+    /// backend's own default directory (./s3rdma-data), which the tool owns.
+    #[arg(long)]
+    pub prepare: bool,
+    /// Never create anything, even in the default local directory.
+    #[arg(long, conflicts_with = "prepare")]
+    pub no_prepare: bool,
+}
+
+/// The `--root` default: the directory the tool creates and owns.
+pub const DEFAULT_LOCAL_ROOT: &str = "./s3rdma-data";
+
+impl RunArgs {
+    /// Whether to create missing buckets and objects: `--prepare`, or the
+    /// local backend on its own default directory unless `--no-prepare`.
+    pub fn prepare_for(&self, store: &StoreArgs) -> bool {
+        self.prepare || (!self.no_prepare && store.is_default_local_dir())
+    }
+}
+
+/// Where the bytes land, and how device reads are staged.
+#[derive(Debug, Clone, Args)]
+pub struct MemArgs {
+    /// Destination memory: host (pageable), pinned (page-locked host), device
+    /// (GPU memory; staged through pinned bounce buffers on local and http,
+    /// GPU-Direct on rdma). Default: device when a GPU is usable, else host.
+    #[arg(long = "dest", value_enum)]
+    pub dest_arg: Option<crate::mem::Dest>,
+    /// GPU ordinal for --dest pinned|device.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
+    /// Staged device reads: pinned bounce buffers per stream (half fill while half copy).
+    #[arg(long, value_parser = parse_bounce, default_value_t = 4)]
+    pub bounce_buffers: u32,
+    /// Staged device reads: bytes per bounce buffer (one ranged read each).
+    #[arg(long, value_parser = parse_part_size, default_value = "8MiB")]
+    pub stage_chunk: u64,
+}
+
+impl MemArgs {
+    /// `--dest`, or its default: device when the CUDA driver reports a GPU, else host.
+    pub fn dest(&self) -> crate::mem::Dest {
+        use std::sync::OnceLock;
+        static DEFAULT: OnceLock<crate::mem::Dest> = OnceLock::new();
+        self.dest_arg.unwrap_or_else(|| {
+            *DEFAULT.get_or_init(|| match crate::mem::cuda_probe() {
+                Ok(info) if !info.devices.is_empty() => crate::mem::Dest::Device,
+                _ => crate::mem::Dest::Host,
+            })
+        })
+    }
+
+    /// Open the GPU `--dest pinned|device` needs (before any store, so rdma
+    /// workers can bind its context); `None` for host memory.
+    ///
+    /// Errors: one line naming `--dest` and the fix when no GPU is usable.
+    pub fn open_gpu(&self) -> crate::error::Result<Option<std::sync::Arc<crate::mem::Gpu>>> {
+        match self.dest() {
+            crate::mem::Dest::Host => Ok(None),
+            d => crate::mem::Gpu::open(self.device).map(Some).map_err(|e| crate::error::Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name()))),
+        }
+    }
+
+    /// What the record says about the memory: dest, GPU, and how device
+    /// reads are done (`direct` when the backend writes device memory itself).
+    pub fn describe(&self, gpu: Option<&std::sync::Arc<crate::mem::Gpu>>, writes_device: bool) -> serde_json::Value {
+        use crate::mem::Dest;
+        serde_json::json!({
+            "dest": self.dest(),
+            "gpu": gpu.map(|g| serde_json::json!({"ordinal": g.ordinal, "name": g.name, "memory_bytes": g.total_mem})),
+            "device_path": match (self.dest(), writes_device) {
+                (Dest::Device, true) => serde_json::json!({"mode": "direct"}),
+                (Dest::Device, false) => serde_json::json!({"mode": "staged", "bounce_buffers": self.bounce_buffers, "chunk_bytes": self.stage_chunk}),
+                _ => serde_json::Value::Null,
+            },
+        })
+    }
+}
+
+fn parse_bounce(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (2..=64).contains(&n) && n % 2 == 0 => Ok(n),
+        _ => Err(format!("'{s}': bounce buffers must be an even number from 2 to 64")),
+    }
+}
+
+/// Where the witness scrapes the server's counters, and what it demands.
+#[derive(Debug, Clone, Args)]
+pub struct WitnessArgs {
+    /// Server nodes whose metrics to scrape, comma-separated host:port (default:
+    /// the endpoint's host:port). Scraped: /minio/metrics/v3/api/rdma and /api/requests.
+    #[arg(long, value_delimiter = ',')]
+    pub servers: Vec<String>,
+    /// Full metrics URL to scrape instead of the derived ones (repeatable).
+    #[arg(long)]
+    pub metrics_url: Vec<String>,
+    /// Bearer token for the metrics endpoints (default: a JWT made from the
+    /// access/secret key, as `mc admin prometheus generate` does).
+    #[arg(long, env = "S3RDMA_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
+    /// Exit 3 unless the witness verdict of every cell is rdma-verified.
+    #[arg(long)]
+    pub require_rdma: bool,
+}
+
+impl WitnessArgs {
+    /// The witness configuration these flags and the store's describe.
+    pub fn config(&self, store: &StoreArgs) -> crate::witness::WitnessConfig {
+        crate::witness::WitnessConfig {
+            expect: store.backend.into(),
+            endpoint: store.endpoint.clone(),
+            region: store.region.clone(),
+            access_key: store.access_key.clone(),
+            secret_key: store.secret_key.clone(),
+            servers: self.servers.clone(),
+            metrics_url: self.metrics_url.clone(),
+            metrics_token: self.metrics_token.clone(),
+        }
+    }
+}
+
+/// Where the run record goes.
+#[derive(Debug, Clone, Args)]
+pub struct OutputArgs {
+    /// Directory for `results/<bench>-<backend>-<UTC time>[-tag].json`.
+    #[arg(long, default_value = "results")]
+    pub results_dir: PathBuf,
+    /// Suffix for the result file name (letters, digits, '-', '_', '.').
+    #[arg(long, value_parser = parse_tag)]
+    pub tag: Option<String>,
+    /// Print the run record as JSON on stdout instead of the human table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How ranks meet (see `ranks.rs`): `--ranks`/`--procs` on one host, or a launcher.
+#[derive(Debug, Clone, Args)]
+pub struct GroupArgs {
+    /// Id shared by every rank of one run (default: the launcher's job id; our
+    /// own local ranks make one). Ranks meet under `s3rdma-ranks/<id>/` in the bucket.
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// Longest wait for the other ranks at a barrier before failing with their names.
+    #[arg(long, value_parser = parse_positive_duration, default_value = "5m")]
+    pub barrier_timeout: Duration,
+}
+
+/// Parse a byte size: a plain number of bytes, or a number with a decimal
+/// (kB, MB, GB, TB = powers of 1000) or IEC (KiB, MiB, GiB, TiB = powers of
+/// 1024) unit, via the `parse-size` crate. Zero is refused.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    match parse_size::parse_size(s.trim()) {
+        Ok(0) => Err(format!("size '{s}' is zero: give a positive size such as 16MiB")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("cannot parse size '{s}': use e.g. 16MiB, 64MB, 1GiB or a number of bytes")),
+    }
+}
+
+/// Smallest `--part-size`: 64 KiB. Smaller parts make a GET thousands of
+/// requests and a run take minutes whatever --duration says.
+pub const MIN_PART_SIZE: u64 = 64 << 10;
+
+fn parse_part_size(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if n < MIN_PART_SIZE {
+        return Err(format!("part size '{s}' is below the 64KiB minimum: use e.g. 8MiB"));
+    }
+    Ok(n)
+}
+
+/// `--window`: 1 MiB up to one RDMA transfer (4 GiB - 1).
+fn parse_window(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if !(1 << 20..=(4u64 << 30) - 1).contains(&n) {
+        return Err(format!("window '{s}' must be between 1MiB and 4GiB - 1 byte (one RDMA transfer)"));
+    }
+    Ok(n)
+}
+
+/// A duration that must be above zero.
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("duration '{s}' must be above zero"));
+    }
+    Ok(d)
+}
+
+/// Parse a duration such as `5s`, `500ms` or `2m` (humantime).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim()).map_err(|_| format!("cannot parse duration '{s}': use e.g. 5s, 500ms or 2m"))
+}
+
+/// Parse a count that must be at least 1.
+pub fn parse_positive(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(0) => Err("must be at least 1".to_string()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("'{s}' is not a whole number")),
+    }
+}
+
+fn parse_tag(s: &str) -> Result<String, String> {
+    if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        Ok(s.to_string())
+    } else {
+        Err(format!("tag '{s}' must be 1-64 letters, digits, '-', '_' or '.'"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_in_both_unit_systems() {
+        assert_eq!(parse_bytes("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_bytes("64MB").unwrap(), 64_000_000);
+        assert_eq!(parse_bytes("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert!(parse_bytes("16XB").unwrap_err().contains("16XB"));
+        assert!(parse_bytes("0").is_err());
+    }
+
+    #[test]
+    fn counts_and_tags() {
+        assert!(parse_positive("0").is_err());
+        assert_eq!(parse_positive("8").unwrap(), 8);
+        assert!(parse_tag("a/b").is_err());
+        assert_eq!(parse_tag("run-1").unwrap(), "run-1");
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

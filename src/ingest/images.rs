@@ -1,0 +1,298 @@
+//! `ingest raw` and `ingest jpeg`: ImageFolder discovery, decode, resize and center-crop, synthetic images, and WebDataset tar shards with their byte-offset index.
+
+use super::*;
+
+// ---------------------------------------------------------------- images
+
+/// One source image of an ImageFolder.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The image file.
+    pub path: PathBuf,
+    /// Class label (index of its class directory, sorted).
+    pub label: u32,
+    /// `<class>/<file stem>` with dots replaced by `_` (WebDataset keys end at the first dot).
+    pub key: String,
+}
+
+pub(crate) fn is_image(p: &Path) -> bool {
+    p.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png"))
+}
+
+/// Scan an ImageFolder: class = subdirectory (sorted by name, label = index),
+/// images = its .jpg/.jpeg/.png files (sorted). Returns (classes, sources).
+pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
+    let fix = "pass an ImageFolder directory: one subdirectory per class holding .jpg/.jpeg/.png files";
+    let rd = std::fs::read_dir(root).map_err(|e| Error::Usage(format!("--src {}: {e}: {fix}", root.display())))?;
+    let mut classes: Vec<String> = rd.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).filter_map(|e| e.file_name().to_str().map(String::from)).collect();
+    classes.sort();
+    let mut out = Vec::new();
+    for (label, class) in classes.iter().enumerate() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(class))
+            .map_err(|e| Error::Usage(format!("--src {}/{class}: {e}", root.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_file() && is_image(p))
+            .collect();
+        files.sort();
+        for path in files {
+            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("image").replace('.', "_");
+            out.push(Source { key: format!("{class}/{stem}"), path, label: label as u32 });
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Usage(format!("--src {}: no images found ({} class directories): {fix}", root.display(), classes.len())));
+    }
+    let mut seen: std::collections::HashMap<&str, &Path> = std::collections::HashMap::new();
+    for s in &out {
+        if let Some(other) = seen.insert(&s.key, &s.path) {
+            return Err(Error::Usage(format!(
+                "{} and {} both become sample key '{}' (keys are <class>/<stem> with dots replaced, and must be unique in a WebDataset shard): rename one",
+                other.display(),
+                s.path.display(),
+                s.key
+            )));
+        }
+    }
+    Ok((classes, out))
+}
+
+/// Resize the shorter side to `size` (triangle filter), then centre-crop to
+/// `size` x `size`: the standard ImageNet evaluation transform, applied once at
+/// ingest so training reads fixed-size samples (the original suite's raw layout).
+pub fn resize_center_crop(img: &RgbImage, size: u32) -> RgbImage {
+    let (w, h) = img.dimensions();
+    let (nw, nh) = if w <= h {
+        (size, ((h as u64 * size as u64 + w as u64 / 2) / w as u64).max(size as u64) as u32)
+    } else {
+        (((w as u64 * size as u64 + h as u64 / 2) / h as u64).max(size as u64) as u32, size)
+    };
+    let resized = image::imageops::resize(img, nw, nh, FilterType::Triangle);
+    image::imageops::crop_imm(&resized, (nw - size) / 2, (nh - size) / 2, size, size).to_image()
+}
+
+/// A synthetic, learnable image: a colour gradient whose base colour and
+/// direction depend on `label`, plus per-pixel noise seeded by `seed` and `index`.
+pub fn synth_image(label: u32, index: u64, seed: u64, w: u32, h: u32) -> RgbImage {
+    let mut cls = SmallRng::seed_from_u64(0x5eed_c1a5 ^ label as u64);
+    let base: [f32; 3] = [cls.random_range(30.0..225.0), cls.random_range(30.0..225.0), cls.random_range(30.0..225.0)];
+    let (dx, dy): (f32, f32) = (cls.random_range(-60.0..60.0), cls.random_range(-60.0..60.0));
+    let mut rng = SmallRng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ index);
+    let shift: f32 = rng.random_range(-20.0..20.0);
+    RgbImage::from_fn(w, h, |x, y| {
+        let g = dx * (x as f32 / w as f32 - 0.5) + dy * (y as f32 / h as f32 - 0.5) + shift;
+        let n: f32 = rng.random_range(-12.0..12.0);
+        image::Rgb(base.map(|b| (b + g + n).clamp(0.0, 255.0) as u8))
+    })
+}
+
+pub(crate) fn decode(path: &Path) -> Result<(Vec<u8>, RgbImage)> {
+    let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("--src: cannot read {}: {e}", path.display())))?;
+    if is_jpeg(&bytes) && !bytes[bytes.len().saturating_sub(64)..].windows(2).any(|w| w == [0xFF, 0xD9]) {
+        // The decoder fills a cut-off JPEG with grey and says nothing: require the end-of-image marker.
+        return Err(Error::Usage(format!("--src: {} is a truncated JPEG (no end-of-image marker): remove or replace it", path.display())));
+    }
+    let img = image::load_from_memory(&bytes).map_err(|e| {
+        Error::Usage(format!("--src: {} is not a decodable JPEG/PNG ({}): remove or replace it", path.display(), e.to_string().replace('\n', " ")))
+    })?;
+    Ok((bytes, img.to_rgb8()))
+}
+
+pub(crate) fn encode_jpeg(img: &RgbImage, quality: u8) -> Vec<u8> {
+    let mut out = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, quality)
+        .write_image(img.as_raw(), img.width(), img.height(), image::ExtendedColorType::Rgb8)
+        .expect("encoding RGB8 into memory cannot fail");
+    out
+}
+
+pub(crate) fn is_jpeg(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0xFF, 0xD8, 0xFF])
+}
+
+/// A built tar shard: its bytes, and each sample's JPEG payload (offset, length) in it.
+pub type TarShard = (Vec<u8>, Vec<(u64, u64)>);
+
+/// Build one ustar tar of (key, jpeg, label) samples; returns the tar and each
+/// JPEG payload's (offset, length). Only plain ustar headers are written (no PAX
+/// or GNU long-name records), so a payload sits exactly 512 bytes after its
+/// header; the tar is then re-read and every offset checked against the tar
+/// crate's own view.
+pub fn build_tar(samples: &[(String, Vec<u8>, u32)]) -> Result<TarShard> {
+    let mut b = tar::Builder::new(Vec::new());
+    let mut spans = Vec::with_capacity(samples.len());
+    for (key, jpeg, label) in samples {
+        for (ext, body) in [("jpg", jpeg.as_slice()), ("cls", label.to_string().as_bytes())] {
+            let mut h = tar::Header::new_ustar();
+            h.set_path(format!("{key}.{ext}"))
+                .map_err(|e| Error::Usage(format!("sample key '{key}' does not fit a ustar header ({e}): shorten the class or file names")))?;
+            h.set_size(body.len() as u64);
+            h.set_mode(0o644);
+            h.set_mtime(0);
+            h.set_entry_type(tar::EntryType::Regular);
+            h.set_cksum();
+            let at = b.get_ref().len() as u64;
+            if ext == "jpg" {
+                spans.push((at + 512, body.len() as u64));
+            }
+            b.append(&h, body).map_err(|e| Error::Runtime(format!("tar: {e}")))?;
+        }
+    }
+    let tar = b.into_inner().map_err(|e| Error::Runtime(format!("tar: {e}")))?;
+    // The offsets must hold: compare with where the tar crate finds each payload.
+    let mut ar = tar::Archive::new(Cursor::new(&tar));
+    let mut i = 0;
+    for e in ar.entries().map_err(|e| Error::Runtime(format!("tar re-read: {e}")))? {
+        let e = e.map_err(|e| Error::Runtime(format!("tar re-read: {e}")))?;
+        let ty = e.header().entry_type();
+        if ty.is_pax_global_extensions() || ty.is_pax_local_extensions() || ty.is_gnu_longname() {
+            return Err(Error::Runtime("tar shard holds an extension header: payload offsets would not hold".into()));
+        }
+        let path = e.path().map_err(|e| Error::Runtime(format!("tar re-read: {e}")))?.to_string_lossy().into_owned();
+        if path.ends_with(".jpg") {
+            if spans.get(i).map(|s| s.0) != Some(e.raw_file_position()) {
+                return Err(Error::Runtime(format!("tar offset of '{path}' is {} in the archive, {:?} in the index", e.raw_file_position(), spans.get(i))));
+            }
+            i += 1;
+        }
+    }
+    Ok((tar, spans))
+}
+
+/// One prepared sample: raw pixels (raw layout) or JPEG bytes (jpeg layout).
+pub(crate) enum Prepared {
+    Pixels(RgbImage),
+    Jpeg(Vec<u8>),
+}
+
+pub(crate) async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
+    let prefix = a.prefix.clone().unwrap_or_else(|| if jpeg { "jpeg/train".into() } else { "raw/train".into() });
+    let per_shard = a.samples_per_shard.unwrap_or(if jpeg { 8192 } else { 4096 }) as usize;
+    let (classes, sources): (Vec<String>, Vec<Source>) = match (&a.src, a.synthetic) {
+        (Some(src), _) => scan_image_folder(src)?,
+        (None, Some(n)) => {
+            let classes: Vec<String> = (0..a.classes).map(|c| format!("class{c:05}")).collect();
+            let sources =
+                (0..n as u64).map(|i| Source { path: PathBuf::new(), label: (i % a.classes as u64) as u32, key: format!("synthetic/{i:09}") }).collect();
+            (classes, sources)
+        }
+        (None, None) => return Err(Error::Usage("pass --src <ImageFolder dir> or --synthetic <N>".into())),
+    };
+    if !jpeg {
+        let per = per_shard.min(sources.len()) as u64;
+        check_shard_memory("a raw shard", per * (a.size as u64).pow(2) * 3, "lower --size or --samples-per-shard")?;
+    }
+    let pool = pool(a.decode_threads)?;
+    let store = store::open(&a.store.config())?;
+    store.ensure_bucket(true).await?;
+    shards::begin_ingest(store.as_ref(), &prefix).await?;
+    let t0 = Instant::now();
+    let (size, quality, seed, synth) = (a.size, a.quality, a.seed, a.synthetic.is_some());
+    let (sw, sh) = a.synthetic_size;
+    let mut total_bytes = 0u64;
+    let mut transcoded = 0usize;
+    let shard_count = sources.len().div_ceil(per_shard);
+    for (n, chunk) in sources.chunks(per_shard).enumerate() {
+        let pb = bar(chunk.len() as u64, format!("{} shard {}/{shard_count}", if jpeg { "jpeg" } else { "raw" }, n + 1));
+        let base = (n * per_shard) as u64;
+        let prepared: Vec<Result<(Prepared, bool)>> = pool.install(|| {
+            chunk
+                .par_iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let r = match (synth, jpeg) {
+                        (true, false) => (Prepared::Pixels(synth_image(s.label, base + i as u64, seed, size, size)), false),
+                        (true, true) => (Prepared::Jpeg(encode_jpeg(&synth_image(s.label, base + i as u64, seed, sw, sh), quality)), false),
+                        (false, false) => (Prepared::Pixels(resize_center_crop(&decode(&s.path)?.1, size)), false),
+                        (false, true) => {
+                            let (bytes, img) = decode(&s.path)?;
+                            // JPEG sources are stored as they are; PNG sources are transcoded.
+                            if is_jpeg(&bytes) { (Prepared::Jpeg(bytes), false) } else { (Prepared::Jpeg(encode_jpeg(&img, quality)), true) }
+                        }
+                    };
+                    pb.inc(1);
+                    Ok(r)
+                })
+                .collect()
+        });
+        pb.finish_and_clear();
+        let mut prepared_ok = Vec::with_capacity(prepared.len());
+        for p in prepared {
+            let (p, t) = p?;
+            transcoded += t as usize;
+            prepared_ok.push(p);
+        }
+        if jpeg {
+            let samples: Vec<(String, Vec<u8>, u32)> = chunk
+                .iter()
+                .zip(prepared_ok)
+                .map(|(s, p)| match p {
+                    Prepared::Jpeg(b) => (s.key.clone(), b, s.label),
+                    Prepared::Pixels(_) => unreachable!("jpeg layout prepares JPEG bytes"),
+                })
+                .collect();
+            let (tar, spans) = build_tar(&samples)?;
+            let data_key = shards::shard_key(&prefix, n, "tar");
+            let index = JpegIndex {
+                shard: data_key.clone(),
+                size: tar.len() as u64,
+                samples: samples
+                    .iter()
+                    .zip(&spans)
+                    .map(|((key, _, label), &(offset, length))| JpegSample { key: key.clone(), offset, length, label: *label })
+                    .collect(),
+            };
+            total_bytes += tar.len() as u64;
+            commit(store.as_ref(), &data_key, tar, &shards::shard_key(&prefix, n, "index.json"), serde_json::to_vec(&index).expect("index encodes")).await?;
+        } else {
+            let sample = (size * size * 3) as usize;
+            let mut data = Vec::with_capacity(sample * chunk.len());
+            for p in &prepared_ok {
+                match p {
+                    Prepared::Pixels(img) => data.extend_from_slice(img.as_raw()),
+                    Prepared::Jpeg(_) => unreachable!("raw layout prepares pixels"),
+                }
+            }
+            let meta = RawShard {
+                samples: chunk.len() as u64,
+                height: size as u64,
+                width: size as u64,
+                channels: 3,
+                labels: chunk.iter().map(|s| s.label).collect(),
+                keys: chunk.iter().map(|s| s.key.clone()).collect(),
+                classes: classes.clone(),
+            };
+            total_bytes += data.len() as u64;
+            commit(
+                store.as_ref(),
+                &shards::shard_key(&prefix, n, "raw"),
+                data,
+                &shards::shard_key(&prefix, n, "json"),
+                serde_json::to_vec(&meta).expect("sidecar encodes"),
+            )
+            .await?;
+        }
+    }
+    let kind = if jpeg { "jpeg" } else { "raw" };
+    shards::commit_ingest(
+        store.as_ref(),
+        &prefix,
+        &DatasetManifest {
+            kind: kind.into(),
+            shards: shard_count,
+            items: sources.len() as u64,
+            bytes: total_bytes,
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+        },
+    )
+    .await?;
+    println!(
+        "wrote {shard_count} {} shard(s) under '{prefix}' at {}: {} images, {} classes, {total_bytes} bytes{} in {:.2} s",
+        if jpeg { "jpeg" } else { "raw" },
+        store.location(),
+        sources.len(),
+        classes.len(),
+        if transcoded > 0 { format!(" ({transcoded} PNG source(s) transcoded to JPEG q{quality})") } else { String::new() },
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

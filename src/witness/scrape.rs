@@ -1,0 +1,147 @@
+//! Reading the servers' counters: Prometheus text parsed into series, snapshots summed per metric, diffs over a window; and the RDMA NIC error counters under /sys/class/infiniband.
+
+use super::*;
+
+pub(crate) const RDMA_READ_BYTES: &str = "minio_api_rdma_read_bytes_total";
+pub(crate) const RDMA_READ_OPS: &str = "minio_api_rdma_read_ops_total";
+pub(crate) const RDMA_WRITE_BYTES: &str = "minio_api_rdma_write_bytes_total";
+pub(crate) const RDMA_WRITE_OPS: &str = "minio_api_rdma_write_ops_total";
+pub(crate) const RDMA_PREFIX: &str = "minio_api_rdma_";
+pub(crate) const HTTP_SENT: &str = "minio_api_requests_traffic_sent_bytes";
+pub(crate) const HTTP_RECEIVED: &str = "minio_api_requests_traffic_received_bytes";
+
+/// NIC error counters worth watching on an RDMA fabric (DESIGN.md, "Fabric health").
+pub const FABRIC_COUNTERS: [&str; 6] = ["local_ack_timeout_err", "out_of_buffer", "packet_seq_err", "req_cqe_error", "resp_cqe_error", "rnr_nak_retry_err"];
+
+/// One series: which target, which sample name, which labels (sorted).
+pub(crate) type SeriesKey = (usize, String, Vec<(String, String)>);
+
+/// Counters of every target at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub(crate) series: BTreeMap<SeriesKey, f64>,
+    /// Per target that failed: why (status, content type, network error).
+    pub(crate) errors: Vec<String>,
+}
+
+/// One sample of a scrape: metric name, its labels sorted by name, value.
+pub type Sample = (String, Vec<(String, String)>, f64);
+
+/// Parse Prometheus text exposition into `(name, sorted labels, value)` for
+/// every counter, gauge or untyped sample (histograms and summaries skipped).
+pub fn parse_exposition(text: &str) -> std::result::Result<Vec<Sample>, String> {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).map_err(|e| format!("cannot parse metrics: {e}"))?;
+    Ok(scrape
+        .samples
+        .into_iter()
+        .filter_map(|s| {
+            let v = match s.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => return None,
+            };
+            let mut labels: Vec<(String, String)> = s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            labels.sort();
+            Some((s.metric, labels, v))
+        })
+        .collect())
+}
+
+impl Snapshot {
+    /// Build from already-fetched bodies (one per target; `Err` = that target failed).
+    pub fn from_bodies(bodies: Vec<std::result::Result<String, String>>) -> Self {
+        let mut snap = Snapshot::default();
+        for (t, body) in bodies.into_iter().enumerate() {
+            match body.and_then(|b| parse_exposition(&b)) {
+                Ok(samples) => {
+                    for (name, labels, v) in samples {
+                        if name.starts_with(RDMA_PREFIX) || name == HTTP_SENT || name == HTTP_RECEIVED {
+                            snap.series.insert((t, name, labels), v);
+                        }
+                    }
+                }
+                Err(e) => snap.errors.push(e),
+            }
+        }
+        snap
+    }
+}
+
+pub(crate) fn fmt_series(k: &SeriesKey) -> String {
+    let labels: Vec<String> = k.2.iter().map(|(a, b)| format!("{a}=\"{b}\"")).collect();
+    format!("{}{{{}}}", k.1, labels.join(","))
+}
+
+/// Diff two snapshots and sum the deltas by counter name.
+///
+/// Errors (as the reason for `unverified`): a target failed in either
+/// snapshot, a series went backwards (server restart), or a series vanished.
+pub fn diff(before: &Snapshot, after: &Snapshot) -> std::result::Result<Deltas, String> {
+    if let Some(e) = before.errors.first().or(after.errors.first()) {
+        return Err(e.clone());
+    }
+    for k in before.series.keys() {
+        if !after.series.contains_key(k) {
+            return Err(format!("series {} vanished during the run: server restarted or a node stopped answering", fmt_series(k)));
+        }
+    }
+    let mut sums: BTreeMap<String, f64> = BTreeMap::new();
+    for (k, &v1) in &after.series {
+        let v0 = before.series.get(k).copied().unwrap_or(0.0);
+        if v1 < v0 {
+            return Err(format!("counter {} went backwards ({v0} -> {v1}): the server restarted during the run", fmt_series(k)));
+        }
+        *sums.entry(k.1.clone()).or_insert(0.0) += v1 - v0;
+    }
+    Ok(Deltas {
+        rdma_read_bytes: sums.get(RDMA_READ_BYTES).copied(),
+        rdma_read_ops: sums.get(RDMA_READ_OPS).copied(),
+        rdma_write_bytes: sums.get(RDMA_WRITE_BYTES).copied(),
+        rdma_write_ops: sums.get(RDMA_WRITE_OPS).copied(),
+        http_sent_bytes: sums.get(HTTP_SENT).copied(),
+        http_received_bytes: sums.get(HTTP_RECEIVED).copied(),
+        rdma_series: sums.into_iter().filter(|(n, _)| n.starts_with(RDMA_PREFIX)).collect(),
+    })
+}
+
+/// RDMA NIC error counters at one moment: `<dev>/<port>/<counter>` -> value.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FabricSnapshot(BTreeMap<String, u64>);
+
+impl FabricSnapshot {
+    /// Read `<root>/<dev>/ports/<n>/hw_counters/<counter>` for the counters in
+    /// [`FABRIC_COUNTERS`]; root is normally `/sys/class/infiniband`.
+    pub fn read(root: &Path) -> Self {
+        let mut m = BTreeMap::new();
+        let Ok(devs) = std::fs::read_dir(root) else { return FabricSnapshot(m) };
+        for dev in devs.flatten() {
+            let Ok(ports) = std::fs::read_dir(dev.path().join("ports")) else { continue };
+            for port in ports.flatten() {
+                for c in FABRIC_COUNTERS {
+                    let p = port.path().join("hw_counters").join(c);
+                    if let Some(v) = std::fs::read_to_string(&p).ok().and_then(|s| s.trim().parse().ok()) {
+                        let key = format!("{}/{}/{c}", dev.file_name().to_string_lossy(), port.file_name().to_string_lossy());
+                        m.insert(key, v);
+                    }
+                }
+            }
+        }
+        FabricSnapshot(m)
+    }
+}
+
+/// RDMA NIC error counter deltas over a window.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct FabricReport {
+    /// False when no RDMA NIC error counters exist on this host.
+    pub present: bool,
+    /// `<dev>/<port>/<counter>` -> increase (only counters that exist).
+    pub deltas: BTreeMap<String, u64>,
+    /// Sum of all deltas: any non-zero value means the fabric dropped or retried.
+    pub total_errors: u64,
+}
+
+/// Diff two fabric snapshots (a counter that went backwards counts as 0).
+pub fn fabric_diff(before: &FabricSnapshot, after: &FabricSnapshot) -> FabricReport {
+    let deltas: BTreeMap<String, u64> = after.0.iter().map(|(k, v)| (k.clone(), v.saturating_sub(before.0.get(k).copied().unwrap_or(*v)))).collect();
+    FabricReport { present: !after.0.is_empty(), total_errors: deltas.values().sum(), deltas }
+}

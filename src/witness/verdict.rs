@@ -1,0 +1,229 @@
+//! The verdict: what the client moved (Payload), what the servers' counters say (Deltas), and the one function that judges a window from them (judge), with the worst-of rule over windows.
+
+use super::*;
+
+/// Share of the payload the server must account as RDMA for `rdma-verified`.
+pub const VERIFIED_SHARE: f64 = 0.99;
+/// Below this share the RDMA bytes are treated as none (noise from other clients).
+pub const NOISE_SHARE: f64 = 0.01;
+
+/// The witness's judgement of one window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// No proof either way (no endpoint, scrape failed, counters missing or reset).
+    Unverified,
+    /// RDMA was asked for, the server accounted (almost) none of it as RDMA.
+    FullFallback,
+    /// Some of the payload went over RDMA, the rest did not.
+    PartialFallback,
+    /// No RDMA expected (http or local backend) and none seen.
+    NotApplicable,
+    /// The server accounted at least 99 % of the payload as RDMA.
+    RdmaVerified,
+}
+
+impl Verdict {
+    /// The verdict's name as printed and recorded.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Unverified => "unverified",
+            Verdict::FullFallback => "full-fallback",
+            Verdict::PartialFallback => "partial-fallback",
+            Verdict::NotApplicable => "not-applicable",
+            Verdict::RdmaVerified => "rdma-verified",
+        }
+    }
+}
+
+/// Which transport the run asked for, which decides what "no RDMA" means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Expect {
+    /// A local filesystem: no server, nothing to witness.
+    Local,
+    /// S3 over HTTP: RDMA is not expected.
+    Http,
+    /// S3 over RDMA: anything short of 99 % RDMA is a fallback.
+    Rdma,
+}
+
+impl From<Backend> for Expect {
+    fn from(b: Backend) -> Self {
+        match b {
+            Backend::Local => Expect::Local,
+            Backend::Http => Expect::Http,
+            Backend::Rdma => Expect::Rdma,
+        }
+    }
+}
+
+/// The bytes the client itself moved in a window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Payload {
+    /// Bytes read (GET: server -> client).
+    pub read_bytes: u64,
+    /// Bytes written (PUT / UploadPart: client -> server).
+    pub write_bytes: u64,
+    /// Of those, bytes the client itself sent over HTTP (declined RDMA calls,
+    /// transfers beyond one RDMA transfer): they can never count as RDMA.
+    pub client_http_bytes: u64,
+}
+
+/// Counter deltas over a window, summed over nodes. `None` = series not present.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Deltas {
+    /// `minio_api_rdma_read_bytes_total` growth (GET: server to client).
+    pub rdma_read_bytes: Option<f64>,
+    /// `minio_api_rdma_read_ops_total` growth.
+    pub rdma_read_ops: Option<f64>,
+    /// `minio_api_rdma_write_bytes_total` growth (PUT, UploadPart).
+    pub rdma_write_bytes: Option<f64>,
+    /// `minio_api_rdma_write_ops_total` growth.
+    pub rdma_write_ops: Option<f64>,
+    /// `minio_api_requests_traffic_sent_bytes` growth.
+    pub http_sent_bytes: Option<f64>,
+    /// `minio_api_requests_traffic_received_bytes` growth.
+    pub http_received_bytes: Option<f64>,
+    /// Every `minio_api_rdma_*` series by name (the four above included).
+    pub rdma_series: BTreeMap<String, f64>,
+}
+
+/// One window's report, recorded per repeat (and per cell, per rank).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct WitnessReport {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Why, in words, always present.
+    pub reason: String,
+    /// The client's own count.
+    pub payload_bytes: u64,
+    /// Of the payload, bytes read (GET).
+    pub payload_read_bytes: u64,
+    /// Of the payload, bytes written (PUT).
+    pub payload_write_bytes: u64,
+    /// (RDMA read + write bytes) / payload, when counters were read.
+    pub rdma_share: Option<f64>,
+    /// The counter deltas (flattened into the record: `rdma_read_bytes`, ...).
+    #[serde(flatten)]
+    pub counters: Deltas,
+    /// RDMA NIC error counter deltas.
+    pub fabric: FabricReport,
+}
+
+/// Judge a window from the counter deltas (or why there are none).
+///
+/// Rules: local backend -> `not-applicable`; no deltas -> `unverified`; no
+/// `minio_api_*` series at all -> `unverified`; share >= 0.99 ->
+/// `rdma-verified`; share >= 0.01 -> `partial-fallback`; else `full-fallback`
+/// for the rdma backend, `not-applicable` for http. Missing RDMA series on an
+/// rdma run count as `full-fallback` only when the HTTP sent/received bytes
+/// account for the payload, else `unverified`.
+pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Deltas, String>, fabric: FabricReport) -> WitnessReport {
+    let total = payload.read_bytes + payload.write_bytes;
+    let mut r = WitnessReport {
+        verdict: Verdict::Unverified,
+        reason: String::new(),
+        payload_bytes: total,
+        payload_read_bytes: payload.read_bytes,
+        payload_write_bytes: payload.write_bytes,
+        rdma_share: None,
+        counters: Deltas::default(),
+        fabric,
+    };
+    if expect == Expect::Local {
+        r.verdict = Verdict::NotApplicable;
+        r.reason = "local backend: no server, no RDMA".into();
+        return r;
+    }
+    let d = match deltas {
+        Ok(d) => d,
+        Err(why) => {
+            r.reason = why;
+            return r;
+        }
+    };
+    r.counters = d.clone();
+    let has_rdma = d.rdma_read_bytes.is_some() || d.rdma_write_bytes.is_some();
+    let has_http = d.http_sent_bytes.is_some() || d.http_received_bytes.is_some();
+    if !has_rdma && !has_http {
+        r.reason = "no minio_api_rdma_* or minio_api_requests_* counters at the metrics targets: \
+                    is this a MinIO/AIStor server, and are --servers/--metrics-url right?"
+            .into();
+        return r;
+    }
+    // HTTP bytes that carried the payload: sent for reads, received for writes.
+    let http_carried = d.http_sent_bytes.unwrap_or(0.0).min(payload.read_bytes as f64) + d.http_received_bytes.unwrap_or(0.0).min(payload.write_bytes as f64);
+    if total == 0 {
+        r.reason = "the client moved no bytes in this window".into();
+        return r;
+    }
+    if !has_rdma {
+        let covers = http_carried >= VERIFIED_SHARE * total as f64;
+        (r.verdict, r.reason) = match (expect, covers) {
+            (Expect::Http | Expect::Local, _) => {
+                (Verdict::NotApplicable, format!("http backend; no RDMA series on the server; HTTP carried {:.0} of {total} payload bytes", http_carried))
+            }
+            (_, true) => (
+                Verdict::FullFallback,
+                format!("no RDMA series on the server, and its HTTP traffic counters grew by the payload ({http_carried:.0} of {total} bytes)"),
+            ),
+            (_, false) => (
+                Verdict::Unverified,
+                "no minio_api_rdma_* series at the metrics targets (not an AIStor RDMA build?) and the HTTP counters do not account for the payload".into(),
+            ),
+        };
+        return r;
+    }
+    // Each direction is judged on its own counter: RDMA reads cannot vouch
+    // for a PUT, nor RDMA writes for a GET. The share is the smaller of the two.
+    let mut shares = Vec::new();
+    if payload.read_bytes > 0 {
+        shares.push(("read", d.rdma_read_bytes.unwrap_or(0.0), payload.read_bytes));
+    }
+    if payload.write_bytes > 0 {
+        shares.push(("write", d.rdma_write_bytes.unwrap_or(0.0), payload.write_bytes));
+    }
+    let (dir, rdma, dir_total) = shares.iter().copied().min_by(|a, b| (a.1 / a.2 as f64).total_cmp(&(b.1 / b.2 as f64))).expect("payload is non-zero");
+    let share = rdma / dir_total as f64;
+    r.rdma_share = Some(share);
+    let pct = pct_floor(share);
+    let http_note = if has_http { format!("; HTTP carried {http_carried:.0}") } else { "; no HTTP counters scraped".into() };
+    let client_http = payload.client_http_bytes;
+    (r.verdict, r.reason) = if expect != Expect::Rdma {
+        let note = if share >= NOISE_SHARE { " (RDMA traffic of other clients?)" } else { "" };
+        (Verdict::NotApplicable, format!("http backend; server accounted {rdma:.0} {dir} bytes as RDMA{note}"))
+    } else if client_http as f64 >= VERIFIED_SHARE * total as f64 {
+        (Verdict::FullFallback, format!("the client itself moved {client_http} of {total} bytes over HTTP (declined or beyond one RDMA transfer)"))
+    } else if share >= VERIFIED_SHARE && client_http as f64 <= NOISE_SHARE * total as f64 {
+        let extra = if share > 1.01 { " (more than this client moved: other clients active on the server?)" } else { "" };
+        (Verdict::RdmaVerified, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){extra}"))
+    } else if share >= NOISE_SHARE || client_http > 0 {
+        let why = if client_http > 0 {
+            format!("; the client itself moved {client_http} bytes over HTTP (declined or beyond one RDMA transfer)")
+        } else {
+            String::new()
+        };
+        (Verdict::PartialFallback, format!("server accounted only {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){http_note}{why}"))
+    } else {
+        (Verdict::FullFallback, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){http_note}: silent fallback"))
+    };
+    r
+}
+
+/// A share as a percentage rounded down to 0.1, so 98.99 % never prints as 99.0 %.
+pub fn pct_floor(share: f64) -> String {
+    format!("{:.1}", (share * 1000.0).floor() / 10.0)
+}
+
+/// The worst verdict of several windows, with the reason of the first window
+/// that has it (`None` when there are none).
+pub fn worst<'a>(reports: impl IntoIterator<Item = (&'a str, &'a WitnessReport)>) -> Option<(Verdict, String)> {
+    let mut out: Option<(Verdict, String)> = None;
+    for (label, r) in reports {
+        if out.as_ref().is_none_or(|(v, _)| r.verdict < *v) {
+            out = Some((r.verdict, format!("{label}: {}", r.reason)));
+        }
+    }
+    out
+}

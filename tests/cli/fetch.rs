@@ -1,0 +1,264 @@
+//! fetch: cells, iterations, bad credentials, endpoints, buckets and objects, usage errors, --procs.
+
+use super::*;
+
+#[test]
+fn fetch_over_http_with_prepare_reports_every_cell() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = http_args(&s.endpoint, "cli-fetch-http");
+    args.extend([
+        "--sizes",
+        "1MiB,3MB",
+        "--concurrency",
+        "1,3",
+        "--duration",
+        "300ms",
+        "--warmup",
+        "0s",
+        "--part-size",
+        "1MiB",
+        "--objects",
+        "2",
+        "--prepare",
+        "--json",
+        "--tag",
+        "t",
+    ]);
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).expect("--json prints the record");
+    assert_eq!(rec["benchmark"], "fetch");
+    assert_eq!(rec["backend"], "http");
+    assert_eq!(rec["schema_version"], 2);
+    assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
+    assert_eq!(rec["environment"]["store"]["endpoint"], s.endpoint.as_str());
+    assert_eq!(rec["environment"]["store"]["get_path"], "direct", "plain http:// defaults to the direct GET path");
+    let cells = rec["results"].as_array().unwrap();
+    assert_eq!(cells.len(), 4);
+    let mut seen = Vec::new();
+    for c in cells {
+        let size = c["size_bytes"].as_u64().unwrap();
+        seen.push((size, c["concurrency"].as_u64().unwrap()));
+        let r = &c["repeats"][0];
+        let ops = r["ops"].as_u64().unwrap();
+        assert!(ops >= 1);
+        assert_eq!(r["bytes"].as_u64().unwrap(), ops * size, "whole objects only");
+        assert!(r["throughput_gbps"].as_f64().unwrap() > 0.0);
+        let l = &r["latency_ms"];
+        assert!(l["min_ms"].as_f64().unwrap() <= l["p50_ms"].as_f64().unwrap());
+        assert!(l["p50_ms"].as_f64().unwrap() <= l["p99_ms"].as_f64().unwrap());
+        assert!(l["p99_ms"].as_f64().unwrap() <= l["max_ms"].as_f64().unwrap());
+        assert!(r["ttfb_ms"]["p50_ms"].as_f64().unwrap() <= l["max_ms"].as_f64().unwrap());
+        assert!(r["client_cpu_cores"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["transfer_paths"]["http"].as_u64().unwrap(), ops * size);
+    }
+    assert_eq!(seen, vec![(1 << 20, 1), (1 << 20, 3), (3_000_000, 1), (3_000_000, 3)]);
+    // One result file, named as documented, identical to stdout, no credentials.
+    let files = results_in(&tmp.path().join("results"));
+    assert_eq!(files.len(), 1);
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("fetch-http-") && name.ends_with("-t.json"), "{name}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(!text.contains(common::SECRET_KEY) && !text.contains(common::ACCESS_KEY));
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), rec);
+    // The objects were written with random bytes, and the second run reuses them without --prepare.
+    let obj = s.root.join("cli-fetch-http/fetch/3000000/obj-000001");
+    let data = std::fs::read(obj).unwrap();
+    assert_eq!(data.len(), 3_000_000);
+    assert!(data.iter().filter(|&&b| b == 0).count() < 3_000_000 / 128, "payload looks like zeros");
+    let mut again = http_args(&s.endpoint, "cli-fetch-http");
+    again.extend(["--sizes", "3MB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--objects", "2"]);
+    let o = s3rdma(&again, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("TTFB p50 ms") && table.contains("3MB"), "{table}");
+}
+
+#[test]
+fn fetch_local_round_trip_counts_exact_iterations() {
+    let tmp = tempfile::tempdir().unwrap();
+    // No --prepare: the default local directory is the tool's own and is created.
+    let o = s3rdma(&["fetch", "--sizes", "64KiB,1MB", "--concurrency", "1,4", "--iters", "3", "--warmup", "0s", "--repeats", "2", "--json"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["backend"], "local");
+    for c in rec["results"].as_array().unwrap() {
+        let (size, conc) = (c["size_bytes"].as_u64().unwrap(), c["concurrency"].as_u64().unwrap());
+        assert_eq!(c["repeats"].as_array().unwrap().len(), 2);
+        for r in c["repeats"].as_array().unwrap() {
+            assert_eq!(r["ops"].as_u64().unwrap(), 3 * conc);
+            assert_eq!(r["bytes"].as_u64().unwrap(), 3 * conc * size);
+            assert!(r["ttfb_ms"].is_null(), "no TTFB on local");
+        }
+        let s = &c["summary"]["throughput_gbps"];
+        assert!(s["min"].as_f64().unwrap() <= s["median"].as_f64().unwrap());
+        assert!(s["median"].as_f64().unwrap() <= s["max"].as_f64().unwrap());
+    }
+    // The default root and bucket were created under the working directory.
+    let obj = tmp.path().join("s3rdma-data/s3rdma-bench/fetch/65536/obj-000000");
+    assert_eq!(std::fs::metadata(obj).unwrap().len(), 65536);
+    assert_eq!(results_in(&tmp.path().join("results")).len(), 1);
+}
+
+#[test]
+fn wrong_credentials_fail_cleanly() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(
+        &["fetch", "--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY, "--secret-key", "wrong-secret-key-xyz", "--prepare"],
+        tmp.path(),
+    );
+    assert_fails(&o, 1, "access denied", &tmp.path().join("results"));
+    assert!(!stderr(&o).contains("wrong-secret-key-xyz"));
+    assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+}
+
+#[test]
+fn unreachable_endpoint_fails_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ep = format!("http://127.0.0.1:{}", common::dead_port());
+    let mut args = http_args(&ep, "whatever-bucket");
+    args.extend(["--attempts", "1"]);
+    let o = s3rdma(&args, tmp.path());
+    assert_fails(&o, 1, "cannot reach", &tmp.path().join("results"));
+    assert!(stderr(&o).contains(&ep) && stderr(&o).contains("--endpoint"));
+}
+
+#[test]
+fn missing_bucket_without_prepare_fails_cleanly() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(&http_args(&s.endpoint, "never-created"), tmp.path());
+    assert_fails(&o, 1, "bucket 'never-created' does not exist", &tmp.path().join("results"));
+    assert!(stderr(&o).contains("--prepare"));
+    let o = s3rdma(&["fetch", "--root", "data", "--bucket", "never-created"], tmp.path());
+    assert_fails(&o, 1, "bucket 'never-created' does not exist", &tmp.path().join("results"));
+    // In the tool's own default directory --no-prepare still refuses to create.
+    let o = s3rdma(&["fetch", "--no-prepare"], tmp.path());
+    assert_fails(&o, 1, "bucket 's3rdma-bench' does not exist", &tmp.path().join("results"));
+    assert!(!tmp.path().join("s3rdma-data").exists());
+}
+
+#[test]
+fn missing_object_without_prepare_fails_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("data/s3rdma-bench")).unwrap();
+    let o = s3rdma(&["fetch", "--root", "data", "--sizes", "1MiB"], tmp.path());
+    assert_fails(&o, 1, "object 'fetch/1048576/obj-000000' not found", &tmp.path().join("results"));
+    assert!(stderr(&o).contains("--prepare"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let res = tmp.path().join("results");
+    assert_fails(&s3rdma(&["fetch", "--sizes", "16XB"], tmp.path()), 2, "16XB", &res);
+    assert_fails(&s3rdma(&["fetch", "--concurrency", "0"], tmp.path()), 2, "at least 1", &res);
+    assert_fails(&s3rdma(&["fetch", "--backend", "http"], tmp.path()), 2, "--access-key", &res);
+    assert_fails(
+        &s3rdma(&["fetch", "--backend", "http", "--endpoint", "ftp://x", "--access-key", "a", "--secret-key", "b"], tmp.path()),
+        2,
+        "invalid --endpoint 'ftp://x'",
+        &res,
+    );
+    assert_fails(&s3rdma(&["fetch", "--bucket", "Bad_Bucket"], tmp.path()), 2, "invalid bucket name", &res);
+    let h = ["fetch", "--backend", "http", "--endpoint", "http://127.0.0.1:1", "--access-key", "a", "--secret-key", "b"];
+    let with = |extra: &[&'static str]| [&h[..], extra].concat();
+    assert_fails(&s3rdma(&with(&["--metrics-url", "http://127.0.0.1:2/m", "--metrics-url", "http://127.0.0.1:2/m"]), tmp.path()), 2, "given twice", &res);
+    assert_fails(&s3rdma(&with(&["--servers", "127.0.0.1"]), tmp.path()), 2, "invalid --servers entry '127.0.0.1'", &res);
+    assert_fails(&s3rdma(&with(&["--metrics-url", "http://u:p@127.0.0.1:2/m"]), tmp.path()), 2, "no credentials", &res);
+    assert_fails(&s3rdma(&with(&["--metrics-token", ""]), tmp.path()), 2, "--metrics-token", &res);
+    assert_fails(&s3rdma(&with(&["--part-size", "1"]), tmp.path()), 2, "64KiB minimum", &res);
+    assert_fails(&s3rdma(&["fetch", "--duration", "0s"], tmp.path()), 2, "above zero", &res);
+    assert_fails(&s3rdma(&["fetch", "--bounce-buffers", "3"], tmp.path()), 2, "even number", &res);
+    assert_fails(&s3rdma(&["fetch", "--sizes", "1TiB", "--concurrency", "64"], tmp.path()), 2, "lower --sizes", &res);
+    {
+        let sub = "report";
+        assert_fails(&s3rdma(&[sub], tmp.path()), 2, "give result files", &res);
+    }
+    assert!(!tmp.path().join("s3rdma-data").exists(), "usage errors must not create data");
+}
+
+#[test]
+fn device_destinations_need_a_gpu() {
+    let tmp = tempfile::tempdir().unwrap();
+    if s3rdma::mem::cuda_probe().is_ok() {
+        println!("SKIP device_destinations_need_a_gpu: this host has a GPU (the device run covers --dest device)");
+        return;
+    }
+    for dest in ["device", "pinned"] {
+        let o = s3rdma(&["fetch", "--dest", dest, "--sizes", "1MiB", "--iters", "1"], tmp.path());
+        assert_fails(&o, 1, &format!("--dest {dest}: no CUDA driver library"), &tmp.path().join("results"));
+        assert!(stderr(&o).contains("use --dest host"), "{}", stderr(&o));
+        assert_eq!(stderr(&o).trim().lines().count(), 1, "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn fetch_procs_runs_each_process_count_as_a_cell_on_local_and_http() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut http = http_args(&s.endpoint, "fetch-procs");
+    http.push("--prepare");
+    let local = vec!["fetch"];
+    for base in [local, http] {
+        let mut args = base.clone();
+        args.extend(["--sizes", "1MiB", "--concurrency", "2", "--procs", "1,2", "--iters", "3", "--repeats", "2", "--json"]);
+        let o = s3rdma(&args, tmp.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let cells = rec["results"].as_array().unwrap();
+        assert_eq!(cells.len(), 2, "one cell per process count");
+        for (cell, procs) in cells.iter().zip([1u64, 2]) {
+            assert_eq!(cell["procs"], procs);
+            for rep in cell["repeats"].as_array().unwrap() {
+                let per = rep["per_process"].as_array().unwrap();
+                assert_eq!(per.len() as u64, procs);
+                // --iters 3 per stream: every process read 2 streams x 3 objects of 1 MiB.
+                for p in per {
+                    assert_eq!(p["bytes"], 6 * MIB);
+                    assert_eq!(p["ops"], 6);
+                }
+                let sum: u64 = per.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+                assert_eq!(rep["bytes"], sum, "per-process bytes sum to the aggregate");
+                assert_eq!(rep["ops"], 6 * procs);
+                let cores: f64 = per.iter().map(|p| p["client_cpu_cores"].as_f64().unwrap()).sum();
+                assert!((rep["client_cpu_cores"].as_f64().unwrap() - cores).abs() < 1e-9);
+                let gbps = rep["bytes"].as_f64().unwrap() / rep["wall_s"].as_f64().unwrap() / 1e9;
+                assert!((rep["throughput_gbps"].as_f64().unwrap() - gbps).abs() < 1e-9 * gbps.max(1.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn fetch_procs_fails_fast_when_a_process_dies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t0 = std::time::Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_s3rdma"))
+        .args(["fetch", "--sizes", "1MiB", "--procs", "1,2", "--duration", "1s"])
+        .current_dir(tmp.path())
+        .env("S3RDMA_TEST_FAIL_RANK", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("rank 1 of 2 failed"), "{}", stderr(&o));
+    assert!(t0.elapsed().as_secs() < 30);
+    assert!(results_in(&tmp.path().join("results")).is_empty());
+    // Bad flags fail once, before any process starts.
+    let o = s3rdma(&["fetch", "--backend", "http", "--endpoint", "http://127.0.0.1:1", "--procs", "2"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).matches("needs credentials").count(), 1, "{}", stderr(&o));
+    // More processes than a launcher started: a usage error.
+    let o = Command::new(env!("CARGO_BIN_EXE_s3rdma"))
+        .args(["fetch", "--procs", "4"])
+        .current_dir(tmp.path())
+        .env("RANK", "0")
+        .env("WORLD_SIZE", "2")
+        .env("TORCHELASTIC_RUN_ID", "small")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--procs 4 needs 4 processes"), "{}", stderr(&o));
+}

