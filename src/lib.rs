@@ -17,6 +17,7 @@ pub mod record;
 pub mod report;
 pub mod sampler;
 pub mod store;
+pub mod units;
 pub mod witness;
 
 use cli::{Cli, Command};

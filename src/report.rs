@@ -82,15 +82,8 @@ fn median(v: &Value) -> Option<f64> {
     spread(v).map(|s| s.median)
 }
 
-/// Bytes as the shortest IEC name (`64MiB`), the way sizes are given on the command line.
-pub fn size_name(b: u64) -> String {
-    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", b >> shift);
-        }
-    }
-    format!("{b}B")
-}
+/// Bytes as typed on the command line (`64MiB`): [`crate::units::size_name`].
+pub use crate::units::size_name;
 
 fn verdict_of(v: &Value) -> String {
     match v {

@@ -333,7 +333,7 @@ pub async fn run(args: TokensArgs) -> Result<()> {
             timed_bytes as f64 / 1e9,
             args.batch_seqs,
             args.fetch_workers,
-            human_bytes(run_cap)
+            crate::units::size_approx(run_cap)
         );
         println!("{t}");
         println!(
@@ -412,10 +412,6 @@ fn human_rate(v: f64) -> String {
     } else {
         format!("{v:.0}")
     }
-}
-
-fn human_bytes(b: u64) -> String {
-    if b >= 1 << 30 { format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64) } else { format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64) }
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ use crate::mem::{Buffer, Dest, Gpu};
 use crate::ranks::{self, Rank};
 use crate::sampler::Sampler;
 use crate::store::{self, ObjectStore, TransferPath, blocking};
+use crate::units::{gb, size_name};
 use crate::witness::WitnessReport;
 
 mod ops;
@@ -71,12 +72,12 @@ fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
         let tensors = fmt::synthetic_adam(s / world as u64).map_err(|e| match e {
             Error::Usage(_) if world > 1 => Error::Usage(format!(
                 "--sizes {} over {world} ranks is {} bytes per rank: a synthetic checkpoint needs at least 1MiB per rank ({world} ranks)",
-                human(s),
+                size_name(s),
                 s / world as u64
             )),
             e => e,
         })?;
-        out.push(StateSpec { name: format!("synthetic-{}", human(s)), workload: "synthetic", size_bytes: s, tensors });
+        out.push(StateSpec { name: format!("synthetic-{}", size_name(s)), workload: "synthetic", size_bytes: s, tensors });
     }
     Ok(out)
 }
@@ -99,9 +100,9 @@ fn check_memory(args: &CkptArgs, specs: &[StateSpec], world: usize) -> Result<()
     if avail > 0 && need > avail / 10 * 9 {
         return Err(Error::Usage(format!(
             "{world} rank(s) x {} of state need about {} of host memory, {} is available: lower --sizes or --ranks{}",
-            human_gb(per_rank),
-            human_gb(need),
-            human_gb(avail),
+            gb(per_rank),
+            gb(need),
+            gb(avail),
             if serial > 0 { ", or leave serialize-then-put out of --methods" } else { "" }
         )));
     }
@@ -114,26 +115,12 @@ fn check_memory(args: &CkptArgs, specs: &[StateSpec], world: usize) -> Result<()
         if dev * per_gpu > gpu_mem / 100 * 95 {
             return Err(Error::Usage(format!(
                 "{per_gpu} rank(s) per GPU x {} (state + flat + restore buffers) exceed the {} of GPU memory: lower --sizes or --ranks",
-                human_gb(dev),
-                human_gb(gpu_mem)
+                gb(dev),
+                gb(gpu_mem)
             )));
         }
     }
     Ok(())
-}
-
-fn human_gb(b: u64) -> String {
-    format!("{:.1} GB", b as f64 / 1e9)
-}
-
-/// `1GiB`, `512MiB`, or plain bytes: for key names and tables.
-fn human(b: u64) -> String {
-    for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", b >> shift);
-        }
-    }
-    format!("{b}B")
 }
 
 /// Run `s3rdma ckpt`.

@@ -24,6 +24,7 @@ use crate::error::{Error, Result, StoreError};
 use crate::mem::{Buffer, Dest};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore, StoreStats, TransferPath};
+use crate::units::{size_approx, size_name};
 use crate::witness::{self, Verdict, WitnessReport};
 
 mod results;
@@ -46,21 +47,6 @@ enum Stop {
 /// Key of object `i` of `size` bytes.
 fn object_key(prefix: &str, size: u64, i: u32) -> String {
     format!("{}/{size}/obj-{i:06}", prefix.trim_end_matches('/'))
-}
-
-/// Render a size the way a user would type it: the exact IEC (16MiB) or
-/// decimal (64MB) form with the smallest number, else IEC with one decimal.
-fn human_bytes(n: u64) -> String {
-    const IEC: [(u64, &str); 4] = [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    const DEC: [(u64, &str); 4] = [(1_000_000_000_000, "TB"), (1_000_000_000, "GB"), (1_000_000, "MB"), (1_000, "kB")];
-    let exact = IEC.iter().chain(DEC.iter()).filter(|(u, _)| n >= *u && n.is_multiple_of(*u)).min_by_key(|(u, _)| n / u);
-    if let Some((u, name)) = exact {
-        return format!("{}{name}", n / u);
-    }
-    match IEC.iter().find(|(u, _)| n >= *u) {
-        Some((u, name)) => format!("{:.1}{name}", n as f64 / *u as f64),
-        None => format!("{n}B"),
-    }
 }
 
 fn progress_bar() -> ProgressBar {
@@ -92,9 +78,9 @@ fn check_args(args: &FetchArgs) -> Result<()> {
             "{} process(es) x {} streams x {} needs {} of buffers but only {} of memory is available: lower --sizes, --concurrency or --procs",
             max_p,
             max_c,
-            human_bytes(max_size),
-            human_bytes(need),
-            human_bytes(avail)
+            size_name(max_size),
+            size_approx(need),
+            size_approx(avail)
         )));
     }
     Ok(())
@@ -126,7 +112,7 @@ async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, pr
     if missing.is_empty() {
         return Ok(());
     }
-    eprintln!("prepare: writing {} object(s) of {} to {}", missing.len(), human_bytes(size), store.location());
+    eprintln!("prepare: writing {} object(s) of {} to {}", missing.len(), size_name(size), store.location());
     let pb = progress_bar();
     let mut buf = Buffer::host(size as usize);
     let mut rng = SmallRng::from_os_rng();
@@ -234,12 +220,12 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
             let hs: Vec<_> = (0..streams).map(|_| s.spawn(alloc)).collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("allocation thread panicked".into()))).collect::<std::result::Result<Vec<_>, _>>()
         })
-        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), dest.name())))?
+        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(size), dest.name())))?
     } else if active {
         (0..streams)
             .map(|_| alloc())
             .collect::<std::result::Result<_, _>>()
-            .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, human_bytes(size), dest.name())))?
+            .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(size), dest.name())))?
     } else {
         Vec::new()
     };
@@ -247,7 +233,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
     let pb = if me.is_root() { progress_bar() } else { ProgressBar::hidden() };
     let mut repeats = Vec::new();
     for rep in 1..=args.run.repeats {
-        let label = format!("{} x {streams} streams x {procs} procs, repeat {rep}/{}", human_bytes(size), args.run.repeats);
+        let label = format!("{} x {streams} streams x {procs} procs, repeat {rep}/{}", size_name(size), args.run.repeats);
         if !args.run.warmup.is_zero() && active {
             pb.set_message(format!("{label}: warm-up"));
             run_streams(store, keys, &mut buffers, Stop::At(Instant::now() + args.run.warmup), &counter).await?;
@@ -370,7 +356,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let mut stats = StoreStats::default();
     for c in &cells {
         for r in &c.repeats {
-            windows.push((format!("{} x {} streams x {} procs, repeat {}", human_bytes(c.size_bytes), c.concurrency, c.procs, r.repeat), r.witness.clone()));
+            windows.push((format!("{} x {} streams x {} procs, repeat {}", size_name(c.size_bytes), c.concurrency, c.procs, r.repeat), r.witness.clone()));
             stats.add(&r.store_stats);
         }
     }
@@ -416,11 +402,8 @@ mod tests {
     #[test]
     fn keys_and_sizes_render() {
         assert_eq!(object_key("fetch/", 1048576, 3), "fetch/1048576/obj-000003");
-        assert_eq!(human_bytes(16 << 20), "16MiB");
-        assert_eq!(human_bytes(64_000_000), "64MB");
-        assert_eq!(human_bytes(1_500_000), "1500kB");
-        assert_eq!(human_bytes(1_500_001), "1.4MiB");
-        assert_eq!(human_bytes(512), "512B");
+        assert_eq!(size_name(64_000_000), "64MB");
+        assert_eq!(size_name(1_500_001), "1.4MiB");
     }
 
     #[test]

@@ -288,7 +288,7 @@ pub fn table(cells: &[CellResult]) -> Table {
         reps.sort_by(|a, b| a.throughput_gbps.total_cmp(&b.throughput_gbps));
         let mid = reps[reps.len() / 2];
         let l = |f: fn(&Latency) -> f64, lat: &Option<Latency>| lat.as_ref().map_or("-".into(), |l| format!("{:.2}", f(l)));
-        let mut row = vec![human_bytes(c.size_bytes)];
+        let mut row = vec![size_name(c.size_bytes)];
         if multi {
             row.extend([
                 format!("{} x {}", c.procs, c.concurrency),
