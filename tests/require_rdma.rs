@@ -169,3 +169,28 @@ fn a_failed_multi_rank_run_leaves_no_rank_markers_for_the_next_run_with_its_id()
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(t0.elapsed() < std::time::Duration::from_secs(25), "it waited for a barrier: {:?}", t0.elapsed());
 }
+
+#[test]
+fn another_clients_rdma_never_verifies_a_run_that_fell_back() {
+    // Scenario (c): the server's RDMA read counter grows by exactly this
+    // run's payload (4 MiB: 2 streams x 2 GETs x 1 MiB) -- another client's
+    // traffic -- while its HTTP sent bytes grow by the same: this client fell back.
+    let payload = 4 * MIB;
+    let rdma = |n: u64| common::Answer::text(format!("minio_api_rdma_read_bytes_total{{server=\"n1:9000\"}} {n}\nminio_api_rdma_read_ops_total{{server=\"n1:9000\"}} 4\n"));
+    let sent = |n: u64| common::Answer::text(format!("minio_api_requests_traffic_sent_bytes{{server=\"n1:9000\",type=\"s3\"}} {n}\n"));
+    let m = common::scripted_metrics(vec![("/rdma", vec![rdma(0), rdma(payload)]), ("/requests", vec![sent(0), sent(payload)])]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (u1, u2) = (format!("{}/rdma", m.base), format!("{}/requests", m.base));
+    let mut args: Vec<String> =
+        ["fetch", "--sizes", "1MiB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--prepare", "--dest", "host", "--require-rdma"].iter().map(|s| s.to_string()).collect();
+    args.extend(store_args("rdma", "rr-shared"));
+    args.extend(["--metrics-url".into(), u1, "--metrics-url".into(), u2]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = s3rdma(&argv, tmp.path());
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let files: Vec<_> = std::fs::read_dir(tmp.path().join("results")).unwrap().map(|e| e.unwrap().path()).collect();
+    let rec: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    assert_eq!(rec["rdma_witness"]["verdict"], "unverified", "{}", rec["rdma_witness"]);
+    let reason = rec["rdma_witness"]["reason"].as_str().unwrap();
+    assert!(reason.contains("evidence disagrees") && reason.contains(&payload.to_string()), "{reason}");
+}

@@ -160,12 +160,14 @@ impl Witness {
                     if !valid {
                         return Err(Error::Usage(format!("invalid --servers entry '{s}': use host:port, e.g. aistor1:9000")));
                     }
-                    let t = format!("{scheme}://{s}{RDMA_PATH}");
+                    // Host names are case-insensitive (N1:9000 is n1:9000); servers reached
+                    // under two different names are caught by their `server` label instead.
+                    let t = format!("{scheme}://{}{RDMA_PATH}", s.to_ascii_lowercase());
                     if targets.contains(&t) {
                         return Err(Error::Usage(format!("--servers lists '{s}' twice: its counters would be counted twice")));
                     }
                     targets.push(t);
-                    targets.push(format!("{scheme}://{s}{REQUESTS_PATH}"));
+                    targets.push(format!("{scheme}://{}{REQUESTS_PATH}", s.to_ascii_lowercase()));
                 }
             }
         }
@@ -402,6 +404,49 @@ mod tests {
         assert_eq!(judge(Expect::Rdma, all, Ok(d()), FabricReport::default()).verdict, Verdict::FullFallback);
         let some = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 300 };
         assert_eq!(judge(Expect::Rdma, some, Ok(d()), FabricReport::default()).verdict, Verdict::PartialFallback);
+    }
+
+    #[test]
+    fn rdma_verified_needs_both_sides_of_the_evidence() {
+        // (a) RDMA carried the payload, HTTP grew by request heads only: verified.
+        let d = Deltas { rdma_read_bytes: Some(400_000.0), rdma_read_ops: Some(100.0), http_sent_bytes: Some(60_000.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { read_bytes: 400_000, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::RdmaVerified, "{}", r.reason);
+        // (c) this client fell back (HTTP sent grew by the payload) while another
+        // client's RDMA made the RDMA counter grow by as much: never verified.
+        let r = judged(Expect::Rdma, 1_000_000, 1_000_000.0, 1_000_000.0);
+        assert_eq!(r.verdict, Verdict::Unverified);
+        assert!(r.reason.contains("evidence disagrees") && r.reason.contains("1000000"), "{}", r.reason);
+        // More RDMA than the payload: someone else shares the server.
+        let r = judged(Expect::Rdma, 1_000_000, 1_500_000.0, 0.0);
+        assert_eq!(r.verdict, Verdict::Unverified);
+        assert!(r.reason.contains("150.0%") && r.reason.contains("another client"), "{}", r.reason);
+        // Within noise above the payload (1 %) still verifies.
+        assert_eq!(judged(Expect::Rdma, 1_000_000, 1_009_000.0, 0.0).verdict, Verdict::RdmaVerified);
+        // Writes are checked against HTTP received bytes.
+        let d = Deltas { rdma_write_bytes: Some(1000.0), http_received_bytes: Some(1000.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { write_bytes: 1000, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::Unverified, "{}", r.reason);
+    }
+
+    #[test]
+    fn one_server_under_two_urls_is_counted_once() {
+        // The same node scraped under two URLs (IP and hostname): its series carry one `server` label.
+        let body = |read: f64| Ok(rdma_node("n1:9000", read, 1.0, 0.0));
+        let before = Snapshot::from_bodies(vec![body(0.0), body(0.0)]);
+        let after = Snapshot::from_bodies(vec![body(500.0), body(500.0)]);
+        let d = diff(&before, &after).unwrap();
+        assert_eq!(d.rdma_read_bytes, Some(500.0), "not 1000: one server, counted once");
+        assert_eq!(d.counted_once, vec!["n1:9000".to_string()]);
+        // Payload 1000, the one server saw 500: half, not all of it.
+        let r = judge(Expect::Rdma, Payload { read_bytes: 1000, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::PartialFallback);
+        assert!(r.reason.contains("counted once: n1:9000"), "{}", r.reason);
+        // Two servers are two servers.
+        let two = |read: f64| vec![Ok(rdma_node("n1:9000", read, 1.0, 0.0)), Ok(rdma_node("n2:9000", read, 1.0, 0.0))];
+        let d = diff(&Snapshot::from_bodies(two(0.0)), &Snapshot::from_bodies(two(500.0))).unwrap();
+        assert_eq!(d.rdma_read_bytes, Some(1000.0));
+        assert!(d.counted_once.is_empty());
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct Snapshot {
     pub(crate) series: BTreeMap<SeriesKey, f64>,
     /// Per target that failed: why (status, content type, network error).
     pub(crate) errors: Vec<String>,
+    /// Servers another target already reported (same series, same `server` label): counted once.
+    pub(crate) counted_once: std::collections::BTreeSet<String>,
 }
 
 /// One sample of a scrape: metric name, its labels sorted by name, value.
@@ -48,13 +50,29 @@ pub fn parse_exposition(text: &str) -> std::result::Result<Vec<Sample>, String> 
 
 impl Snapshot {
     /// Build from already-fetched bodies (one per target; `Err` = that target failed).
+    ///
+    /// A server is counted once, by its own identity, not by URL: MinIO v3
+    /// labels every series with the `server` that produced it, so a series
+    /// (name and every label, `server` among them) that an earlier target
+    /// already reported is the same server reached under a second name (an IP
+    /// and a hostname, a load-balancer alias, `N1:9000` and `n1:9000`) and is
+    /// skipped. Series without a `server` label cannot be told apart and are summed.
     pub fn from_bodies(bodies: Vec<std::result::Result<String, String>>) -> Self {
         let mut snap = Snapshot::default();
+        let mut seen: BTreeMap<(String, Vec<(String, String)>), usize> = BTreeMap::new();
         for (t, body) in bodies.into_iter().enumerate() {
             match body.and_then(|b| parse_exposition(&b)) {
                 Ok(samples) => {
                     for (name, labels, v) in samples {
                         if name.starts_with(RDMA_PREFIX) || name == HTTP_SENT || name == HTTP_RECEIVED {
+                            let server = labels.iter().find(|(k, _)| k == "server").map(|(_, v)| v.clone());
+                            if let Some(server) = server {
+                                let first = *seen.entry((name.clone(), labels.clone())).or_insert(t);
+                                if first != t {
+                                    snap.counted_once.insert(server);
+                                    continue;
+                                }
+                            }
                             snap.series.insert((t, name, labels), v);
                         }
                     }
@@ -100,6 +118,7 @@ pub fn diff(before: &Snapshot, after: &Snapshot) -> std::result::Result<Deltas, 
         http_sent_bytes: sums.get(HTTP_SENT).copied(),
         http_received_bytes: sums.get(HTTP_RECEIVED).copied(),
         rdma_series: sums.into_iter().filter(|(n, _)| n.starts_with(RDMA_PREFIX)).collect(),
+        counted_once: after.counted_once.iter().cloned().collect(),
     })
 }
 

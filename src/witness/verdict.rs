@@ -87,6 +87,9 @@ pub struct Deltas {
     pub http_received_bytes: Option<f64>,
     /// Every `minio_api_rdma_*` series by name (the four above included).
     pub rdma_series: BTreeMap<String, f64>,
+    /// Servers that more than one target reported (by their `server` label): counted once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub counted_once: Vec<String>,
 }
 
 /// One window's report, recorded per repeat (and per cell, per rank).
@@ -196,8 +199,10 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
     } else if client_http as f64 >= VERIFIED_SHARE * total as f64 {
         (Verdict::FullFallback, format!("the client itself moved {client_http} of {total} bytes over HTTP (declined or beyond one RDMA transfer)"))
     } else if share >= VERIFIED_SHARE && client_http as f64 <= NOISE_SHARE * total as f64 {
-        let extra = if share > 1.01 { " (more than this client moved: other clients active on the server?)" } else { "" };
-        (Verdict::RdmaVerified, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){extra}"))
+        match shared_window(&d, &shares) {
+            Some(why) => (Verdict::Unverified, why),
+            None => (Verdict::RdmaVerified, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){http_note}")),
+        }
     } else if share >= NOISE_SHARE || client_http > 0 {
         let why = if client_http > 0 {
             format!("; the client itself moved {client_http} bytes over HTTP (declined or beyond one RDMA transfer)")
@@ -208,7 +213,47 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
     } else {
         (Verdict::FullFallback, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){http_note}: silent fallback"))
     };
+    if !r.counters.counted_once.is_empty() {
+        r.reason.push_str(&format!("; counted once: {} (reported by more than one metrics target)", r.counters.counted_once.join(", ")));
+    }
     r
+}
+
+/// Bytes of HTTP traffic one RDMA request may cost the server's HTTP
+/// counters (the request line and headers in, the response head out): an S3
+/// response head is a few hundred bytes; 2 KiB leaves room for long keys and
+/// extra headers. Times the server's RDMA op count, plus [`NOISE_SHARE`] of
+/// the payload, is what HTTP may grow by in a window that RDMA carried.
+pub const HTTP_OVERHEAD_PER_OP: f64 = 2048.0;
+
+/// The other side of `rdma-verified`: RDMA and HTTP counters together must
+/// account for this client's payload and nothing else. `Some(reason)` when
+/// the window holds traffic the client did not make: RDMA bytes above the
+/// payload in a direction (more than [`NOISE_SHARE`] over), or the payload
+/// direction's HTTP bytes (sent for reads, received for writes) grown beyond
+/// the request overhead. The counters are server-wide, so such a window
+/// cannot prove this client's transport: another client may have made the
+/// RDMA traffic while this one fell back.
+fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)]) -> Option<String> {
+    for &(dir, rdma, dir_total) in shares {
+        let (http, http_name, ops) = match dir {
+            "read" => (d.http_sent_bytes, "sent", d.rdma_read_ops),
+            _ => (d.http_received_bytes, "received", d.rdma_write_ops),
+        };
+        if rdma > (1.0 + NOISE_SHARE) * dir_total as f64 {
+            return Some(format!(
+                "server accounted {rdma:.0} {dir} bytes as RDMA for {dir_total} payload bytes ({}%): more than this client moved, so another client shares the server and the window proves nothing about this one",
+                pct_floor(rdma / dir_total as f64)
+            ));
+        }
+        let allowance = NOISE_SHARE * dir_total as f64 + HTTP_OVERHEAD_PER_OP * ops.unwrap_or(0.0);
+        if let Some(http) = http.filter(|&h| h > allowance) {
+            return Some(format!(
+                "evidence disagrees: the server accounted {rdma:.0} {dir} bytes as RDMA, and its HTTP {http_name} bytes grew by {http:.0} too (more than the {allowance:.0} requests cost): traffic this client did not make shares the window"
+            ));
+        }
+    }
+    None
 }
 
 /// A share as a percentage rounded down to 0.1, so 98.99 % never prints as 99.0 %.
