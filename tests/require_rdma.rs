@@ -14,11 +14,20 @@ use serde_json::Value;
 
 const MIB: u64 = 1 << 20;
 
+/// Run the binary with the test double claiming RDMA (`FAKE_MINIOCPP_RDMA_AVAILABLE=1`,
+/// as a real library on an RDMA host would), so the scripted server counters decide.
 fn s3rdma(args: &[&str], cwd: &Path) -> Output {
+    s3rdma_lib_says(args, cwd, true)
+}
+
+fn s3rdma_lib_says(args: &[&str], cwd: &Path, rdma_available: bool) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_s3rdma"));
     c.args(args).current_dir(cwd);
-    for k in ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "RUST_LOG", "MINIOCPP_LIB"] {
+    for k in ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "RUST_LOG", "MINIOCPP_LIB", "FAKE_MINIOCPP_RDMA_AVAILABLE"] {
         c.env_remove(k);
+    }
+    if rdma_available {
+        c.env("FAKE_MINIOCPP_RDMA_AVAILABLE", "1");
     }
     c.output().expect("run s3rdma")
 }
@@ -176,13 +185,18 @@ fn another_clients_rdma_never_verifies_a_run_that_fell_back() {
     // run's payload (4 MiB: 2 streams x 2 GETs x 1 MiB) -- another client's
     // traffic -- while its HTTP sent bytes grow by the same: this client fell back.
     let payload = 4 * MIB;
-    let rdma = |n: u64| common::Answer::text(format!("minio_api_rdma_read_bytes_total{{server=\"n1:9000\"}} {n}\nminio_api_rdma_read_ops_total{{server=\"n1:9000\"}} 4\n"));
+    let rdma = |n: u64| {
+        common::Answer::text(format!("minio_api_rdma_read_bytes_total{{server=\"n1:9000\"}} {n}\nminio_api_rdma_read_ops_total{{server=\"n1:9000\"}} 4\n"))
+    };
     let sent = |n: u64| common::Answer::text(format!("minio_api_requests_traffic_sent_bytes{{server=\"n1:9000\",type=\"s3\"}} {n}\n"));
     let m = common::scripted_metrics(vec![("/rdma", vec![rdma(0), rdma(payload)]), ("/requests", vec![sent(0), sent(payload)])]);
     let tmp = tempfile::tempdir().unwrap();
     let (u1, u2) = (format!("{}/rdma", m.base), format!("{}/requests", m.base));
     let mut args: Vec<String> =
-        ["fetch", "--sizes", "1MiB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--prepare", "--dest", "host", "--require-rdma"].iter().map(|s| s.to_string()).collect();
+        ["fetch", "--sizes", "1MiB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--prepare", "--dest", "host", "--require-rdma"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     args.extend(store_args("rdma", "rr-shared"));
     args.extend(["--metrics-url".into(), u1, "--metrics-url".into(), u2]);
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -193,4 +207,33 @@ fn another_clients_rdma_never_verifies_a_run_that_fell_back() {
     assert_eq!(rec["rdma_witness"]["verdict"], "unverified", "{}", rec["rdma_witness"]);
     let reason = rec["rdma_witness"]["reason"].as_str().unwrap();
     assert!(reason.contains("evidence disagrees") && reason.contains(&payload.to_string()), "{reason}");
+}
+
+#[test]
+fn require_rdma_stops_before_any_window_when_the_library_says_rdma_is_unavailable() {
+    // Scenario (e), on every bench: the library's own word ends the run before
+    // anything is timed; the record (rank 0) says why; exit 3.
+    std::fs::create_dir_all(common::server().root.join("rr-unavail")).unwrap();
+    for bench in [
+        &["fetch", "--sizes", "1MiB", "--iters", "1", "--prepare"][..],
+        &["ckpt", "--sizes", "8MiB"],
+        &["weights", "--model", "m"],
+        &["tokens"],
+        &["train", "--loader-only"],
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut args: Vec<String> = bench.iter().map(|s| s.to_string()).collect();
+        args.extend(store_args("rdma", "rr-unavail"));
+        args.extend(["--dest".into(), "host".into(), "--require-rdma".into()]);
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = s3rdma_lib_says(&argv, tmp.path(), false);
+        assert_eq!(o.status.code(), Some(3), "{}: {}", bench[0], stderr(&o));
+        assert!(stderr(&o).contains("reports RDMA unavailable (miniocpp_rdma_available() = 0): nothing was measured"), "{}", stderr(&o));
+        let files: Vec<_> = std::fs::read_dir(tmp.path().join("results")).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(files.len(), 1, "{}: the record says why", bench[0]);
+        let rec: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+        assert_eq!(rec["benchmark"], bench[0]);
+        assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
+        assert!(rec["results"].is_null(), "nothing was measured");
+    }
 }

@@ -296,6 +296,25 @@ impl Session {
         let raw = counted.inner();
         let counted = Arc::new(counted);
         let store: Arc<dyn ObjectStore> = counted.clone();
+        if spec.witness.require_rdma
+            && let Some(why) = store.transport_unavailable()
+        {
+            // The library's own evidence: no window could be rdma-verified, so
+            // none is run; the record says why (rank 0), and the exit is 3.
+            let reason = format!("{why}: nothing was measured");
+            if me.is_root() {
+                let record = RunRecord {
+                    environment: json!({"store": store.describe(), "witness": witness.describe()}),
+                    params: Value::Null,
+                    results: Value::Null,
+                    rdma_witness: json!({"verdict": Verdict::Unverified, "reason": reason, "config": witness.describe()}),
+                    ..RunRecord::new(spec.bench, store.backend().name(), started, spec.output.tag.clone())
+                };
+                let print = || println!("witness: {} ({reason})", Verdict::Unverified.as_str());
+                return conclude(&record, spec.output, started, print, None, true, Verdict::Unverified, &reason).map(|()| None);
+            }
+            return exit_status(None, true, Verdict::Unverified, &reason).map(|()| None);
+        }
         // Rank 0 creates or checks the bucket; the others meet it there (joining waits for it).
         if me.is_root() {
             store.ensure_bucket(spec.create_bucket).await.map_err(spec.no_bucket)?;

@@ -97,6 +97,9 @@ impl ObjectStore for Counted {
     fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {
         self.inner.stats_summary(in_windows)
     }
+    fn transport_unavailable(&self) -> Option<String> {
+        self.inner.transport_unavailable()
+    }
     fn writes_device(&self) -> bool {
         self.inner.writes_device()
     }

@@ -269,6 +269,13 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn stats_summary(&self, _in_windows: &StoreStats) -> Option<String> {
         None
     }
+    /// `Some(why)` when the transport this store exists for cannot work now,
+    /// in its own library's words (rdma: `miniocpp_rdma_available()` = 0):
+    /// no window could be `rdma-verified`, so `--require-rdma` stops before
+    /// any. `None` for most backends.
+    fn transport_unavailable(&self) -> Option<String> {
+        None
+    }
     /// True when `get_into` can write device memory itself (GPU-Direct);
     /// otherwise [`read_into`] stages device reads through pinned bounce buffers.
     fn writes_device(&self) -> bool {

@@ -481,6 +481,9 @@ impl ObjectStore for RdmaStore {
             w.get("rdma_invalid")
         ))
     }
+    fn transport_unavailable(&self) -> Option<String> {
+        (!self.info.rdma_available).then(|| format!("{} reports RDMA unavailable (miniocpp_rdma_available() = 0)", self.info.path))
+    }
     fn writes_device(&self) -> bool {
         // GPU-Direct: the library takes device pointers itself.
         true

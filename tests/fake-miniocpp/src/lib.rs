@@ -12,6 +12,9 @@
 //! - `FAKE_MINIOCPP_NO_RANGE=1`: `miniocpp_get_object_range` returns -3, as a
 //!   build without PR #258 would refuse (s3rdma's `--rdma-no-range` is the
 //!   binding-side switch).
+//! - `FAKE_MINIOCPP_RDMA_AVAILABLE=1`: `miniocpp_rdma_available()` claims RDMA,
+//!   as a real library on an RDMA host would, while the bytes still move over
+//!   HTTP: what the library says and what the server counts are scripted apart.
 //!
 //! Device pointers (the caller's CUDA context bound on the calling thread)
 //! are served through a host copy and `cuMemcpyHtoD`/`DtoH`, so the double
@@ -298,10 +301,10 @@ pub unsafe extern "C" fn miniocpp_free_aligned(p: *mut c_void) {
     unsafe { libc::free(p) };
 }
 
-/// The fake never does RDMA.
+/// The fake never does RDMA; it says so unless `FAKE_MINIOCPP_RDMA_AVAILABLE=1`.
 #[unsafe(no_mangle)]
 pub extern "C" fn miniocpp_rdma_available() -> c_int {
-    0
+    c_int::from(std::env::var("FAKE_MINIOCPP_RDMA_AVAILABLE").is_ok_and(|v| v == "1"))
 }
 
 #[unsafe(no_mangle)]
