@@ -47,6 +47,10 @@ pub struct Row {
     pub gbps: Option<f64>,
     /// Witness verdict of this row (cell verdict where the record has one).
     pub verdict: String,
+    /// The run's own data check failed (ckpt restore or weights `--verify`
+    /// compared different bytes): its figure measured wrong data.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub data_mismatch: bool,
     /// `fetch --series`: [seconds, GB/s] of the row's first repeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub series: Option<Vec<[f64; 2]>>,
@@ -129,6 +133,7 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         cpu_cores: None,
         gbps: None,
         verdict: overall.clone(),
+        data_mismatch: false,
         series: None,
     };
     // Settings that change the figure but are not a bench's own dimension:
@@ -182,6 +187,7 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
                 r.cpu_cores = median(&row["client_cpu_cores"]);
                 r.gbps = Some(v.median);
                 r.verdict = row["witness_verdict"].as_str().unwrap_or(&overall).to_string();
+                r.data_mismatch = row["verified"]["ok"] == Value::Bool(false);
                 out.push(r);
             }
         }
@@ -198,6 +204,7 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
             r.wall_s = spread(&s["wall_s"]);
             r.cpu_cores = median(&s["client_cpu_cores"]);
             r.gbps = Some(v.median);
+            r.data_mismatch = results["verified"]["ok"] == Value::Bool(false);
             out.push(r);
         }
         (true, "tokens") => {
@@ -424,7 +431,10 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                 s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if args.baseline.is_some() { "---|" } else { "" });
                 for r in these {
                     let dims: Vec<String> = dim_names.iter().map(|k| md(r.dims.get(k).map_or("-", String::as_str))).collect();
-                    let flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", md(&r.verdict)) } else { md(&r.verdict) };
+                    let mut flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", md(&r.verdict)) } else { md(&r.verdict) };
+                    if r.data_mismatch {
+                        flag += " **— DATA MISMATCH: the restored or loaded bytes differed**";
+                    }
                     s += &format!(
                         "| {} | {} | {} | {} | {} | {} |{} {flag} | {} |\n",
                         md(&r.backend),

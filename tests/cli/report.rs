@@ -98,3 +98,26 @@ fn report_tables_medians_flags_fallback_and_plots() {
     let bash = ok(&s3rdma(&["completions", "bash"], tmp.path()));
     assert!(bash.contains("s3rdma") && bash.contains("--layout") && bash.contains("ingest"));
 }
+
+#[test]
+fn report_flags_a_row_whose_data_check_failed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let row = |op: &str, ok: Option<bool>| {
+        serde_json::json!({"state": "synthetic-8MiB", "method": "flat", "op": op, "ranks": 1,
+            "throughput_gbps": {"median": 5.12, "min": 5.0, "max": 5.2}, "wall_s": {"median": 0.002, "min": 0.002, "max": 0.002},
+            "client_cpu_cores": {"median": 1.0, "min": 1.0, "max": 1.0}, "witness_verdict": "not-applicable",
+            "verified": ok.map(|ok| serde_json::json!({"ok": ok, "tensors_checked": 10, "mismatched": if ok { vec![] } else { vec!["layer.0"] }}))})
+    };
+    let rec = serde_json::json!({"schema_version": 2, "benchmark": "ckpt", "backend": "local",
+        "results": {"rows": [row("save", None), row("restore", Some(false))]},
+        "rdma_witness": {"verdict": "not-applicable", "reason": "local backend"}});
+    let f = tmp.path().join("ckpt-local-mismatch.json");
+    std::fs::write(&f, serde_json::to_vec(&rec).unwrap()).unwrap();
+    let out = ok(&s3rdma(&["report", f.to_str().unwrap()], tmp.path()));
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("synthetic-8MiB")).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(!lines.iter().find(|l| l.contains("| save |")).unwrap().contains("MISMATCH"), "{out}");
+    assert!(lines.iter().find(|l| l.contains("| restore |")).unwrap().contains("DATA MISMATCH"), "{out}");
+    let json: Value = serde_json::from_str(&ok(&s3rdma(&["report", "--format", "json", f.to_str().unwrap()], tmp.path()))).unwrap();
+    assert_eq!(json.as_array().unwrap().iter().filter(|r| r["data_mismatch"] == true).count(), 1);
+}
