@@ -405,10 +405,10 @@ impl Session {
         let witness = match w.scrape {
             Some(scrape) => {
                 let bytes: u64 = all.iter().map(|r| r.payload_bytes).sum();
-                let client_http_bytes = total.http_bytes();
+                let (client_http_bytes, requests) = (total.http_bytes(), total.get("requests"));
                 let payload = match dir {
-                    Direction::Read => Payload { read_bytes: bytes, write_bytes: 0, client_http_bytes },
-                    Direction::Write => Payload { read_bytes: 0, write_bytes: bytes, client_http_bytes },
+                    Direction::Read => Payload { read_bytes: bytes, write_bytes: 0, client_http_bytes, requests },
+                    Direction::Write => Payload { read_bytes: 0, write_bytes: bytes, client_http_bytes, requests },
                 };
                 Some(self.witness.end(scrape, payload).await)
             }

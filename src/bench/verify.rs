@@ -270,7 +270,9 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         match store.put_from(&args.key, &src).await {
             Ok(t) => {
                 let http = store.stats().since(&before).http_bytes();
-                let r = witness.end(w, Payload { read_bytes: 0, write_bytes: t.bytes, client_http_bytes: http }).await;
+                let r = witness
+                    .end(w, Payload { read_bytes: 0, write_bytes: t.bytes, client_http_bytes: http, requests: store.stats().since(&before).get("requests") })
+                    .await;
                 let server = if backend == Backend::Local {
                     String::new()
                 } else {
@@ -296,7 +298,12 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
             match store.get_into(&args.key, None, &mut dst).await {
                 Ok(t) => {
                     let http = store.stats().since(&before).http_bytes();
-                    let r = witness.end(w, Payload { read_bytes: t.bytes, write_bytes: 0, client_http_bytes: http }).await;
+                    let r = witness
+                        .end(
+                            w,
+                            Payload { read_bytes: t.bytes, write_bytes: 0, client_http_bytes: http, requests: store.stats().since(&before).get("requests") },
+                        )
+                        .await;
                     let ok = t.bytes == args.size && dst.as_host() == src.as_host();
                     matched = Some(ok);
                     let server = if backend == Backend::Local {

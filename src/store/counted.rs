@@ -1,4 +1,5 @@
-//! A store that counts what it moved, per transfer path, around any backend:
+//! A store that counts what it moved, per transfer path (and its data
+//! requests), around any backend:
 //! the one place that turns each [`Transfer`]'s path into the client-side
 //! counters every bench reports (`bytes_http` is what the witness's
 //! client-side fallback guard compares), so no bench keeps its own rule.
@@ -21,19 +22,21 @@ const PATHS: [TransferPath; 4] = [TransferPath::Rdma, TransferPath::Http, Transf
 pub struct Counted {
     inner: Arc<dyn ObjectStore>,
     bytes: Arc<[AtomicU64; 4]>,
+    /// Successful data calls (GET, ranged GET, PUT) through this store and its siblings.
+    requests: Arc<AtomicU64>,
 }
 
 impl Counted {
     /// Wrap `inner`; counters start at 0.
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Counted { inner, bytes: Default::default() }
+        Counted { inner, bytes: Default::default(), requests: Default::default() }
     }
 
     /// Another store (a second client configuration for the same bucket)
     /// whose transfers count into these same counters, so a window's
     /// figures hold every byte the bench moved, whichever client moved it.
     pub fn sibling(&self, inner: Arc<dyn ObjectStore>) -> Counted {
-        Counted { inner, bytes: self.bytes.clone() }
+        Counted { inner, bytes: self.bytes.clone(), requests: self.requests.clone() }
     }
 
     /// The store underneath, uncounted (for traffic that is not the bench's, such as rank markers).
@@ -45,6 +48,7 @@ impl Counted {
         if let Ok(t) = &t {
             let i = PATHS.iter().position(|p| *p == t.path).expect("every path is listed");
             self.bytes[i].fetch_add(t.bytes, Ordering::Relaxed);
+            self.requests.fetch_add(1, Ordering::Relaxed);
         }
         t
     }
@@ -92,6 +96,7 @@ impl ObjectStore for Counted {
         for (p, n) in PATHS.iter().zip(self.bytes.iter()) {
             s.0.insert(format!("bytes_{p}"), n.load(Ordering::Relaxed));
         }
+        s.0.insert("requests".into(), self.requests.load(Ordering::Relaxed));
         s
     }
     fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {

@@ -400,9 +400,9 @@ mod tests {
     #[test]
     fn bytes_the_client_sent_over_http_are_never_rdma() {
         let d = || Deltas { rdma_read_bytes: Some(1000.0), ..Default::default() };
-        let all = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 1000 };
+        let all = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 1000, requests: 1 };
         assert_eq!(judge(Expect::Rdma, all, Ok(d()), FabricReport::default()).verdict, Verdict::FullFallback);
-        let some = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 300 };
+        let some = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 300, requests: 1 };
         assert_eq!(judge(Expect::Rdma, some, Ok(d()), FabricReport::default()).verdict, Verdict::PartialFallback);
     }
 
@@ -410,8 +410,18 @@ mod tests {
     fn rdma_verified_needs_both_sides_of_the_evidence() {
         // (a) RDMA carried the payload, HTTP grew by request heads only: verified.
         let d = Deltas { rdma_read_bytes: Some(400_000.0), rdma_read_ops: Some(100.0), http_sent_bytes: Some(60_000.0), ..Default::default() };
-        let r = judge(Expect::Rdma, Payload { read_bytes: 400_000, ..Default::default() }, Ok(d), FabricReport::default());
+        let r = judge(Expect::Rdma, Payload { read_bytes: 400_000, requests: 100, ..Default::default() }, Ok(d), FabricReport::default());
         assert_eq!(r.verdict, Verdict::RdmaVerified, "{}", r.reason);
+        // The allowance is the client's own request count, not the server's op
+        // count (another client's many small RDMA ops must not widen it).
+        let d = Deltas { rdma_read_bytes: Some(4_194_304.0), rdma_read_ops: Some(2100.0), http_sent_bytes: Some(4_195_904.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { read_bytes: 4_194_304, requests: 4, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::Unverified, "{}", r.reason);
+        // No HTTP counters scraped: the fallback beside another client's RDMA cannot be ruled out.
+        let d = Deltas { rdma_read_bytes: Some(1000.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { read_bytes: 1000, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::Unverified, "{}", r.reason);
+        assert!(r.reason.contains("not scraped"), "{}", r.reason);
         // (c) this client fell back (HTTP sent grew by the payload) while another
         // client's RDMA made the RDMA counter grow by as much: never verified.
         let r = judged(Expect::Rdma, 1_000_000, 1_000_000.0, 1_000_000.0);
@@ -459,9 +469,21 @@ mod tests {
     }
 
     #[test]
+    fn a_witnessed_series_that_is_not_a_finite_counter_is_refused() {
+        let nan = "minio_api_requests_traffic_sent_bytes{server=\"n1:9000\"} NaN\n";
+        assert!(parse_exposition(nan).unwrap_err().contains("NaN"));
+        let summary = "# TYPE minio_api_requests_traffic_sent_bytes summary\nminio_api_requests_traffic_sent_bytes{server=\"n1:9000\"} 5\n";
+        assert!(parse_exposition(summary).unwrap_err().contains("summary"), "a TYPE line must not hide HTTP bytes");
+        // Other series are none of the witness's business.
+        assert!(parse_exposition("go_gc_duration_seconds NaN\n").is_ok());
+        let snap = Snapshot::from_bodies(vec![Ok(nan.to_string())]);
+        assert!(diff(&snap, &snap).is_err(), "the window is unverified");
+    }
+
+    #[test]
     fn writes_count_rdma_write_bytes() {
-        let d = Deltas { rdma_write_bytes: Some(4096.0), rdma_write_ops: Some(1.0), ..Default::default() };
-        let r = judge(Expect::Rdma, Payload { write_bytes: 4096, ..Default::default() }, Ok(d), FabricReport::default());
+        let d = Deltas { rdma_write_bytes: Some(4096.0), rdma_write_ops: Some(1.0), http_received_bytes: Some(300.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { write_bytes: 4096, requests: 1, ..Default::default() }, Ok(d), FabricReport::default());
         assert_eq!(r.verdict, Verdict::RdmaVerified);
         assert_eq!(r.counters.rdma_write_ops, Some(1.0));
     }

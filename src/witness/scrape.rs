@@ -29,23 +29,45 @@ pub struct Snapshot {
 /// One sample of a scrape: metric name, its labels sorted by name, value.
 pub type Sample = (String, Vec<(String, String)>, f64);
 
+/// Whether the witness reads this series (its names, whatever a `# TYPE` line says).
+fn witnessed(name: &str) -> bool {
+    name.starts_with(RDMA_PREFIX) || name == HTTP_SENT || name == HTTP_RECEIVED
+}
+
 /// Parse Prometheus text exposition into `(name, sorted labels, value)` for
-/// every counter, gauge or untyped sample (histograms and summaries skipped).
+/// every counter, gauge or untyped sample (other histograms and summaries skipped).
+///
+/// Errors: text that does not parse; a series the witness reads that a
+/// `# TYPE` line declares a histogram or summary (its bytes would vanish
+/// from the sums); a value of such a series that is not a finite number.
 pub fn parse_exposition(text: &str) -> std::result::Result<Vec<Sample>, String> {
+    // prometheus-parse drops the samples of a name declared a summary or
+    // histogram without `quantile`/`le` labels: catch the declaration itself.
+    for l in text.lines() {
+        let mut w = l.split_whitespace();
+        if let (Some("#"), Some("TYPE"), Some(name), Some(kind)) = (w.next(), w.next(), w.next(), w.next())
+            && witnessed(name)
+            && (kind == "summary" || kind == "histogram")
+        {
+            return Err(format!("{name} is declared a {kind}, not a counter: its bytes cannot be read"));
+        }
+    }
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).map_err(|e| format!("cannot parse metrics: {e}"))?;
-    Ok(scrape
-        .samples
-        .into_iter()
-        .filter_map(|s| {
-            let v = match s.value {
-                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
-                _ => return None,
-            };
-            let mut labels: Vec<(String, String)> = s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            labels.sort();
-            Some((s.metric, labels, v))
-        })
-        .collect())
+    let mut out = Vec::new();
+    for s in scrape.samples {
+        let v = match s.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Untyped(v) => v,
+            _ if witnessed(&s.metric) => return Err(format!("{} is declared a histogram or summary, not a counter: its bytes cannot be read", s.metric)),
+            _ => continue,
+        };
+        if witnessed(&s.metric) && !v.is_finite() {
+            return Err(format!("{} is {v}, not a byte or op count", s.metric));
+        }
+        let mut labels: Vec<(String, String)> = s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        labels.sort();
+        out.push((s.metric, labels, v));
+    }
+    Ok(out)
 }
 
 impl Snapshot {
@@ -64,7 +86,7 @@ impl Snapshot {
             match body.and_then(|b| parse_exposition(&b)) {
                 Ok(samples) => {
                     for (name, labels, v) in samples {
-                        if name.starts_with(RDMA_PREFIX) || name == HTTP_SENT || name == HTTP_RECEIVED {
+                        if witnessed(&name) {
                             let server = labels.iter().find(|(k, _)| k == "server").map(|(_, v)| v.clone());
                             if let Some(server) = server {
                                 let first = *seen.entry((name.clone(), labels.clone())).or_insert(t);

@@ -68,6 +68,11 @@ pub struct Payload {
     /// Of those, bytes the client itself sent over HTTP (declined RDMA calls,
     /// transfers beyond one RDMA transfer): they can never count as RDMA.
     pub client_http_bytes: u64,
+    /// Data requests (GETs, PUTs, ranged reads) the client itself made in the
+    /// window: what the HTTP counters may legitimately grow by per request.
+    /// The client's own count, never the server's op count (which other
+    /// clients' traffic inflates).
+    pub requests: u64,
 }
 
 /// Counter deltas over a window, summed over nodes. `None` = series not present.
@@ -199,7 +204,7 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
     } else if client_http as f64 >= VERIFIED_SHARE * total as f64 {
         (Verdict::FullFallback, format!("the client itself moved {client_http} of {total} bytes over HTTP (declined or beyond one RDMA transfer)"))
     } else if share >= VERIFIED_SHARE && client_http as f64 <= NOISE_SHARE * total as f64 {
-        match shared_window(&d, &shares) {
+        match shared_window(&d, &shares, payload.requests) {
             Some(why) => (Verdict::Unverified, why),
             None => (Verdict::RdmaVerified, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){http_note}")),
         }
@@ -222,23 +227,28 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
 /// Bytes of HTTP traffic one RDMA request may cost the server's HTTP
 /// counters (the request line and headers in, the response head out): an S3
 /// response head is a few hundred bytes; 2 KiB leaves room for long keys and
-/// extra headers. Times the server's RDMA op count, plus [`NOISE_SHARE`] of
+/// extra headers. Times the client's own request count, plus [`NOISE_SHARE`] of
 /// the payload, is what HTTP may grow by in a window that RDMA carried.
 pub const HTTP_OVERHEAD_PER_OP: f64 = 2048.0;
 
 /// The other side of `rdma-verified`: RDMA and HTTP counters together must
 /// account for this client's payload and nothing else. `Some(reason)` when
 /// the window holds traffic the client did not make: RDMA bytes above the
-/// payload in a direction (more than [`NOISE_SHARE`] over), or the payload
+/// payload in a direction (more than [`NOISE_SHARE`] over), the payload
 /// direction's HTTP bytes (sent for reads, received for writes) grown beyond
-/// the request overhead. The counters are server-wide, so such a window
+/// the request overhead, or those HTTP bytes not scraped at all. The counters are server-wide, so such a window
 /// cannot prove this client's transport: another client may have made the
 /// RDMA traffic while this one fell back.
-fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)]) -> Option<String> {
+fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)], requests: u64) -> Option<String> {
     for &(dir, rdma, dir_total) in shares {
-        let (http, http_name, ops) = match dir {
-            "read" => (d.http_sent_bytes, "sent", d.rdma_read_ops),
-            _ => (d.http_received_bytes, "received", d.rdma_write_ops),
+        let (http, http_name) = match dir {
+            "read" => (d.http_sent_bytes, "sent"),
+            _ => (d.http_received_bytes, "received"),
+        };
+        let Some(http) = http else {
+            return Some(format!(
+                "the server accounted {rdma:.0} {dir} bytes as RDMA, but its HTTP {http_name} bytes were not scraped (minio_api_requests_traffic_{http_name}_bytes): without them a fallback beside another client's RDMA cannot be ruled out; scrape /minio/metrics/v3/api/requests too"
+            ));
         };
         if rdma > (1.0 + NOISE_SHARE) * dir_total as f64 {
             return Some(format!(
@@ -246,8 +256,8 @@ fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)]) -> Option<String> {
                 pct_floor(rdma / dir_total as f64)
             ));
         }
-        let allowance = NOISE_SHARE * dir_total as f64 + HTTP_OVERHEAD_PER_OP * ops.unwrap_or(0.0);
-        if let Some(http) = http.filter(|&h| h > allowance) {
+        let allowance = NOISE_SHARE * dir_total as f64 + HTTP_OVERHEAD_PER_OP * requests as f64;
+        if http > allowance {
             return Some(format!(
                 "evidence disagrees: the server accounted {rdma:.0} {dir} bytes as RDMA, and its HTTP {http_name} bytes grew by {http:.0} too (more than the {allowance:.0} requests cost): traffic this client did not make shares the window"
             ));
