@@ -56,19 +56,6 @@ pub struct CallCounts {
     pub rdma_invalid: u64,
 }
 
-impl CallCounts {
-    /// `self - earlier`, field by field.
-    pub fn since(&self, earlier: &CallCounts) -> CallCounts {
-        CallCounts {
-            rdma_calls: self.rdma_calls - earlier.rdma_calls,
-            rdma_ok: self.rdma_ok - earlier.rdma_ok,
-            rdma_errors: self.rdma_errors - earlier.rdma_errors,
-            rdma_declined: self.rdma_declined - earlier.rdma_declined,
-            rdma_invalid: self.rdma_invalid - earlier.rdma_invalid,
-        }
-    }
-}
-
 #[derive(Default)]
 struct Counters {
     calls: AtomicU64,
