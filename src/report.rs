@@ -21,6 +21,7 @@ use serde_json::Value;
 use crate::bench::Spread;
 use crate::cli::{ReportArgs, ReportFormat};
 use crate::error::{Error, Result};
+use crate::witness::Proof;
 
 /// One comparable figure of one record.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -276,8 +277,30 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
             }
         }
     }
+    // Stored verdicts count only as far as the record's own counters give
+    // them again (witness::proof_of); a row whose verdict no window has is
+    // unproven too.
+    match crate::witness::proof_of(record) {
+        Proof::NoClaim => {}
+        Proof::Rechecked(verdicts) => {
+            for r in &mut out {
+                if !verdicts.iter().any(|v| v.as_str() == r.verdict) {
+                    r.verdict = UNPROVEN.into();
+                }
+            }
+        }
+        Proof::Unproven(why) => {
+            eprintln!("note: {file}: witness verdicts shown as {UNPROVEN}: {why}");
+            for r in &mut out {
+                r.verdict = UNPROVEN.into();
+            }
+        }
+    }
     Ok(out)
 }
+
+/// The verdict `report` shows for a row its record's counters do not prove.
+pub const UNPROVEN: &str = "unproven";
 
 /// Read every file (a record each) into rows; `http-peers` tables and other
 /// non-records are skipped with a note on stderr.

@@ -150,7 +150,7 @@ fn train_loader_only_require_rdma_exits_3_after_a_full_fallback() {
 #[test]
 fn verify_over_local_with_require_rdma_says_fail_and_exits_3() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = s3rdma(&["verify", "--root", "store", "--prepare", "--size", "64KiB", "--require-rdma"], tmp.path());
+    let o = s3rdma(&["verify", "--root", "store", "--prepare", "--sizes", "64KiB", "--require-rdma"], tmp.path());
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(3), "{out}{}", stderr(&o));
     assert!(out.contains("RESULT: FAIL") && out.contains("--require-rdma"), "{out}");

@@ -105,6 +105,8 @@ pub struct Session {
     /// This host's name.
     pub host: String,
     output: OutputArgs,
+    /// The store's warnings before any transfer ([`ObjectStore::preflight`] of size 0), printed by rank 0.
+    pub warnings: Vec<String>,
     require_rdma: bool,
     windows: std::sync::atomic::AtomicU64,
 }
@@ -167,6 +169,29 @@ impl<P, R> Outcome<P, R> {
     /// An outcome with no extras and no failure.
     pub fn new(params: P, results: R, windows: Vec<(String, WitnessReport)>) -> Self {
         Outcome { params, results, windows, witness_extra: Vec::new(), environment: Vec::new(), stats: StoreStats::default(), failure: None }
+    }
+}
+
+/// What the witness compares a window against: every data byte the
+/// client's store layer moved in it, per direction (`data_read_bytes`,
+/// `data_write_bytes`, summed over ranks), with the part beyond the bench's
+/// timed `bench_bytes` in direction `dir` declared as overhead (manifests,
+/// indexes, headers: the server counts them too); the client's own HTTP
+/// bytes; and its requests, data and control (HEAD, LIST, DELETE).
+pub fn window_payload(total: &StoreStats, dir: Direction, bench_bytes: u64) -> Payload {
+    let (mut read_bytes, mut write_bytes) = (total.get("data_read_bytes"), total.get("data_write_bytes"));
+    // A bench whose figure was not moved through the counted store still
+    // declares it: the larger of the two counts.
+    match dir {
+        Direction::Read => read_bytes = read_bytes.max(bench_bytes),
+        Direction::Write => write_bytes = write_bytes.max(bench_bytes),
+    }
+    Payload {
+        read_bytes,
+        write_bytes,
+        overhead_bytes: (read_bytes + write_bytes).saturating_sub(bench_bytes),
+        client_http_bytes: total.http_bytes(),
+        requests: total.get("requests") + total.get("control_requests"),
     }
 }
 
@@ -320,6 +345,14 @@ impl Session {
             store.ensure_bucket(spec.create_bucket).await.map_err(spec.no_bucket)?;
         }
         let group = Group::join(me.clone(), raw, group_args.barrier_timeout).await?;
+        // What the store knows before any transfer (the library's own word,
+        // reads it cannot carry), said once, before the run.
+        let warnings = store.preflight(0);
+        if me.is_root() {
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+        }
         Ok(Some(Session {
             bench: spec.bench,
             me,
@@ -333,6 +366,7 @@ impl Session {
             started,
             host: sysinfo::System::host_name().unwrap_or_default(),
             output: spec.output.clone(),
+            warnings,
             require_rdma: spec.witness.require_rdma,
             windows: Default::default(),
         }))
@@ -405,12 +439,7 @@ impl Session {
         let witness = match w.scrape {
             Some(scrape) => {
                 let bytes: u64 = all.iter().map(|r| r.payload_bytes).sum();
-                let (client_http_bytes, requests) = (total.http_bytes(), total.get("requests"));
-                let payload = match dir {
-                    Direction::Read => Payload { read_bytes: bytes, write_bytes: 0, client_http_bytes, requests },
-                    Direction::Write => Payload { read_bytes: 0, write_bytes: bytes, client_http_bytes, requests },
-                };
-                Some(self.witness.end(scrape, payload).await)
+                Some(self.witness.end(scrape, window_payload(&total, dir, bytes)).await)
             }
             None => None,
         };
@@ -439,6 +468,7 @@ impl Session {
         env["store"] = self.store.describe();
         env["witness"] = self.witness.describe();
         env["ranks"] = json!({"world": self.me.world, "launcher": self.me.launcher, "run_id": self.me.run_id});
+        env["warnings"] = json!(self.warnings);
         env
     }
 
@@ -457,6 +487,17 @@ impl Session {
         let (verdict, reason) =
             witness::worst(o.windows.iter().map(|(l, w)| (l.as_str(), w))).unwrap_or((Verdict::Unverified, "no timed window ran".to_string()));
         let mut rdma_witness = json!({"verdict": verdict, "reason": reason, "config": self.witness.describe()});
+        // Every window with the inputs it was judged from: what `report` judges again.
+        let windows: Vec<Value> = o
+            .windows
+            .iter()
+            .map(|(label, w)| {
+                let mut v = serde_json::to_value(w).unwrap_or(Value::Null);
+                v["label"] = json!(label);
+                v
+            })
+            .collect();
+        rdma_witness["windows"] = Value::Array(windows);
         for (k, v) in o.witness_extra {
             rdma_witness[k] = v;
         }

@@ -160,9 +160,14 @@ pub struct VerifyArgs {
     #[command(flatten)]
     /// Where the record goes.
     pub output: OutputArgs,
-    /// Size of the probe object PUT and read back.
-    #[arg(long, value_parser = parse_bytes, default_value = "64MiB")]
-    pub size: u64,
+    /// Probe sizes, comma-separated: per size and memory kind one witnessed
+    /// PUT and GET, so the table shows where the transport changes (small
+    /// objects and objects over 4 GiB are where the library falls back).
+    #[arg(long, alias = "size", value_delimiter = ',', value_parser = parse_bytes, default_value = "64MiB")]
+    pub sizes: Vec<u64>,
+    /// GPU ordinal for the GPU-Direct probe.
+    #[arg(long, default_value_t = 0)]
+    pub device: usize,
     /// Create the bucket when it does not exist.
     #[arg(long)]
     pub prepare: bool,

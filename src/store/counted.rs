@@ -15,7 +15,7 @@ use crate::error::StoreError;
 use crate::mem::Buffer;
 
 /// Paths in the order of [`Counted`]'s counters.
-const PATHS: [TransferPath; 4] = [TransferPath::Rdma, TransferPath::Http, TransferPath::HttpStaged, TransferPath::Local];
+const PATHS: [TransferPath; 4] = [TransferPath::RdmaAttempted, TransferPath::Http, TransferPath::HttpStaged, TransferPath::Local];
 
 /// `inner` plus byte counters per [`TransferPath`] of every successful data call.
 #[derive(Debug)]
@@ -24,19 +24,27 @@ pub struct Counted {
     bytes: Arc<[AtomicU64; 4]>,
     /// Successful data calls (GET, ranged GET, PUT) through this store and its siblings.
     requests: Arc<AtomicU64>,
+    /// Data bytes by direction, whatever the path: [read (GET), written (PUT)].
+    directions: Arc<[AtomicU64; 2]>,
+    /// Control-plane calls (bucket check, HEAD, LIST, DELETE), failed or not:
+    /// each costs the server's HTTP counters a request and a response.
+    control: Arc<AtomicU64>,
 }
+
+const READ: usize = 0;
+const WRITE: usize = 1;
 
 impl Counted {
     /// Wrap `inner`; counters start at 0.
     pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
-        Counted { inner, bytes: Default::default(), requests: Default::default() }
+        Counted { inner, bytes: Default::default(), requests: Default::default(), directions: Default::default(), control: Default::default() }
     }
 
     /// Another store (a second client configuration for the same bucket)
     /// whose transfers count into these same counters, so a window's
     /// figures hold every byte the bench moved, whichever client moved it.
     pub fn sibling(&self, inner: Arc<dyn ObjectStore>) -> Counted {
-        Counted { inner, bytes: self.bytes.clone(), requests: self.requests.clone() }
+        Counted { inner, bytes: self.bytes.clone(), requests: self.requests.clone(), directions: self.directions.clone(), control: self.control.clone() }
     }
 
     /// The store underneath, uncounted (for traffic that is not the bench's, such as rank markers).
@@ -44,13 +52,19 @@ impl Counted {
         self.inner.clone()
     }
 
-    fn count(&self, t: Result<Transfer, StoreError>) -> Result<Transfer, StoreError> {
+    fn count(&self, dir: usize, t: Result<Transfer, StoreError>) -> Result<Transfer, StoreError> {
         if let Ok(t) = &t {
             let i = PATHS.iter().position(|p| *p == t.path).expect("every path is listed");
             self.bytes[i].fetch_add(t.bytes, Ordering::Relaxed);
+            self.directions[dir].fetch_add(t.bytes, Ordering::Relaxed);
             self.requests.fetch_add(1, Ordering::Relaxed);
         }
         t
+    }
+
+    fn control<T>(&self, r: T) -> T {
+        self.control.fetch_add(1, Ordering::Relaxed);
+        r
     }
 }
 
@@ -69,24 +83,24 @@ impl ObjectStore for Counted {
         self.inner.describe()
     }
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
-        self.inner.ensure_bucket(create).await
+        self.control(self.inner.ensure_bucket(create).await)
     }
     async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
-        self.inner.head(key).await
+        self.control(self.inner.head(key).await)
     }
     async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         let t = self.inner.get_into_at(key, range, dst, at).await;
-        self.count(t)
+        self.count(READ, t)
     }
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
         let t = self.inner.put_range(key, src, range).await;
-        self.count(t)
+        self.count(WRITE, t)
     }
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-        self.inner.list(prefix).await
+        self.control(self.inner.list(prefix).await)
     }
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        self.inner.delete(key).await
+        self.control(self.inner.delete(key).await)
     }
     fn preflight(&self, object_size: u64) -> Vec<String> {
         self.inner.preflight(object_size)
@@ -97,6 +111,9 @@ impl ObjectStore for Counted {
             s.0.insert(format!("bytes_{p}"), n.load(Ordering::Relaxed));
         }
         s.0.insert("requests".into(), self.requests.load(Ordering::Relaxed));
+        s.0.insert("data_read_bytes".into(), self.directions[READ].load(Ordering::Relaxed));
+        s.0.insert("data_write_bytes".into(), self.directions[WRITE].load(Ordering::Relaxed));
+        s.0.insert("control_requests".into(), self.control.load(Ordering::Relaxed));
         s
     }
     fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {

@@ -124,12 +124,16 @@ pub struct StoreConfig {
 }
 
 /// Which data path carried a transfer's bytes, as the client saw it. For the
-/// rdma backend this is the client library's claim; only the witness proves it.
+/// rdma backend this is what the client library was asked to do, never proof:
+/// libminiocpp returns the same code whether RDMA or its silent HTTP fallback
+/// moved the bytes (DESIGN.md), so only the witness proves the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TransferPath {
-    /// GPU-Direct S3 over RDMA (cuObject) into device memory.
-    Rdma,
+    /// Handed to libminiocpp while it reported RDMA available: RDMA (GPU-Direct
+    /// via cuObject) was attempted; the library does not say whether it fell
+    /// back to HTTP (`rdma_attempted`).
+    RdmaAttempted,
     /// S3 over HTTP straight into the caller's buffer.
     Http,
     /// S3 over HTTP through pinned host memory, copied to or from the device.
@@ -141,7 +145,7 @@ pub enum TransferPath {
 impl fmt::Display for TransferPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            TransferPath::Rdma => "rdma",
+            TransferPath::RdmaAttempted => "rdma_attempted",
             TransferPath::Http => "http",
             TransferPath::HttpStaged => "http_staged",
             TransferPath::Local => "local",
@@ -190,7 +194,9 @@ impl StoreStats {
     }
     /// The counters that are not per-path byte counts (the backend's own), `None` when there are none.
     pub fn backend_counters(&self) -> Option<StoreStats> {
-        let m: BTreeMap<String, u64> = self.0.iter().filter(|(k, _)| !k.starts_with("bytes_")).map(|(k, v)| (k.clone(), *v)).collect();
+        const COUNTED: [&str; 4] = ["requests", "data_read_bytes", "data_write_bytes", "control_requests"];
+        let m: BTreeMap<String, u64> =
+            self.0.iter().filter(|(k, _)| !k.starts_with("bytes_") && !COUNTED.contains(&k.as_str())).map(|(k, v)| (k.clone(), *v)).collect();
         (!m.is_empty()).then_some(StoreStats(m))
     }
 }

@@ -24,13 +24,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result, root_cause};
 use crate::store::Backend;
 
+mod recheck;
 mod scrape;
 mod verdict;
+pub use recheck::{Proof, proof_of};
 pub use scrape::*;
 pub use verdict::*;
 
@@ -110,6 +112,7 @@ pub struct Witness {
 pub struct Window {
     counters: Snapshot,
     fabric: FabricSnapshot,
+    start: String,
 }
 
 impl Witness {
@@ -232,12 +235,14 @@ impl Witness {
 
     /// Open a window: scrape every target (concurrently) and the fabric counters.
     pub async fn begin(&self) -> Window {
+        let start = now_rfc3339();
         let counters = if self.targets.is_empty() { Snapshot::default() } else { self.snapshot().await };
-        Window { counters, fabric: FabricSnapshot::read(&self.fabric_root) }
+        Window { counters, fabric: FabricSnapshot::read(&self.fabric_root), start }
     }
 
     /// Close a window and judge it against what the client moved.
     pub async fn end(&self, w: Window, payload: Payload) -> WitnessReport {
+        let end = now_rfc3339();
         let after = if self.targets.is_empty() { Snapshot::default() } else { self.snapshot().await };
         let fabric = fabric_diff(&w.fabric, &FabricSnapshot::read(&self.fabric_root));
         let deltas = if self.targets.is_empty() {
@@ -245,8 +250,14 @@ impl Witness {
         } else {
             diff(&w.counters, &after)
         };
-        judge(self.expect, payload, deltas, fabric)
+        let mut r = judge(self.expect, payload, deltas, fabric);
+        (r.window_start, r.window_end) = (Some(w.start), Some(end));
+        r
     }
+}
+
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 #[cfg(test)]
@@ -400,9 +411,9 @@ mod tests {
     #[test]
     fn bytes_the_client_sent_over_http_are_never_rdma() {
         let d = || Deltas { rdma_read_bytes: Some(1000.0), ..Default::default() };
-        let all = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 1000, requests: 1 };
+        let all = Payload { read_bytes: 1000, client_http_bytes: 1000, requests: 1, ..Default::default() };
         assert_eq!(judge(Expect::Rdma, all, Ok(d()), FabricReport::default()).verdict, Verdict::FullFallback);
-        let some = Payload { read_bytes: 1000, write_bytes: 0, client_http_bytes: 300, requests: 1 };
+        let some = Payload { read_bytes: 1000, client_http_bytes: 300, requests: 1, ..Default::default() };
         assert_eq!(judge(Expect::Rdma, some, Ok(d()), FabricReport::default()).verdict, Verdict::PartialFallback);
     }
 

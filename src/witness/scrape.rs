@@ -171,7 +171,7 @@ impl FabricSnapshot {
 }
 
 /// RDMA NIC error counter deltas over a window.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct FabricReport {
     /// False when no RDMA NIC error counters exist on this host.
     pub present: bool,

@@ -8,7 +8,7 @@ pub const VERIFIED_SHARE: f64 = 0.99;
 pub const NOISE_SHARE: f64 = 0.01;
 
 /// The witness's judgement of one window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
     /// No proof either way (no endpoint, scrape failed, counters missing or reset).
@@ -61,22 +61,27 @@ impl From<Backend> for Expect {
 /// The bytes the client itself moved in a window.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Payload {
-    /// Bytes read (GET: server -> client).
+    /// Bytes read (GET: server -> client), every data call's: the timed
+    /// payload plus [`Payload::overhead_bytes`] read.
     pub read_bytes: u64,
-    /// Bytes written (PUT / UploadPart: client -> server).
+    /// Bytes written (PUT / UploadPart: client -> server), likewise.
     pub write_bytes: u64,
+    /// Of read + write, the client's declared overhead: data calls that are
+    /// not part of the timed figure (manifests, indexes, headers).
+    pub overhead_bytes: u64,
     /// Of those, bytes the client itself sent over HTTP (declined RDMA calls,
     /// transfers beyond one RDMA transfer): they can never count as RDMA.
     pub client_http_bytes: u64,
-    /// Data requests (GETs, PUTs, ranged reads) the client itself made in the
-    /// window: what the HTTP counters may legitimately grow by per request.
+    /// Requests the client itself made in the window (data calls: GETs, PUTs,
+    /// ranged reads; and control calls: HEAD, LIST, DELETE, bucket checks):
+    /// what the HTTP counters may legitimately grow by per request.
     /// The client's own count, never the server's op count (which other
     /// clients' traffic inflates).
     pub requests: u64,
 }
 
 /// Counter deltas over a window, summed over nodes. `None` = series not present.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Deltas {
     /// `minio_api_rdma_read_bytes_total` growth (GET: server to client).
     pub rdma_read_bytes: Option<f64>,
@@ -93,23 +98,37 @@ pub struct Deltas {
     /// Every `minio_api_rdma_*` series by name (the four above included).
     pub rdma_series: BTreeMap<String, f64>,
     /// Servers that more than one target reported (by their `server` label): counted once.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counted_once: Vec<String>,
 }
 
-/// One window's report, recorded per repeat (and per cell, per rank).
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// One window's report, recorded per repeat (and per cell, per rank), with
+/// every input [`judge`] used, so `report` can judge it again ([`recheck`]).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct WitnessReport {
     /// The verdict.
     pub verdict: Verdict,
     /// Why, in words, always present.
     pub reason: String,
-    /// The client's own count.
+    /// When the opening scrape began (RFC 3339, UTC; `None` in reports judged outside a bench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_start: Option<String>,
+    /// When the closing scrape began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_end: Option<String>,
+    /// The client's own count, bytes: read + write.
     pub payload_bytes: u64,
     /// Of the payload, bytes read (GET).
     pub payload_read_bytes: u64,
     /// Of the payload, bytes written (PUT).
     pub payload_write_bytes: u64,
+    /// Of the payload, the client's declared overhead (manifests, indexes,
+    /// headers): data bytes outside the bench's timed figure.
+    pub overhead_bytes: u64,
+    /// Bytes the client's store layer itself moved over HTTP.
+    pub client_http_bytes: u64,
+    /// Requests the client made in the window (data and control).
+    pub requests: u64,
     /// (RDMA read + write bytes) / payload, when counters were read.
     pub rdma_share: Option<f64>,
     /// The counter deltas (flattened into the record: `rdma_read_bytes`, ...).
@@ -132,9 +151,14 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
     let mut r = WitnessReport {
         verdict: Verdict::Unverified,
         reason: String::new(),
+        window_start: None,
+        window_end: None,
         payload_bytes: total,
         payload_read_bytes: payload.read_bytes,
         payload_write_bytes: payload.write_bytes,
+        overhead_bytes: payload.overhead_bytes,
+        client_http_bytes: payload.client_http_bytes,
+        requests: payload.requests,
         rdma_share: None,
         counters: Deltas::default(),
         fabric,
@@ -264,6 +288,21 @@ fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)], requests: u64) -> Opti
         }
     }
     None
+}
+
+/// Judge a stored report again from its own inputs (payload, client
+/// counts, counter deltas): the verdict [`judge`] gives them, which a
+/// faithful record agrees with. `report` shows a record whose stored
+/// verdicts disagree with this as unproven.
+pub fn recheck(expect: Expect, r: &WitnessReport) -> Verdict {
+    let payload = Payload {
+        read_bytes: r.payload_read_bytes,
+        write_bytes: r.payload_write_bytes,
+        overhead_bytes: r.overhead_bytes,
+        client_http_bytes: r.client_http_bytes,
+        requests: r.requests,
+    };
+    judge(expect, payload, Ok(r.counters.clone()), r.fabric.clone()).verdict
 }
 
 /// A share as a percentage rounded down to 0.1, so 98.99 % never prints as 99.0 %.

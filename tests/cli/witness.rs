@@ -142,14 +142,26 @@ fn verify_round_trip_over_http_and_local() {
     let tmp = tempfile::tempdir().unwrap();
     let mut args = http_args(&s.endpoint, "verify-http");
     args[0] = "verify";
-    args.extend(["--prepare", "--size", "3MiB"]);
+    args.extend(["--prepare", "--sizes", "4KiB,3MiB"]);
     let o = s3rdma(&args, tmp.path());
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
-    for step in ["[1] ", "[2] PASS", "[3] WARN metrics unreadable", "[4] PASS PUT 3145728 B", "[5] PASS GET 3145728 B into a fresh buffer: bytes match"] {
+    for step in [
+        "[1] ",
+        "[2] PASS",
+        "[3] WARN metrics unreadable",
+        "[4] PASS PUT of 4KiB from host memory",
+        "[5] PASS GET of 4KiB into host memory: bytes match",
+        "[4] PASS PUT of 3MiB from host memory",
+        "[5] PASS GET of 3MiB into host memory: bytes match",
+    ] {
         assert!(out.contains(step), "missing {step:?} in\n{out}");
     }
-    assert!(out.contains("RESULT: PASS - round trip over http verified; RDMA not applicable"), "{out}");
+    // The table: one row per size and request.
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with('│') && l.contains("host memory")).collect();
+    assert_eq!(rows.len(), 4, "{out}");
+    assert!(rows[0].contains("4KiB") && rows[0].contains("PUT") && rows[3].contains("3MiB") && rows[3].contains("match"), "{rows:?}");
+    assert!(out.contains("RESULT: PASS - round trips over http verified (4KiB, 3MiB); RDMA not applicable"), "{out}");
     assert!(!s.root.join("verify-http/s3rdma-verify/probe.bin").exists(), "probe deleted");
     // Missing bucket without --prepare: step 2 fails, RESULT FAIL, exit 1.
     let mut args = http_args(&s.endpoint, "verify-missing");
@@ -159,12 +171,14 @@ fn verify_round_trip_over_http_and_local() {
     assert_eq!(o.status.code(), Some(1), "{out}");
     assert!(out.contains("[2] FAIL bucket 'verify-missing' does not exist") && out.contains("RESULT: FAIL"), "{out}");
     // Local, as JSON.
-    let o = s3rdma(&["verify", "--root", "d", "--prepare", "--size", "1MiB", "--json"], tmp.path());
+    let o = s3rdma(&["verify", "--root", "d", "--prepare", "--sizes", "1MiB", "--json"], tmp.path());
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["benchmark"], "verify");
     assert_eq!(rec["results"]["pass"], true);
     assert_eq!(rec["results"]["data_match"], true);
+    assert_eq!(rec["results"]["probes"][1]["request"], "GET");
+    assert_eq!(rec["results"]["probes"][1]["bytes"], MIB);
     assert_eq!(rec["rdma_witness"]["verdict"], "not-applicable");
 }
 
@@ -207,8 +221,8 @@ fn rdma_fetch_end_to_end_is_full_fallback_under_the_witness() {
     assert_eq!(rec["backend"], "rdma");
     let r = &rec["results"][0]["repeats"][0];
     assert_eq!(r["store_stats"]["rdma_calls"], 8, "4 streams x 2 GETs in the timed window");
-    assert_eq!(r["transfer_paths"]["rdma"], 8 * MIB);
-    assert_eq!(r["store_stats"]["bytes_rdma"], 8 * MIB, "the store layer counts the same bytes");
+    assert_eq!(r["transfer_paths"]["rdma_attempted"], 8 * MIB);
+    assert_eq!(r["store_stats"]["bytes_rdma_attempted"], 8 * MIB, "the store layer counts the same bytes");
     assert_eq!(r["store_stats"]["bytes_http"], 0);
     assert_eq!(r["witness"]["verdict"], "full-fallback");
     let env = &rec["environment"]["store"]["library"];
@@ -286,21 +300,18 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
         a.extend_from_slice(extra);
         a
     };
-    let o = s3rdma(&base(&[]), tmp.path());
+    let o = s3rdma_env(&base(&[]), tmp.path(), &[("FAKE_MINIOCPP_RDMA_AVAILABLE", "1")]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     let r = &rec["results"][0]["repeats"][0];
     assert_eq!(r["store_stats"]["rdma_calls"], 3, "3 MiB in 1 MiB windows");
-    assert_eq!(r["transfer_paths"]["rdma"], 3 * MIB);
+    assert_eq!(r["transfer_paths"]["rdma_attempted"], 3 * MIB);
     // Without ranged reads the run says up front that they go over HTTP.
-    let o = s3rdma(&base(&["--rdma-no-range"]), tmp.path());
+    let o = s3rdma_env(&base(&["--rdma-no-range"]), tmp.path(), &[("FAKE_MINIOCPP_RDMA_AVAILABLE", "1")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stderr(&o)
-            .contains("warning: objects of 3145728 bytes exceed one RDMA transfer (2097152 bytes) and --rdma-no-range is set: they will be read over HTTP"),
-        "{}",
-        stderr(&o)
-    );
+    let err = stderr(&o);
+    assert!(err.contains("warning: objects of 3145728 bytes exceed one RDMA transfer (2097152 bytes): they will be read over HTTP"), "{err}");
+    assert_eq!(err.matches("warning: --rdma-no-range is set: every ranged read").count(), 1, "said once, by the session: {err}");
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["results"][0]["repeats"][0]["transfer_paths"]["http"], 3 * MIB);
     assert!(rec["environment"]["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("over HTTP")));

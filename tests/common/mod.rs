@@ -30,6 +30,45 @@ pub fn server() -> &'static S3Server {
 }
 
 fn start() -> S3Server {
+    start_server(None)
+}
+
+/// Bytes an S3 server moved, split by who asked: the libminiocpp test double
+/// (its requests carry `app/fake-miniocpp` in their user agent: on an RDMA
+/// server these are the transfers RDMA would carry) and everyone else (the
+/// client's own HTTP: control plane, fallbacks, other tools). Sent = response
+/// bodies, received = request bodies (decoded length when aws-chunked), as
+/// MinIO's `minio_api_requests_traffic_*_bytes` count them.
+#[derive(Default)]
+pub struct Traffic {
+    pub lib_sent: std::sync::atomic::AtomicU64,
+    pub lib_received: std::sync::atomic::AtomicU64,
+    pub other_sent: std::sync::atomic::AtomicU64,
+    pub other_received: std::sync::atomic::AtomicU64,
+}
+
+impl Traffic {
+    /// (lib_sent, lib_received, other_sent, other_received) now.
+    pub fn now(&self) -> (u64, u64, u64, u64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (self.lib_sent.load(SeqCst), self.lib_received.load(SeqCst), self.other_sent.load(SeqCst), self.other_received.load(SeqCst))
+    }
+}
+
+/// A fresh S3 server of its own (not shared with other tests) that counts its
+/// traffic, so a test can mirror it into server metrics ([`mirror_metrics`]).
+pub fn counted_server() -> (S3Server, std::sync::Arc<Traffic>) {
+    let t = std::sync::Arc::new(Traffic::default());
+    (start_server(Some(t.clone())), t)
+}
+
+fn header_u64(h: &hyper::HeaderMap, name: &str) -> Option<u64> {
+    h.get(name)?.to_str().ok()?.parse().ok()
+}
+
+fn start_server(traffic: Option<std::sync::Arc<Traffic>>) -> S3Server {
+    use hyper::body::Body as _;
+    use std::sync::atomic::Ordering::SeqCst;
     let dir = tempfile::Builder::new().prefix("s3rdma-s3s-").tempdir().expect("tempdir").keep();
     let root = dir.clone();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -45,7 +84,24 @@ fn start() -> S3Server {
             let http = ConnBuilder::new(TokioExecutor::new());
             loop {
                 let Ok((socket, _)) = listener.accept().await else { continue };
-                let conn = http.serve_connection(TokioIo::new(socket), service.clone()).into_owned();
+                let (svc, traffic) = (service.clone(), traffic.clone());
+                let counting = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (svc, traffic) = (svc.clone(), traffic.clone());
+                    let h = req.headers();
+                    let lib = h.get("user-agent").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("fake-miniocpp"));
+                    let received = header_u64(h, "x-amz-decoded-content-length").or_else(|| header_u64(h, "content-length")).unwrap_or(0);
+                    async move {
+                        let resp = hyper::service::Service::call(&svc, req).await?;
+                        if let Some(t) = traffic {
+                            let sent = header_u64(resp.headers(), "content-length").or_else(|| resp.body().size_hint().exact()).unwrap_or(0);
+                            let (s, r) = if lib { (&t.lib_sent, &t.lib_received) } else { (&t.other_sent, &t.other_received) };
+                            s.fetch_add(sent, SeqCst);
+                            r.fetch_add(received, SeqCst);
+                        }
+                        Ok::<_, s3s::HttpError>(resp)
+                    }
+                });
+                let conn = http.serve_connection(TokioIo::new(socket), counting).into_owned();
                 tokio::spawn(async move {
                     let _ = conn.await;
                 });
@@ -87,12 +143,24 @@ pub struct ScriptedMetrics {
 }
 
 pub fn scripted_metrics(script: Vec<(&'static str, Vec<Answer>)>) -> ScriptedMetrics {
+    let mut script: std::collections::HashMap<String, (Vec<Answer>, usize)> = script.into_iter().map(|(p, a)| (p.to_string(), (a, 0))).collect();
+    metrics_server(move |path| match script.get_mut(path) {
+        Some((answers, i)) => {
+            let a = answers[(*i).min(answers.len() - 1)].clone();
+            *i += 1;
+            a
+        }
+        None => Answer { status: 404, content_type: "text/plain", body: "no such path".into() },
+    })
+}
+
+/// A metrics endpoint answering each request's path with `answer(path)`.
+pub fn metrics_server(mut answer: impl FnMut(&str) -> Answer + Send + 'static) -> ScriptedMetrics {
     use std::io::{BufRead, BufReader, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let base = format!("http://{}", listener.local_addr().unwrap());
     let auth_seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen = auth_seen.clone();
-    let mut script: std::collections::HashMap<String, (Vec<Answer>, usize)> = script.into_iter().map(|(p, a)| (p.to_string(), (a, 0))).collect();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { continue };
@@ -111,14 +179,7 @@ pub fn scripted_metrics(script: Vec<(&'static str, Vec<Answer>)>) -> ScriptedMet
                     seen.lock().unwrap().push(h[14..].trim().to_string());
                 }
             }
-            let a = match script.get_mut(&path) {
-                Some((answers, i)) => {
-                    let a = answers[(*i).min(answers.len() - 1)].clone();
-                    *i += 1;
-                    a
-                }
-                None => Answer { status: 404, content_type: "text/plain", body: "no such path".into() },
-            };
+            let a = answer(&path);
             let _ = write!(
                 conn,
                 "HTTP/1.1 {} X\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
@@ -130,6 +191,58 @@ pub fn scripted_metrics(script: Vec<(&'static str, Vec<Answer>)>) -> ScriptedMet
         }
     });
     ScriptedMetrics { base, auth_seen }
+}
+
+/// What the mirrored server says its traffic was (see [`mirror_metrics`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Mirror {
+    /// (a) RDMA carried every transfer the library was handed: the double's
+    /// bytes are RDMA bytes, only the rest is HTTP.
+    TrueRdma,
+    /// (b) Everything went over HTTP: RDMA counters flat.
+    Fallback,
+    /// (c) This client fell back (all bytes HTTP) while another client's RDMA
+    /// traffic grew the RDMA counters by exactly as much.
+    SharedWindow,
+    /// (d) Two nodes; the one that took half the library's transfers over RDMA is
+    /// listed under two URLs, the other (which fell back) is not listed.
+    HalfListedTwice,
+}
+
+/// Metrics of a [`counted_server`] as a MinIO AIStor server would report them
+/// in `mode`, at `<base>/rdma` and `<base>/requests` (and, for
+/// [`Mirror::HalfListedTwice`], the same node again at `<base>/alias/...`).
+/// Every series carries `server="n1:9000"`. Returns the metrics URLs to pass.
+pub fn mirror_metrics(t: std::sync::Arc<Traffic>, mode: Mirror) -> (ScriptedMetrics, Vec<String>) {
+    let m = metrics_server(move |path| {
+        let (ls, lr, os, or) = t.now();
+        let (rdma_r, rdma_w, http_s, http_r) = match mode {
+            Mirror::TrueRdma => (ls, lr, os, or),
+            Mirror::Fallback => (0, 0, ls + os, lr + or),
+            Mirror::SharedWindow => (ls, lr, ls + os, lr + or),
+            Mirror::HalfListedTwice => (ls / 2, lr / 2, os, or),
+        };
+        let body = if path.ends_with("/rdma") {
+            format!(
+                "# TYPE minio_api_rdma_read_bytes_total counter\n\
+                 minio_api_rdma_read_bytes_total{{server=\"n1:9000\"}} {rdma_r}\n\
+                 minio_api_rdma_write_bytes_total{{server=\"n1:9000\"}} {rdma_w}\n"
+            )
+        } else if path.ends_with("/requests") {
+            format!(
+                "minio_api_requests_traffic_sent_bytes{{server=\"n1:9000\",type=\"s3\"}} {http_s}\n\
+                 minio_api_requests_traffic_received_bytes{{server=\"n1:9000\",type=\"s3\"}} {http_r}\n"
+            )
+        } else {
+            return Answer { status: 404, content_type: "text/plain", body: "no such path".into() };
+        };
+        Answer::text(body)
+    });
+    let mut urls = vec![format!("{}/rdma", m.base), format!("{}/requests", m.base)];
+    if mode == Mirror::HalfListedTwice {
+        urls.extend([format!("{}/alias/rdma", m.base), format!("{}/alias/requests", m.base)]);
+    }
+    (m, urls)
 }
 
 /// The fake libminiocpp (tests/fake-miniocpp), built on first use. It is built

@@ -40,7 +40,7 @@ use crate::format::ckpt::{self as fmt, Checksums, Manifest, TensorEntry, TensorS
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::ranks::{self, Rank};
 use crate::sampler::Sampler;
-use crate::store::{self, ObjectStore, TransferPath, blocking};
+use crate::store::{self, ObjectStore, blocking};
 use crate::units::{gb, size_name};
 use crate::witness::WitnessReport;
 

@@ -147,7 +147,7 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
                     let sum = match ck {
                         ChunkChecksum::None => String::new(),
                         // A staged write already has the bytes on the host: hash those.
-                        _ if matches!(view, Buffer::Device(_)) && t.path != TransferPath::Rdma => {
+                        _ if matches!(view, Buffer::Device(_)) && !store.writes_device() => {
                             fmt::xxh3_hex(&scratch.as_ref().expect("staged").as_host().expect("host")[..len])
                         }
                         _ => blocking(|| hash_range(&view, 0, len, scratch.as_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?,

@@ -323,7 +323,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let Some(session) = Session::start(spec).await? else { return Ok(()) };
     let store = session.store.clone();
     let me = session.me.clone();
-    let mut warnings: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = session.warnings.clone();
     for &size in &args.sizes {
         for w in store.preflight(size) {
             if !warnings.contains(&w) {

@@ -81,6 +81,10 @@ pub(crate) struct LoaderCtx {
     pub(crate) store: Arc<dyn ObjectStore>,
     pub(crate) counters: Arc<LoaderCounters>,
     pub(crate) stop: Arc<AtomicBool>,
+    /// Every store read holds it shared (until its bytes are counted); a
+    /// window boundary takes it exclusively, so no read is in flight while
+    /// the witness scrapes and the counters are read (a clean window).
+    pub(crate) gate: Arc<tokio::sync::RwLock<()>>,
     pub(crate) batch: usize,
     pub(crate) window: u64,
     pub(crate) seed: u64,
@@ -114,6 +118,7 @@ pub(crate) fn start_raw(
                     if ctx.stop.load(Ordering::Relaxed) {
                         return;
                     }
+                    let io = ctx.gate.read().await;
                     let t = Instant::now();
                     let r = crate::bench::read_range(ctx.store.as_ref(), &shard.data_key, 0..shard.meta.data_bytes(), &mut buf, ctx.window).await;
                     ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -123,10 +128,12 @@ pub(crate) fn start_raw(
                             ctx.counters.gets.fetch_add(n, Ordering::Relaxed);
                         }
                         Err(e) => {
+                            drop(io);
                             let _ = tx.send(Err(e)).await;
                             return;
                         }
                     }
+                    drop(io);
                     let m = &shard.meta;
                     let mut order: Vec<u32> = (0..m.samples as u32).collect();
                     order.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ ticket.wrapping_mul(0x2545_f491)));
@@ -283,6 +290,7 @@ pub(crate) fn start_jpeg(
                             let key = l.data_key.clone();
                             async move {
                                 let _p = gets.acquire_owned().await;
+                                let _io = ctx.gate.read().await;
                                 let t = Instant::now();
                                 let mut b = Buffer::from_vec(vec![0u8; e.length as usize]);
                                 let r = ctx.store.get_into(&key, Some(e.offset..e.offset + e.length), &mut b).await;
@@ -355,6 +363,7 @@ pub(crate) fn spawn_shard_read(ctx: Arc<LoaderCtx>, mine: Arc<Vec<Listed<JpegInd
     tokio::spawn(async move {
         let l = &mine[s];
         let mut b = Buffer::host(l.meta.size as usize);
+        let _io = ctx.gate.read().await;
         let t = Instant::now();
         let r = crate::bench::read_range(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.window).await;
         ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);

@@ -100,6 +100,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         store: store.clone(),
         counters: counters.clone(),
         stop: stop.clone(),
+        gate: Default::default(),
         batch,
         window: args.store.window,
         seed: args.seed ^ (me.rank as u64) << 48,
@@ -195,7 +196,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
 
     // The training loop on its own thread: libtorch calls block, and the model lives there.
     let rt = tokio::runtime::Handle::current();
-    let (targs, tsession, tcounters, tgpu) = (args.clone(), session.clone(), counters.clone(), gpu.clone());
+    let (targs, tsession, tcounters, tgpu, gate) = (args.clone(), session.clone(), counters.clone(), gpu.clone(), ctx.gate.clone());
     let trainer = std::thread::Builder::new()
         .name("train-loop".into())
         .spawn(move || -> Result<(Vec<RepeatOutput>, serde_json::Value)> {
@@ -203,10 +204,15 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             let desc = stepper.describe();
             let mut open: Option<(OpenWindow, Sampler, [u64; 4])> = None;
             let figures = train_loop(&mut rx, stepper.as_mut(), targs.warmup, targs.steps, targs.repeats, |rep, start| {
+                // Each boundary pauses the loader: in-flight reads finish and
+                // are counted, none starts, until the scrape is done.
+                let paused = rt.block_on(gate.write());
                 if start {
                     let _ = rep;
+                    let c0 = counters_now(&tcounters);
                     let window = rt.block_on(tsession.open_window())?;
-                    open = Some((window, Sampler::start(), counters_now(&tcounters)));
+                    drop(paused);
+                    open = Some((window, Sampler::start(), c0));
                     return Ok(None);
                 }
                 let (window, sampler, c0) = open.take().expect("a window was opened");
@@ -222,6 +228,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
                     witness: None,
                 };
                 let closed = rt.block_on(tsession.close_window(window, Direction::Read, f.read_bytes, ()))?;
+                drop(paused);
                 f.witness = closed.witness;
                 Ok(Some(f))
             })?;

@@ -363,7 +363,7 @@ impl RdmaStore {
             }
             off += n as u64;
         }
-        Ok(Transfer { bytes: range.end - range.start, path: TransferPath::Rdma, first_byte: None })
+        Ok(Transfer { bytes: range.end - range.start, path: self.lib_path(), first_byte: None })
     }
 
     /// One whole-object GET into the first `len` bytes of `dst`; a decline (-2)
@@ -373,7 +373,7 @@ impl RdmaStore {
         let ptr = unsafe { data_ptr(dst).add(at) };
         let (rc, err) = self.call(Op::Get { key: kc, offset: None, ptr, len }).await?;
         match rc {
-            n if n >= 0 => Ok(Transfer { bytes: n as u64, path: TransferPath::Rdma, first_byte: None }),
+            n if n >= 0 => Ok(Transfer { bytes: n as u64, path: self.lib_path(), first_byte: None }),
             -2 => super::read_into_at(&self.http, key, None, dst, at).await,
             _ => Err(self.explain(key, None, len as u64, rc, err).await),
         }
@@ -392,6 +392,13 @@ impl RdmaStore {
             }
             _ => self.http.put_range(key, src, range).await,
         }
+    }
+
+    /// The path of a transfer the library completed: `rdma_attempted` while
+    /// it reports RDMA available, else `http` (its own word: the bytes went
+    /// over its HTTP path).
+    fn lib_path(&self) -> TransferPath {
+        if self.info.rdma_available { TransferPath::RdmaAttempted } else { TransferPath::Http }
     }
 
     /// Figures of the C ABI's return codes so far.
@@ -438,12 +445,13 @@ impl ObjectStore for RdmaStore {
                 self.info.path
             ));
         }
-        if object_size > self.max_transfer && !self.use_range {
-            w.push(format!(
-                "objects of {object_size} bytes exceed one RDMA transfer ({} bytes) and {}: they will be read over HTTP",
-                self.max_transfer,
-                if self.lib.get_object_range.is_none() { "the library lacks miniocpp_get_object_range (minio-cpp PR #258)" } else { "--rdma-no-range is set" }
-            ));
+        if !self.use_range {
+            let why =
+                if self.lib.get_object_range.is_none() { "the library lacks miniocpp_get_object_range (minio-cpp PR #258)" } else { "--rdma-no-range is set" };
+            w.push(format!("{why}: every ranged read (ckpt and shard windows, verify's GPU probe) goes over HTTP"));
+            if object_size > self.max_transfer {
+                w.push(format!("objects of {object_size} bytes exceed one RDMA transfer ({} bytes): they will be read over HTTP", self.max_transfer));
+            }
         }
         w
     }
@@ -472,8 +480,10 @@ impl ObjectStore for RdmaStore {
         (!self.info.rdma_available).then(|| format!("{} reports RDMA unavailable (miniocpp_rdma_available() = 0)", self.info.path))
     }
     fn writes_device(&self) -> bool {
-        // GPU-Direct: the library takes device pointers itself.
-        true
+        // GPU-Direct: the library takes device pointers itself, but only while
+        // it says RDMA is available; otherwise its HTTP path cannot write
+        // device memory, and device buffers are staged through pinned host memory.
+        self.info.rdma_available
     }
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
@@ -526,7 +536,7 @@ impl ObjectStore for RdmaStore {
         };
         let (rc, err) = self.call(Op::Put { key: kc, ptr, len }).await?;
         match rc {
-            n if n >= 0 => Ok(Transfer { bytes: len as u64, path: TransferPath::Rdma, first_byte: None }),
+            n if n >= 0 => Ok(Transfer { bytes: len as u64, path: self.lib_path(), first_byte: None }),
             -2 => self.http_put(key, src, range).await,
             _ => {
                 let code = if rc == -3 { "invalid argument (-3)" } else { "failed (-1)" };

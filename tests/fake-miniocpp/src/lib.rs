@@ -26,7 +26,7 @@ use std::cell::RefCell;
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::sync::OnceLock;
 
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation};
+use aws_sdk_s3::config::{AppName, BehaviorVersion, Credentials, Region, RequestChecksumCalculation};
 
 /// Opaque client handle.
 pub struct Client {
@@ -127,6 +127,8 @@ pub unsafe extern "C" fn miniocpp_client_new(
         .endpoint_url(format!("{scheme}://{ep}"))
         .credentials_provider(Credentials::new(ak, sk, token, None, "fake-miniocpp"))
         .force_path_style(true)
+        // Tests tell the double's transfers from the client's own HTTP by this (tests/common: Traffic).
+        .app_name(AppName::new("fake-miniocpp").expect("valid app name"))
         .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
         .build();
     Box::into_raw(Box::new(Client { s3: aws_sdk_s3::Client::from_conf(conf) }))

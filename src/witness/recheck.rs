@@ -1,0 +1,117 @@
+//! Judging a stored record again: a verdict string in a file proves nothing
+//! (anyone can type `"rdma-verified"`); the counters and client counts the
+//! witness stored beside it do. `report` uses [`proof_of`] on every record.
+
+use serde_json::Value;
+
+use super::{Expect, Verdict, WitnessReport, recheck};
+
+/// What a record's stored windows prove about its verdicts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Proof {
+    /// Every stored window judged again gives its stored verdict; the
+    /// verdicts the record may show are these (a row's verdict must be one).
+    Rechecked(Vec<Verdict>),
+    /// Nothing to prove: a local run (no server), or a record without windows
+    /// whose verdict claims nothing (`unverified`, or `not-applicable` on http).
+    NoClaim,
+    /// The record claims a verdict its own evidence does not give (why).
+    Unproven(String),
+}
+
+/// Judge `record` (a run record: `backend`, `rdma_witness.verdict`,
+/// `rdma_witness.windows` as [`WitnessReport`]s with a `label`) again.
+///
+/// A record with windows is `Rechecked` only when each window's stored
+/// verdict is what [`recheck`] gives its stored inputs and the record's
+/// overall verdict is the worst of them; a record without windows (written
+/// before schema 3, or hand-made) proves nothing beyond `NoClaim`.
+pub fn proof_of(record: &Value) -> Proof {
+    let backend = record["backend"].as_str().unwrap_or_default().to_ascii_lowercase();
+    let expect = match backend.as_str() {
+        "local" => return Proof::NoClaim,
+        "http" => Expect::Http,
+        _ => Expect::Rdma,
+    };
+    let w = &record["rdma_witness"];
+    let stored = w["verdict"].as_str().unwrap_or("none");
+    let Some(windows) = w["windows"].as_array().filter(|a| !a.is_empty()) else {
+        return match (stored, expect) {
+            ("unverified", _) | ("not-applicable", Expect::Http) => Proof::NoClaim,
+            _ => Proof::Unproven(format!("the record says {stored} but holds no witness windows (counters) to prove it")),
+        };
+    };
+    let mut verdicts = Vec::new();
+    for (i, v) in windows.iter().enumerate() {
+        let label = v["label"].as_str().map_or_else(|| format!("window {i}"), String::from);
+        let r: WitnessReport = match serde_json::from_value(v.clone()) {
+            Ok(r) => r,
+            Err(e) => return Proof::Unproven(format!("{label}: the stored window is incomplete ({e})")),
+        };
+        let again = recheck(expect, &r);
+        if again != r.verdict {
+            return Proof::Unproven(format!("{label}: stored {}, but its own counters give {}", r.verdict.as_str(), again.as_str()));
+        }
+        verdicts.push(r.verdict);
+    }
+    let worst = *verdicts.iter().min().expect("non-empty");
+    if stored != worst.as_str() {
+        return Proof::Unproven(format!("the record says {stored}, its windows' worst verdict is {}", worst.as_str()));
+    }
+    Proof::Rechecked(verdicts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::witness::{Deltas, FabricReport, Payload, judge};
+    use serde_json::json;
+
+    fn window(label: &str, read: u64, rdma: f64, sent: f64) -> Value {
+        let d = Deltas { rdma_read_bytes: Some(rdma), http_sent_bytes: Some(sent), http_received_bytes: Some(0.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { read_bytes: read, requests: 1, ..Default::default() }, Ok(d), FabricReport::default());
+        let mut v = serde_json::to_value(r).unwrap();
+        v["label"] = json!(label);
+        v
+    }
+
+    fn record(verdict: &str, windows: Vec<Value>) -> Value {
+        json!({"benchmark": "fetch", "backend": "rdma", "rdma_witness": {"verdict": verdict, "windows": windows}})
+    }
+
+    #[test]
+    fn faithful_windows_recheck_to_their_verdicts() {
+        let rec = record("partial-fallback", vec![window("a", 1000, 1000.0, 0.0), window("b", 1000, 500.0, 500.0)]);
+        assert_eq!(proof_of(&rec), Proof::Rechecked(vec![Verdict::RdmaVerified, Verdict::PartialFallback]));
+    }
+
+    #[test]
+    fn a_bare_verdict_string_is_unproven() {
+        let rec = json!({"benchmark": "fetch", "backend": "rdma", "rdma_witness": {"verdict": "rdma-verified"}});
+        assert!(matches!(proof_of(&rec), Proof::Unproven(w) if w.contains("no witness windows")));
+        // Claiming nothing needs no proof; a local run has nothing to prove.
+        let rec = json!({"backend": "http", "rdma_witness": {"verdict": "unverified"}});
+        assert_eq!(proof_of(&rec), Proof::NoClaim);
+        let rec = json!({"backend": "local", "rdma_witness": {"verdict": "rdma-verified"}});
+        assert_eq!(proof_of(&rec), Proof::NoClaim);
+    }
+
+    #[test]
+    fn an_edited_verdict_or_counter_is_unproven() {
+        let mut w = window("a", 1000, 0.0, 1000.0);
+        w["verdict"] = json!("rdma-verified");
+        assert!(
+            matches!(proof_of(&record("rdma-verified", vec![w])), Proof::Unproven(m) if m.contains("a: stored rdma-verified, but its own counters give full-fallback"))
+        );
+        let mut w = window("a", 1000, 1000.0, 0.0);
+        w["http_sent_bytes"] = json!(100_000.0);
+        assert!(matches!(proof_of(&record("rdma-verified", vec![w])), Proof::Unproven(_)));
+        // The overall verdict must be the worst window's.
+        let rec = record("rdma-verified", vec![window("a", 1000, 1000.0, 0.0), window("b", 1000, 0.0, 1000.0)]);
+        assert!(matches!(proof_of(&rec), Proof::Unproven(m) if m.contains("worst verdict is full-fallback")));
+        // A window missing its inputs cannot be judged again.
+        let mut w = window("a", 1000, 1000.0, 0.0);
+        w.as_object_mut().unwrap().remove("requests");
+        assert!(matches!(proof_of(&record("rdma-verified", vec![w])), Proof::Unproven(m) if m.contains("incomplete")));
+    }
+}
