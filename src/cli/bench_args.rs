@@ -242,6 +242,23 @@ pub enum IngestKind {
     Raw(IngestImagesArgs),
     /// ImageFolder (or synthetic images) -> WebDataset ustar tar shards + byte-offset indexes.
     Jpeg(IngestImagesArgs),
+    /// A Hugging Face safetensors model on local disk -> the store, as `weights` reads it.
+    Weights(IngestWeightsArgs),
+}
+
+/// `s3rdma ingest weights`.
+#[derive(Debug, Clone, Args)]
+pub struct IngestWeightsArgs {
+    #[command(flatten)]
+    /// Which store and how to reach it.
+    pub store: StoreArgs,
+    /// A model.safetensors file, or a Hugging Face model directory (model.safetensors,
+    /// or model.safetensors.index.json and its shards).
+    #[arg(long)]
+    pub src: PathBuf,
+    /// Key prefix to write the model under (what `weights --model` then reads).
+    #[arg(long)]
+    pub model: String,
 }
 
 /// `s3rdma ingest tokens`.

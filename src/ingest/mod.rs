@@ -22,6 +22,7 @@ use crate::format::shards::{self, DatasetManifest, JpegIndex, JpegSample, RawSha
 use crate::store::{self, ObjectStore};
 
 mod images;
+pub mod weights;
 pub use images::*;
 
 /// Run `s3rdma ingest <kind>`.
@@ -29,6 +30,7 @@ pub async fn run(kind: IngestKind) -> Result<()> {
     let prefix = match &kind {
         IngestKind::Tokens(a) => Some(a.prefix.clone()),
         IngestKind::Raw(a) | IngestKind::Jpeg(a) => a.prefix.clone(),
+        IngestKind::Weights(_) => None,
     };
     if let Some(p) = prefix {
         if p.is_empty() || p.ends_with('/') {
@@ -40,6 +42,7 @@ pub async fn run(kind: IngestKind) -> Result<()> {
         IngestKind::Tokens(a) => tokens(a).await,
         IngestKind::Raw(a) => images(a, false).await,
         IngestKind::Jpeg(a) => images(a, true).await,
+        IngestKind::Weights(a) => weights::run(a).await,
     }
 }
 

@@ -94,3 +94,40 @@ fn weights_real_hugging_face_model_verifies_every_tensor() {
     assert_eq!(rec["results"]["verified"]["tensors_checked"].as_u64().unwrap(), n);
     assert_eq!(rec["results"]["verified"]["ok"], true);
 }
+
+#[test]
+fn ingest_weights_checks_every_shard_before_writing_and_names_the_fix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bucket = tmp.path().join("s3rdma-data/s3rdma-bench");
+    // A sharded model: two synthetic shards written by `weights --synth` to a local
+    // store, copied out as a Hugging Face download directory, then ingested again.
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m/src", "--shard-size", "16MB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let hf = bucket.join("m/src");
+    let o = s3rdma(&["ingest", "weights", "--src", hf.to_str().unwrap(), "--model", "m/copy"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("under 'm/copy'"), "{}", String::from_utf8_lossy(&o.stdout));
+    for e in std::fs::read_dir(&hf).unwrap() {
+        let name = e.unwrap().file_name();
+        assert_eq!(std::fs::read(hf.join(&name)).unwrap(), std::fs::read(bucket.join("m/copy").join(&name)).unwrap(), "{name:?} copied byte for byte");
+    }
+    let o = s3rdma(&["weights", "--model", "m/copy", "--verify", "--json"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Not a safetensors file: refused before anything is written.
+    let junk = tmp.path().join("model.bin");
+    std::fs::write(&junk, b"PK\x03\x04 a pytorch zip, not safetensors").unwrap();
+    let o = s3rdma(&["ingest", "weights", "--src", junk.to_str().unwrap(), "--model", "m/junk"], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is not a valid safetensors file") && stderr(&o).contains("must be converted first"), "{}", stderr(&o));
+    assert!(!bucket.join("m/junk").exists(), "nothing written for a bad model");
+    // A directory with neither file, and an index naming a shard that is missing.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = s3rdma(&["ingest", "weights", "--src", empty.to_str().unwrap(), "--model", "m/x"], tmp.path());
+    assert!(stderr(&o).contains("holds neither model.safetensors nor model.safetensors.index.json"), "{}", stderr(&o));
+    let partial = tmp.path().join("partial");
+    std::fs::create_dir_all(&partial).unwrap();
+    std::fs::copy(hf.join("model.safetensors.index.json"), partial.join("model.safetensors.index.json")).unwrap();
+    let o = s3rdma(&["ingest", "weights", "--src", partial.to_str().unwrap(), "--model", "m/x"], tmp.path());
+    assert!(stderr(&o).contains("which is not in the directory: download every shard"), "{}", stderr(&o));
+}
