@@ -278,15 +278,24 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         }
     }
     // Stored verdicts count only as far as the record's own counters give
-    // them again (witness::proof_of); a row whose verdict no window has is
-    // unproven too.
+    // them again (witness::proof_of); each row shows the worst of its own
+    // windows (fetch: the cell's, by label; other benches: every window of
+    // the run), never a verdict string stored beside them.
     match crate::witness::proof_of(record) {
         Proof::NoClaim => {}
-        Proof::Rechecked(verdicts) => {
+        Proof::Local => {
             for r in &mut out {
-                if !verdicts.iter().any(|v| v.as_str() == r.verdict) {
-                    r.verdict = UNPROVEN.into();
-                }
+                r.verdict = "not-applicable".into();
+            }
+        }
+        Proof::Rechecked(windows) => {
+            for r in &mut out {
+                let cell = (benchmark == "fetch").then(|| {
+                    let (size, conc) = (r.dims.get("size").cloned().unwrap_or_default(), r.dims.get("concurrency").cloned().unwrap_or_default());
+                    format!("{size} x {conc} streams x {} procs,", r.dims.get("procs").map_or("1", String::as_str))
+                });
+                let worst = windows.iter().filter(|(l, _)| cell.as_ref().is_none_or(|c| l.starts_with(c.as_str()))).map(|(_, v)| *v).min();
+                r.verdict = worst.map_or(UNPROVEN, |v| v.as_str()).to_string();
             }
         }
         Proof::Unproven(why) => {

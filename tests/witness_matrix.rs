@@ -164,7 +164,7 @@ fn verify_scenarios_and_no_gpu_direct_claim_without_a_gpu() {
     let (srv, t) = common::counted_server();
     std::fs::create_dir_all(srv.root.join("wmx")).unwrap();
     let gpu = s3rdma_has_gpu();
-    let verify = ["verify", "--sizes", "4KiB,1MiB"];
+    let verify = ["verify", "--sizes", "64KiB,1MiB"];
     for (mode, want) in [
         (Mirror::TrueRdma, "rdma-verified"),
         (Mirror::Fallback, "full-fallback"),

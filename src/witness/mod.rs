@@ -217,6 +217,11 @@ impl Witness {
         let resp = req.send().await.map_err(|e| format!("metrics target {url} did not answer: {}", root_cause(&e)))?;
         let status = resp.status();
         let ctype = resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        // A server without the RDMA group (community MinIO) has no such path:
+        // that is "no RDMA series", which the verdict rules already handle.
+        if status.as_u16() == 404 && url.ends_with("/minio/metrics/v3/api/rdma") {
+            return Ok(String::new());
+        }
         if !status.is_success() {
             let hint =
                 if status.as_u16() == 401 || status.as_u16() == 403 { ": check --metrics-token (or the access/secret key the token is made from)" } else { "" };
@@ -420,9 +425,15 @@ mod tests {
     #[test]
     fn rdma_verified_needs_both_sides_of_the_evidence() {
         // (a) RDMA carried the payload, HTTP grew by request heads only: verified.
-        let d = Deltas { rdma_read_bytes: Some(400_000.0), rdma_read_ops: Some(100.0), http_sent_bytes: Some(60_000.0), ..Default::default() };
-        let r = judge(Expect::Rdma, Payload { read_bytes: 400_000, requests: 100, ..Default::default() }, Ok(d), FabricReport::default());
+        let d = Deltas { rdma_read_bytes: Some(4_000_000.0), rdma_read_ops: Some(100.0), http_sent_bytes: Some(60_000.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { read_bytes: 4_000_000, requests: 100, ..Default::default() }, Ok(d), FabricReport::default());
         assert_eq!(r.verdict, Verdict::RdmaVerified, "{}", r.reason);
+        // Small objects: 100 requests of 4000 bytes may grow HTTP by half the
+        // payload in heads alone, so HTTP cannot tell RDMA from a fallback.
+        let d = Deltas { rdma_read_bytes: Some(400_000.0), rdma_read_ops: Some(100.0), http_sent_bytes: Some(0.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { read_bytes: 400_000, requests: 100, ..Default::default() }, Ok(d), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::Unverified, "{}", r.reason);
+        assert!(r.reason.contains("too few read bytes per request"), "{}", r.reason);
         // The allowance is the client's own request count, not the server's op
         // count (another client's many small RDMA ops must not widen it).
         let d = Deltas { rdma_read_bytes: Some(4_194_304.0), rdma_read_ops: Some(2100.0), http_sent_bytes: Some(4_195_904.0), ..Default::default() };
@@ -487,14 +498,40 @@ mod tests {
         assert!(parse_exposition(summary).unwrap_err().contains("summary"), "a TYPE line must not hide HTTP bytes");
         // Other series are none of the witness's business.
         assert!(parse_exposition("go_gc_duration_seconds NaN\n").is_ok());
+        // Lines the parser cannot read, or reads as one, fail the scrape (never a silent drop).
+        let brace = "minio_api_requests_traffic_sent_bytes{server=\"n1\",note=\"a}b\"} 5\nminio_api_requests_traffic_sent_bytes{server=\"n1\",type=\"s3\"} 7\n";
+        assert!(
+            parse_exposition(brace).unwrap_err().contains("2 lines of witnessed series (minio_api_rdma_*, minio_api_requests_traffic_*) but 1 parsed"),
+            "{:?}",
+            parse_exposition(brace)
+        );
+        let hex = "minio_api_requests_traffic_sent_bytes{server=\"n1\"} 0x1e9\n";
+        assert!(parse_exposition(hex).is_err());
+        let eq =
+            "minio_api_requests_traffic_sent_bytes{server=\"n1\",api=\"op=Get\"} 5\nminio_api_requests_traffic_sent_bytes{server=\"n1\",api=\"op=List\"} 9\n";
+        assert!(parse_exposition(eq).is_err(), "two label sets read as one must not let the last value win");
+        // ../shared/cases/metrics-label-comma: two series that differ only after a comma in a label value.
+        let comma = "minio_api_rdma_read_bytes_total{bar=\"baz,qux\"} 524288\nminio_api_rdma_read_bytes_total{bar=\"baz,zap\"} 524288\n";
+        assert!(parse_exposition(comma).is_err(), "{:?}", parse_exposition(comma));
+        let twice = "minio_api_requests_traffic_sent_bytes{server=\"n1\"} 5\nminio_api_requests_traffic_sent_bytes{server=\"n1\"} 9\n";
+        assert!(parse_exposition(twice).unwrap_err().contains("appears twice"));
+        assert!(parse_exposition("minio_api_rdma_read_bytes_total{server=\"n1\"} -5\n").is_err(), "a negative counter");
+        assert!(parse_exposition("minio_api_rdma_read_bytes_total{server=\"n1\"} 1e30\n").unwrap_err().contains("2^63"));
+        // One server under two URLs must answer the same numbers; different
+        // numbers under one identity cannot be counted once, nor twice.
+        let a = "minio_api_requests_traffic_sent_bytes{server=\"n1:9000\"} 5\n".to_string();
+        let b = "minio_api_requests_traffic_sent_bytes{server=\"n1:9000\"} 9\n".to_string();
+        let snap = Snapshot::from_bodies(vec![Ok(a.clone()), Ok(b)]);
+        assert!(snap.errors.iter().any(|e| e.contains("two answers claim one server")), "{:?}", snap.errors);
+        assert!(Snapshot::from_bodies(vec![Ok(a.clone()), Ok(a)]).errors.is_empty());
         let snap = Snapshot::from_bodies(vec![Ok(nan.to_string())]);
         assert!(diff(&snap, &snap).is_err(), "the window is unverified");
     }
 
     #[test]
     fn writes_count_rdma_write_bytes() {
-        let d = Deltas { rdma_write_bytes: Some(4096.0), rdma_write_ops: Some(1.0), http_received_bytes: Some(300.0), ..Default::default() };
-        let r = judge(Expect::Rdma, Payload { write_bytes: 4096, requests: 1, ..Default::default() }, Ok(d), FabricReport::default());
+        let d = Deltas { rdma_write_bytes: Some(65536.0), rdma_write_ops: Some(1.0), http_received_bytes: Some(300.0), ..Default::default() };
+        let r = judge(Expect::Rdma, Payload { write_bytes: 65536, requests: 1, ..Default::default() }, Ok(d), FabricReport::default());
         assert_eq!(r.verdict, Verdict::RdmaVerified);
         assert_eq!(r.counters.rdma_write_ops, Some(1.0));
     }

@@ -9,11 +9,13 @@ use super::{Expect, Verdict, WitnessReport, recheck};
 /// What a record's stored windows prove about its verdicts.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Proof {
-    /// Every stored window judged again gives its stored verdict; the
-    /// verdicts the record may show are these (a row's verdict must be one).
-    Rechecked(Vec<Verdict>),
-    /// Nothing to prove: a local run (no server), or a record without windows
-    /// whose verdict claims nothing (`unverified`, or `not-applicable` on http).
+    /// Every stored window judged again gives its stored verdict: each
+    /// window's label and verdict (a row shows the worst of its own windows).
+    Rechecked(Vec<(String, Verdict)>),
+    /// A local run: no server, so `not-applicable` whatever the record says.
+    Local,
+    /// Nothing to prove: a record without windows whose verdict claims
+    /// nothing (`unverified`, or `not-applicable` on http).
     NoClaim,
     /// The record claims a verdict its own evidence does not give (why).
     Unproven(String),
@@ -29,7 +31,7 @@ pub enum Proof {
 pub fn proof_of(record: &Value) -> Proof {
     let backend = record["backend"].as_str().unwrap_or_default().to_ascii_lowercase();
     let expect = match backend.as_str() {
-        "local" => return Proof::NoClaim,
+        "local" => return Proof::Local,
         "http" => Expect::Http,
         _ => Expect::Rdma,
     };
@@ -48,13 +50,19 @@ pub fn proof_of(record: &Value) -> Proof {
             Ok(r) => r,
             Err(e) => return Proof::Unproven(format!("{label}: the stored window is incomplete ({e})")),
         };
+        // Inputs no scrape can produce (a live one refuses them): never judged.
+        let c = &r.counters;
+        let figures = [c.rdma_read_bytes, c.rdma_read_ops, c.rdma_write_bytes, c.rdma_write_ops, c.http_sent_bytes, c.http_received_bytes];
+        if figures.iter().flatten().chain(c.rdma_series.values()).any(|v| !(v.is_finite() && *v >= 0.0 && *v < 9.2e18)) {
+            return Proof::Unproven(format!("{label}: a stored counter delta is negative, not finite or beyond 2^63: no scrape gives that"));
+        }
         let again = recheck(expect, &r);
         if again != r.verdict {
             return Proof::Unproven(format!("{label}: stored {}, but its own counters give {}", r.verdict.as_str(), again.as_str()));
         }
-        verdicts.push(r.verdict);
+        verdicts.push((label, r.verdict));
     }
-    let worst = *verdicts.iter().min().expect("non-empty");
+    let worst = verdicts.iter().map(|(_, v)| *v).min().expect("non-empty");
     if stored != worst.as_str() {
         return Proof::Unproven(format!("the record says {stored}, its windows' worst verdict is {}", worst.as_str()));
     }
@@ -66,6 +74,9 @@ mod tests {
     use super::*;
     use crate::witness::{Deltas, FabricReport, Payload, judge};
     use serde_json::json;
+
+    const M: u64 = 1 << 20;
+    const MF: f64 = M as f64;
 
     fn window(label: &str, read: u64, rdma: f64, sent: f64) -> Value {
         let d = Deltas { rdma_read_bytes: Some(rdma), http_sent_bytes: Some(sent), http_received_bytes: Some(0.0), ..Default::default() };
@@ -81,8 +92,8 @@ mod tests {
 
     #[test]
     fn faithful_windows_recheck_to_their_verdicts() {
-        let rec = record("partial-fallback", vec![window("a", 1000, 1000.0, 0.0), window("b", 1000, 500.0, 500.0)]);
-        assert_eq!(proof_of(&rec), Proof::Rechecked(vec![Verdict::RdmaVerified, Verdict::PartialFallback]));
+        let rec = record("partial-fallback", vec![window("a", M, MF, 0.0), window("b", M, MF / 2.0, MF / 2.0)]);
+        assert_eq!(proof_of(&rec), Proof::Rechecked(vec![("a".into(), Verdict::RdmaVerified), ("b".into(), Verdict::PartialFallback)]));
     }
 
     #[test]
@@ -92,25 +103,29 @@ mod tests {
         // Claiming nothing needs no proof; a local run has nothing to prove.
         let rec = json!({"backend": "http", "rdma_witness": {"verdict": "unverified"}});
         assert_eq!(proof_of(&rec), Proof::NoClaim);
-        let rec = json!({"backend": "local", "rdma_witness": {"verdict": "rdma-verified"}});
-        assert_eq!(proof_of(&rec), Proof::NoClaim);
+        let rec = json!({"backend": "LOCAL", "rdma_witness": {"verdict": "rdma-verified"}});
+        assert_eq!(proof_of(&rec), Proof::Local);
     }
 
     #[test]
     fn an_edited_verdict_or_counter_is_unproven() {
-        let mut w = window("a", 1000, 0.0, 1000.0);
+        let mut w = window("a", M, 0.0, MF);
         w["verdict"] = json!("rdma-verified");
         assert!(
             matches!(proof_of(&record("rdma-verified", vec![w])), Proof::Unproven(m) if m.contains("a: stored rdma-verified, but its own counters give full-fallback"))
         );
-        let mut w = window("a", 1000, 1000.0, 0.0);
-        w["http_sent_bytes"] = json!(100_000.0);
+        let mut w = window("a", M, MF, 0.0);
+        w["http_sent_bytes"] = json!(MF);
         assert!(matches!(proof_of(&record("rdma-verified", vec![w])), Proof::Unproven(_)));
         // The overall verdict must be the worst window's.
-        let rec = record("rdma-verified", vec![window("a", 1000, 1000.0, 0.0), window("b", 1000, 0.0, 1000.0)]);
+        let rec = record("rdma-verified", vec![window("a", M, MF, 0.0), window("b", M, 0.0, MF)]);
         assert!(matches!(proof_of(&rec), Proof::Unproven(m) if m.contains("worst verdict is full-fallback")));
+        // Impossible counters are refused, not judged.
+        let mut w = window("a", M, MF, 0.0);
+        w["http_sent_bytes"] = json!(-1e12);
+        assert!(matches!(proof_of(&record("rdma-verified", vec![w])), Proof::Unproven(m) if m.contains("negative")));
         // A window missing its inputs cannot be judged again.
-        let mut w = window("a", 1000, 1000.0, 0.0);
+        let mut w = window("a", M, MF, 0.0);
         w.as_object_mut().unwrap().remove("requests");
         assert!(matches!(proof_of(&record("rdma-verified", vec![w])), Proof::Unproven(m) if m.contains("incomplete")));
     }

@@ -13,6 +13,9 @@ pub(crate) const HTTP_RECEIVED: &str = "minio_api_requests_traffic_received_byte
 /// NIC error counters worth watching on an RDMA fabric (DESIGN.md, "Fabric health").
 pub const FABRIC_COUNTERS: [&str; 6] = ["local_ack_timeout_err", "out_of_buffer", "packet_seq_err", "req_cqe_error", "resp_cqe_error", "rnr_nak_retry_err"];
 
+/// A series by name and (sorted) labels, whatever target reported it.
+type SeriesId = (String, Vec<(String, String)>);
+
 /// One series: which target, which sample name, which labels (sorted).
 pub(crate) type SeriesKey = (usize, String, Vec<(String, String)>);
 
@@ -52,6 +55,16 @@ pub fn parse_exposition(text: &str) -> std::result::Result<Vec<Sample>, String> 
             return Err(format!("{name} is declared a {kind}, not a counter: its bytes cannot be read"));
         }
     }
+    // prometheus-parse silently drops a line it cannot read (a label value
+    // holding '}' or a comma, a value such as 0x1e9) and merges label sets it
+    // misreads (values holding '='): every raw line of a witnessed series must
+    // come out as a sample of its own, or the scrape fails.
+    let raw_lines = text
+        .lines()
+        .map(str::trim_start)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter(|l| witnessed(l.split(|c: char| c == '{' || c.is_whitespace()).next().unwrap_or("")))
+        .count();
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).map_err(|e| format!("cannot parse metrics: {e}"))?;
     let mut out = Vec::new();
     for s in scrape.samples {
@@ -60,14 +73,36 @@ pub fn parse_exposition(text: &str) -> std::result::Result<Vec<Sample>, String> 
             _ if witnessed(&s.metric) => return Err(format!("{} is declared a histogram or summary, not a counter: its bytes cannot be read", s.metric)),
             _ => continue,
         };
-        if witnessed(&s.metric) && !v.is_finite() {
+        if witnessed(&s.metric) && !(v.is_finite() && v >= 0.0) {
             return Err(format!("{} is {v}, not a byte or op count", s.metric));
+        }
+        // Beyond 2^63 an f64 cannot resolve 2 KiB: a payload's growth could vanish in rounding.
+        if witnessed(&s.metric) && v >= 9.223_372_036_854_776e18 {
+            return Err(format!("{} is {v:e}: beyond 2^63 the counter cannot resolve a request's bytes", s.metric));
         }
         let mut labels: Vec<(String, String)> = s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         labels.sort();
         out.push((s.metric, labels, v));
     }
+    let parsed: Vec<&Sample> = out.iter().filter(|(n, _, _)| witnessed(n)).collect();
+    if parsed.len() != raw_lines {
+        return Err(format!(
+            "{raw_lines} lines of witnessed series (minio_api_rdma_*, minio_api_requests_traffic_*) but {} parsed: a line the parser could not read (a label value holding '}}', ',' or '=', a value that is not a plain number) would go uncounted",
+            parsed.len()
+        ));
+    }
+    let mut keys = std::collections::BTreeSet::new();
+    for (n, l, _) in parsed {
+        if !keys.insert((n, l)) {
+            return Err(format!("{} appears twice in one answer: which value counts is not defined", fmt_sample(n, l)));
+        }
+    }
     Ok(out)
+}
+
+fn fmt_sample(name: &str, labels: &[(String, String)]) -> String {
+    let l: Vec<String> = labels.iter().map(|(a, b)| format!("{a}=\"{b}\"")).collect();
+    format!("{name}{{{}}}", l.join(","))
 }
 
 impl Snapshot {
@@ -81,7 +116,8 @@ impl Snapshot {
     /// skipped. Series without a `server` label cannot be told apart and are summed.
     pub fn from_bodies(bodies: Vec<std::result::Result<String, String>>) -> Self {
         let mut snap = Snapshot::default();
-        let mut seen: BTreeMap<(String, Vec<(String, String)>), usize> = BTreeMap::new();
+        // (name, labels) -> (first target that reported it, its value there)
+        let mut seen: BTreeMap<SeriesId, (usize, f64)> = BTreeMap::new();
         for (t, body) in bodies.into_iter().enumerate() {
             match body.and_then(|b| parse_exposition(&b)) {
                 Ok(samples) => {
@@ -89,8 +125,20 @@ impl Snapshot {
                         if witnessed(&name) {
                             let server = labels.iter().find(|(k, _)| k == "server").map(|(_, v)| v.clone());
                             if let Some(server) = server {
-                                let first = *seen.entry((name.clone(), labels.clone())).or_insert(t);
+                                let (first, value) = *seen.entry((name.clone(), labels.clone())).or_insert((t, v));
                                 if first != t {
+                                    // One server under two names answers the same
+                                    // numbers; different numbers mean two servers
+                                    // that claim one identity (or a stale proxy):
+                                    // neither can be trusted, nor skipped.
+                                    if value != v {
+                                        snap.errors.push(format!(
+                                            "{} reads {value} at target {} and {v} at target {}: two answers claim one server, so which counts is unknown",
+                                            fmt_sample(&name, &labels),
+                                            first + 1,
+                                            t + 1
+                                        ));
+                                    }
                                     snap.counted_once.insert(server);
                                     continue;
                                 }

@@ -281,6 +281,14 @@ fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)], requests: u64) -> Opti
             ));
         }
         let allowance = NOISE_SHARE * dir_total as f64 + HTTP_OVERHEAD_PER_OP * requests as f64;
+        // A fallback grows HTTP by the payload; when the requests alone may
+        // grow it by half of that, the HTTP side cannot tell the two apart
+        // (small objects: below about 4 KiB per request).
+        if 2.0 * allowance >= dir_total as f64 {
+            return Some(format!(
+                "too few {dir} bytes per request for the HTTP counters to tell RDMA from a fallback: {requests} requests may grow HTTP {http_name} bytes by up to {allowance:.0}, at least half the {dir_total}-byte payload (HTTP grew {http:.0}); prove the transport with larger objects"
+            ));
+        }
         if http > allowance {
             return Some(format!(
                 "evidence disagrees: the server accounted {rdma:.0} {dir} bytes as RDMA, and its HTTP {http_name} bytes grew by {http:.0} too (more than the {allowance:.0} requests cost): traffic this client did not make shares the window"

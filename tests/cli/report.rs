@@ -127,3 +127,36 @@ fn report_flags_a_row_whose_data_check_failed() {
     let json: Value = serde_json::from_str(&ok(&s3rdma(&["report", "--format", "json", f.to_str().unwrap()], tmp.path()))).unwrap();
     assert_eq!(json.as_array().unwrap().iter().filter(|r| r["data_mismatch"] == true).count(), 1);
 }
+
+#[test]
+fn report_shows_each_row_the_verdict_of_its_own_windows_never_a_stored_string() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report/fetch-rdma-fixture.json");
+    let faithful: Value = serde_json::from_slice(&std::fs::read(&fixture).unwrap()).unwrap();
+    let rows_of = |rec: &Value| {
+        let f = tmp.path().join("rec.json");
+        std::fs::write(&f, serde_json::to_vec(rec).unwrap()).unwrap();
+        let o = s3rdma(&["report", "--format", "json", f.to_str().unwrap()], tmp.path());
+        let rows: Value = serde_json::from_str(&ok(&o)).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["dims"]["concurrency"].as_str().unwrap().to_string(), r["verdict"].as_str().unwrap().to_string()))
+            .collect::<Vec<_>>()
+    };
+    let want = vec![("4".to_string(), "rdma-verified".to_string()), ("16".to_string(), "partial-fallback".to_string())];
+    assert_eq!(rows_of(&faithful), want);
+    // A cell's stored verdict edited to "rdma-verified": the row still shows its window's.
+    let mut edited = faithful.clone();
+    edited["rdma_witness"]["cells"][1]["verdict"] = "rdma-verified".into();
+    assert_eq!(rows_of(&edited), want);
+    // The fallback window removed (overall verdict edited to match): that cell has no window left.
+    let mut edited = faithful.clone();
+    edited["rdma_witness"]["windows"].as_array_mut().unwrap().pop();
+    edited["rdma_witness"]["verdict"] = "rdma-verified".into();
+    assert_eq!(rows_of(&edited)[1].1, "unproven");
+    // Claiming to be a local run: nothing to prove, and nothing verified either.
+    let mut edited = faithful.clone();
+    edited["backend"] = "LOCAL".into();
+    assert!(rows_of(&edited).iter().all(|(_, v)| v == "not-applicable"));
+}

@@ -336,3 +336,21 @@ fn rdma_library_load_errors_are_clear() {
     let lacks = stderr(&o).lines().filter(|l| l.contains("lacks miniocpp_")).count();
     assert_eq!(lacks, 8, "{}", stderr(&o));
 }
+
+#[test]
+fn verify_refuses_sizes_beyond_memory_and_keys_it_would_destroy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(&["verify", "--root", "d", "--prepare", "--sizes", "1PiB"], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("lower the largest --sizes entry"), "{}", stderr(&o));
+    let o = s3rdma(&["verify", "--root", "d", "--prepare", "--sizes", "18446744073709551615"], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    // An object already at --key is never overwritten (nor deleted).
+    std::fs::create_dir_all(tmp.path().join("d/s3rdma-bench/models")).unwrap();
+    std::fs::write(tmp.path().join("d/s3rdma-bench/models/w.bin"), b"precious").unwrap();
+    let o = s3rdma(&["verify", "--root", "d", "--sizes", "1KiB", "--key", "models/w.bin"], tmp.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("[2] FAIL an object 'models/w.bin' already exists"), "{out}");
+    assert_eq!(std::fs::read(tmp.path().join("d/s3rdma-bench/models/w.bin")).unwrap(), b"precious");
+}

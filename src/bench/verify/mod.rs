@@ -96,6 +96,9 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     let quiet = args.output.json;
     let mut s = Steps { steps: Vec::new(), quiet };
     let sizes: Vec<String> = args.sizes.iter().map(|&b| size_name(b)).collect();
+    // Each probe holds the bytes, a source and a destination in host memory at once.
+    let largest = args.sizes.iter().copied().max().unwrap_or(0);
+    super::check_host_memory(&format!("a {} probe", size_name(largest)), largest.saturating_mul(3), "lower the largest --sizes entry")?;
     if !quiet {
         println!("s3rdma verify: backend {}, bucket '{}', sizes {}", backend.name(), args.store.bucket, sizes.join(", "));
     }
@@ -147,6 +150,20 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         }
     };
     let mut ops: Vec<ProbeOp> = Vec::new();
+    // The probe key must be free: verify writes it and deletes it afterwards.
+    let reached = reached
+        && match store.head(&args.key).await {
+            Ok(_) => {
+                s.add(
+                    2,
+                    Status::Fail,
+                    format!("an object '{}' already exists: verify would overwrite and then delete it", args.key),
+                    Some("pass a --key that does not exist".into()),
+                );
+                false
+            }
+            Err(_) => true,
+        };
     if reached {
         metrics_step(&mut s, backend, &witness).await;
         let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
@@ -274,8 +291,10 @@ async fn probe_steps(s: &mut Steps, ctx: &ProbeCtx<'_>, backend: Backend, size: 
     let status = |o: &ProbeOp| {
         if o.data_match == Some(false) {
             (Status::Fail, Some("the store returned different bytes than were written: check the server and any proxy in between".to_string()))
+        } else if backend == Backend::Rdma && decisive && o.witness.verdict == Verdict::Unverified {
+            (Status::Warn, Some(format!("the {} completed, but the server's counters cannot prove its transport: see the reason", o.request)))
         } else if backend == Backend::Rdma && decisive && o.witness.verdict != Verdict::RdmaVerified {
-            (Status::Warn, Some(format!("the {} completed but RDMA did not carry it: see RESULT", o.request)))
+            (Status::Warn, Some(format!("the {} completed but RDMA did not carry all of it: see RESULT", o.request)))
         } else {
             (Status::Pass, None)
         }

@@ -73,8 +73,10 @@ impl ProbeOp {
         let c = &self.witness.counters;
         let (rdma, http, side) =
             if self.request == "PUT" { (c.rdma_write_bytes, c.http_received_bytes, "received") } else { (c.rdma_read_bytes, c.http_sent_bytes, "sent") };
-        let n = |v: Option<f64>| v.map_or_else(|| "no counter".to_string(), |v| group(v as u64));
-        format!("server counted {} RDMA {} bytes; HTTP {side} grew {}", n(rdma), if self.request == "PUT" { "write" } else { "read" }, n(http))
+        let dir = if self.request == "PUT" { "write" } else { "read" };
+        let rdma = rdma.map_or_else(|| "no RDMA counter at the server".to_string(), |v| format!("server counted {} RDMA {dir} bytes", group(v as u64)));
+        let http = http.map_or_else(|| format!("no HTTP {side} counter"), |v| format!("HTTP {side} grew {}", group(v as u64)));
+        format!("{rdma}; {http}")
     }
 }
 
