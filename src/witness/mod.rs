@@ -498,21 +498,28 @@ mod tests {
         assert!(parse_exposition(summary).unwrap_err().contains("summary"), "a TYPE line must not hide HTTP bytes");
         // Other series are none of the witness's business.
         assert!(parse_exposition("go_gc_duration_seconds NaN\n").is_ok());
-        // Lines the parser cannot read, or reads as one, fail the scrape (never a silent drop).
-        let brace = "minio_api_requests_traffic_sent_bytes{server=\"n1\",note=\"a}b\"} 5\nminio_api_requests_traffic_sent_bytes{server=\"n1\",type=\"s3\"} 7\n";
-        assert!(
-            parse_exposition(brace).unwrap_err().contains("2 lines of witnessed series (minio_api_rdma_*, minio_api_requests_traffic_*) but 1 parsed"),
-            "{:?}",
-            parse_exposition(brace)
-        );
-        let hex = "minio_api_requests_traffic_sent_bytes{server=\"n1\"} 0x1e9\n";
-        assert!(parse_exposition(hex).is_err());
-        let eq =
-            "minio_api_requests_traffic_sent_bytes{server=\"n1\",api=\"op=Get\"} 5\nminio_api_requests_traffic_sent_bytes{server=\"n1\",api=\"op=List\"} 9\n";
-        assert!(parse_exposition(eq).is_err(), "two label sets read as one must not let the last value win");
-        // ../shared/cases/metrics-label-comma: two series that differ only after a comma in a label value.
+        // Label values may hold ',', '=' and '}' (quoted, with \" \\ \n escapes):
+        // every series is kept under its full label set (../shared/cases/metrics-label-comma).
         let comma = "minio_api_rdma_read_bytes_total{bar=\"baz,qux\"} 524288\nminio_api_rdma_read_bytes_total{bar=\"baz,zap\"} 524288\n";
-        assert!(parse_exposition(comma).is_err(), "{:?}", parse_exposition(comma));
+        let got = parse_exposition(comma).unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].1, vec![("bar".to_string(), "baz,qux".to_string())]);
+        assert_eq!(got[1].1, vec![("bar".to_string(), "baz,zap".to_string())]);
+        let odd = "minio_api_requests_traffic_sent_bytes{server=\"n1\",note=\"a}b=c \\\"q\\\" \\\\ \\n\"} 5 1700000000000\n";
+        let got = parse_exposition(odd).unwrap();
+        assert_eq!(got[0].1[0], ("note".to_string(), "a}b=c \"q\" \\ \n".to_string()), "{got:?}");
+        assert_eq!(got[0].2, 5.0);
+        // What does not follow the grammar fails the scrape (never a silent drop).
+        for bad in [
+            "minio_api_requests_traffic_sent_bytes{server=\"n1\"} 0x1e9\n",
+            "minio_api_requests_traffic_sent_bytes{server=\"n1} 5\n",
+            "minio_api_requests_traffic_sent_bytes{server=n1} 5\n",
+            "minio_api_requests_traffic_sent_bytes{server=\"n1\",server=\"n2\"} 5\n",
+            "minio_api_requests_traffic_sent_bytes{server=\"n1\"}\n",
+            "minio_api_requests_traffic_sent_bytes{server=\"a\\q\"} 5\n",
+        ] {
+            assert!(parse_exposition(bad).is_err(), "{bad:?} parsed as {:?}", parse_exposition(bad));
+        }
         let twice = "minio_api_requests_traffic_sent_bytes{server=\"n1\"} 5\nminio_api_requests_traffic_sent_bytes{server=\"n1\"} 9\n";
         assert!(parse_exposition(twice).unwrap_err().contains("appears twice"));
         assert!(parse_exposition("minio_api_rdma_read_bytes_total{server=\"n1\"} -5\n").is_err(), "a negative counter");

@@ -354,3 +354,24 @@ fn verify_refuses_sizes_beyond_memory_and_keys_it_would_destroy() {
     assert!(out.contains("[2] FAIL an object 'models/w.bin' already exists"), "{out}");
     assert_eq!(std::fs::read(tmp.path().join("d/s3rdma-bench/models/w.bin")).unwrap(), b"precious");
 }
+
+#[test]
+fn label_values_holding_commas_keep_their_series_apart() {
+    // ../shared/cases/metrics-label-comma: two series of one counter whose
+    // label values differ only after a comma, each growing by 524,288 per scrape.
+    let s = common::server();
+    let body = |n: u64| {
+        let v = 524_288 * n;
+        common::Answer::text(format!("minio_api_rdma_read_bytes_total{{bar=\"baz,qux\"}} {v}\nminio_api_rdma_read_bytes_total{{bar=\"baz,zap\"}} {v}\n"))
+    };
+    let m = common::scripted_metrics(vec![("/baz", (1..=8).map(body).collect())]);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("{}/baz", m.base);
+    let mut args = http_args(&s.endpoint, "wit-comma");
+    args.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--metrics-url", &url, "--json"]);
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let w = &rec["rdma_witness"]["windows"][0];
+    assert_eq!(w["rdma_read_bytes"], 1_048_576.0, "both series, 524,288 each: {w}");
+}
