@@ -72,6 +72,26 @@ fn bad(key: &str, why: impl std::fmt::Display) -> Error {
     Error::Runtime(format!("'{key}' is not a valid safetensors file: {why}"))
 }
 
+/// What a file that is not safetensors most likely is, from its first bytes,
+/// as "; this looks like ..." (empty when nothing is recognised): the usual
+/// ways a user ends up here are a Git LFS pointer (cloned without `git lfs
+/// pull`) and an HTML login or error page saved under the model's name.
+pub fn looks_like(first: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&first[..first.len().min(64)]).to_ascii_lowercase();
+    let t = text.trim_start();
+    if t.starts_with("version https://git-lfs") {
+        "; this looks like a Git LFS pointer, not the file: run `git lfs pull` (or download the file itself)".into()
+    } else if t.starts_with("<!doctype html") || t.starts_with("<html") || t.starts_with("<?xml") {
+        "; this looks like an HTML/XML page (a login or error page saved under the model's name), not a model".into()
+    } else if first.starts_with(b"PK\x03\x04") {
+        "; this looks like a zip archive (a PyTorch .bin checkpoint?): convert it to safetensors first".into()
+    } else if first.starts_with(b"GGUF") {
+        "; this looks like a GGUF file: convert it to safetensors first".into()
+    } else {
+        String::new()
+    }
+}
+
 /// Parse one shard's header (`head` = the object's first 8 + n bytes).
 pub fn parse_header(key: &str, object_bytes: u64, head: &[u8]) -> Result<ShardLayout> {
     let n = u64::from_le_bytes(head.get(..8).ok_or_else(|| bad(key, "shorter than 8 bytes"))?.try_into().expect("8 bytes"));
@@ -91,8 +111,21 @@ pub fn parse_header(key: &str, object_bytes: u64, head: &[u8]) -> Result<ShardLa
         })
         .collect();
     tensors.sort_by_key(|t| t.offset);
-    if let Some(t) = tensors.iter().find(|t| t.offset + t.nbytes > blob) {
-        return Err(bad(key, format!("tensor '{}' ends at {} beyond the {blob}-byte data blob", t.name, t.offset + t.nbytes)));
+    // The format's structural rules: the safetensors crate's metadata check
+    // (above) holds each tensor to its dtype and shape and its offsets to
+    // order; it cannot know the object's length, so coverage is checked here:
+    // no gap, no overlap, and the tensors end exactly where the data section
+    // ends (no trailing bytes), as the reference loader requires.
+    let mut end = 0u64;
+    for t in &tensors {
+        if t.offset != end {
+            let what = if t.offset > end { "a gap" } else { "an overlap" };
+            return Err(bad(key, format!("{what} in the data before tensor '{}' (it starts at {}, the previous one ends at {end})", t.name, t.offset)));
+        }
+        end = t.offset + t.nbytes;
+    }
+    if end != blob {
+        return Err(bad(key, format!("the tensors cover {end} of the {blob}-byte data section: the data is not fully covered (trailing or missing bytes)")));
     }
     Ok(ShardLayout { key: key.to_string(), object_bytes, data_start, tensors })
 }
@@ -135,9 +168,13 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
         if size < 8 {
             return Err(bad(&key, "shorter than 8 bytes"));
         }
-        let n = u64::from_le_bytes(get_host(store, &key, 0..8).await?.try_into().expect("8 bytes"));
-        if n > MAX_HEADER || 8 + n > size {
-            return Err(bad(&key, format!("header length {n} does not fit the {size}-byte object")));
+        let first = get_host(store, &key, 0..size.min(64)).await?;
+        let n = u64::from_le_bytes(first[..8].try_into().expect("8 bytes"));
+        if n > MAX_HEADER {
+            return Err(bad(&key, format!("a {n}-byte header, over the format's {MAX_HEADER}-byte limit{}", looks_like(&first))));
+        }
+        if 8 + n > size {
+            return Err(bad(&key, format!("header length {n} does not fit the {size}-byte object{}", looks_like(&first))));
         }
         let head = get_host(store, &key, 0..8 + n).await?;
         out.push(parse_header(&key, size, &head)?);

@@ -264,3 +264,17 @@ fn ckpt_restore_checks_the_tensor_set_and_the_seed_and_keeps_what_it_did_not_sav
     let o = s3rdma(&["ckpt", "--dest", "host", "--sizes", "1TiB"], tmp.path());
     assert_fails(&o, 2, "of host memory", &tmp.path().join("none"));
 }
+
+#[test]
+fn ckpt_on_a_fresh_local_root_creates_its_bucket() {
+    // ../shared/cases/ckpt-local-bucket-missing: a save needs no mkdir by hand.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(
+        &["ckpt", "--root", "fresh", "--sizes", "8MiB", "--chunk", "2MiB", "--methods", "flat", "--repeats", "1", "--dest", "host", "--json"],
+        tmp.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(rec["results"]["rows"].as_array().unwrap().iter().any(|r| r["op"] == "restore" && r["verified"]["ok"] == true), "{rec}");
+    assert!(tmp.path().join("fresh/s3rdma-bench").is_dir());
+}

@@ -131,3 +131,43 @@ fn ingest_weights_checks_every_shard_before_writing_and_names_the_fix() {
     let o = s3rdma(&["ingest", "weights", "--src", partial.to_str().unwrap(), "--model", "m/x"], tmp.path());
     assert!(stderr(&o).contains("which is not in the directory: download every shard"), "{}", stderr(&o));
 }
+
+#[test]
+fn weights_refuses_structurally_broken_files_and_says_what_they_are() {
+    // ../shared/cases/safetensors-*: copied under tests/fixtures/safetensors.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/safetensors");
+    let run = |file: &str, bytes: Option<Vec<u8>>| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("r/bbb/m");
+        std::fs::create_dir_all(&dir).unwrap();
+        match bytes {
+            Some(b) => std::fs::write(dir.join("model.safetensors"), b).unwrap(),
+            None => std::fs::copy(fixtures.join(file), dir.join("model.safetensors")).map(|_| ()).unwrap(),
+        }
+        let o = s3rdma(&["weights", "--backend", "local", "--root", "r", "--bucket", "bbb", "--model", "m", "--dest", "host"], tmp.path());
+        (o.status.code(), stderr(&o))
+    };
+    // A header that does not cover the data: refused before any transfer is planned.
+    let (code, err) = run("trailing-bytes.safetensors", None);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("the tensors cover 8 of the 16-byte data section: the data is not fully covered"), "{err}");
+    // A Git LFS pointer says so.
+    let (code, err) = run("git-lfs-pointer.safetensors", None);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("this looks like a Git LFS pointer") && err.contains("git lfs pull"), "{err}");
+    // An HTML page saved under the name.
+    let (_, err) = run("", Some(b"<!DOCTYPE html><html><body>Sign in to continue</body></html>".to_vec()));
+    assert!(err.contains("this looks like an HTML/XML page"), "{err}");
+    // A header over the format's 100,000,000-byte limit is named as that, not as "does not fit".
+    let mut big = 100_000_001u64.to_le_bytes().to_vec();
+    big.extend(vec![b' '; 4096]);
+    let (_, err) = run("", Some(big));
+    assert!(err.contains("a 100000001-byte header, over the format's 100000000-byte limit"), "{err}");
+    // A tensor whose offsets do not match its dtype and shape.
+    let header = br#"{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}"#;
+    let mut f = (header.len() as u64).to_le_bytes().to_vec();
+    f.extend_from_slice(header);
+    f.extend(vec![0u8; 8]);
+    let (_, err) = run("", Some(f));
+    assert!(err.contains("invalid shape, data type, or offset for tensor"), "{err}");
+}

@@ -144,7 +144,10 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         group: Some(&args.group),
         world: World::Ranks(args.ranks),
         rdma_threads: args.concurrency,
-        create_bucket: args.store.is_default_local_dir(),
+        // A checkpoint writes: on the local backend its bucket directory is
+        // created like any directory a save writes into (../shared/cases/ckpt-local-bucket-missing);
+        // a server's bucket stays the operator's to create.
+        create_bucket: args.store.backend == crate::store::Backend::Local,
         no_bucket,
         ..SessionSpec::new("ckpt", &args.store, &args.witness, &args.mem, &args.output)
     };
