@@ -420,3 +420,44 @@ fn train_resnet50_on_cpu_loss_falls() {
     assert_eq!(rec["results"]["losses_rank0"][0].as_array().unwrap().len(), 40);
     assert_eq!(rec["results"]["dataset"]["stepper"]["model"], "resnet50 (tch::vision::resnet, torchvision layout)");
 }
+
+#[test]
+fn a_listing_the_server_never_ends_is_an_error_not_a_truncation() {
+    // ../shared/cases/list-truncated-without-token: every ListObjectsV2 page says
+    // IsTruncated=true and gives no continuation token.
+    let stub = common::metrics_server(|path| {
+        if path.contains("list-type=2") {
+            let keys: String = (0..1000).map(|i| format!("<Contents><Key>t-{i:06}.json</Key><Size>8</Size></Contents>")).collect();
+            common::Answer {
+                status: 200,
+                content_type: "application/xml",
+                body: format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>bbb</Name><KeyCount>1000</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated>{keys}</ListBucketResult>"
+                ),
+            }
+        } else {
+            common::Answer { status: 200, content_type: "application/xml", body: String::new() }
+        }
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let args = [
+        "tokens",
+        "--backend",
+        "http",
+        "--endpoint",
+        &stub.base,
+        "--access-key",
+        "a",
+        "--secret-key",
+        "b",
+        "--bucket",
+        "bbb",
+        "--prefix",
+        "t",
+        "--dest",
+        "host",
+    ];
+    let o = s3rdma(&args, tmp.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("after 1000 keys the server answered IsTruncated=true without a NextContinuationToken"), "{}", stderr(&o));
+}

@@ -495,6 +495,7 @@ impl ObjectStore for HttpStore {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
+        let mut previous: Option<String> = None;
         loop {
             let resp = self
                 .client
@@ -510,9 +511,24 @@ impl ObjectStore for HttpStore {
                     out.push(ObjectMeta { key: k.to_string(), size: o.size().unwrap_or(0).max(0) as u64 });
                 }
             }
-            match resp.next_continuation_token() {
-                Some(t) if resp.is_truncated() == Some(true) => token = Some(t.to_string()),
-                _ => break,
+            // A listing either ends (IsTruncated false) or says where it goes
+            // on; a server that claims more keys without a new token cannot be
+            // continued, and stopping there would truncate silently
+            // (../shared/cases/list-truncated-without-token).
+            let broken = |why: &str| StoreError::Other {
+                op: "LIST",
+                key: prefix.to_string(),
+                location: self.location(),
+                detail: format!("after {} keys the server {why}: its listing cannot be completed (a misbehaving server or proxy)", out.len()),
+            };
+            match (resp.is_truncated() == Some(true), resp.next_continuation_token()) {
+                (false, _) => break,
+                (true, None) => return Err(broken("answered IsTruncated=true without a NextContinuationToken")),
+                (true, Some(t)) if Some(t) == previous.as_deref() => return Err(broken("answered the same NextContinuationToken twice")),
+                (true, Some(t)) => {
+                    previous = Some(t.to_string());
+                    token = Some(t.to_string());
+                }
             }
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
