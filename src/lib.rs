@@ -37,6 +37,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tokens(args) => bench::tokens::run(args).await,
         Command::Weights(args) => bench::weights::run(args).await,
         Command::Train(args) => bench::train::run(args).await,
+        Command::Barrier(args) => bench::barrier::run(args).await,
         Command::Report(args) => report::run(args).await,
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -160,6 +160,17 @@ async fn head_list_delete(s: &dyn ObjectStore) {
     // Overwrite replaces.
     s.put_from("p/b", &random(5, 9)).await.unwrap();
     assert_eq!(s.head("p/b").await.unwrap().size, 5);
+    // A prefix is a string prefix, not a directory: "p/s" matches "p/sub/d";
+    // a prefix nothing is under lists nothing; deleting the last key under a
+    // "directory" leaves no trace of it in listings.
+    s.put_from("p/sx", &random(3, 3)).await.unwrap();
+    let keys = |v: Vec<store::ObjectMeta>| v.into_iter().map(|m| m.key).collect::<Vec<_>>();
+    assert_eq!(keys(s.list("p/s").await.unwrap()), vec!["p/sub/d".to_string(), "p/sx".to_string()]);
+    assert_eq!(keys(s.list("p/sub/").await.unwrap()), vec!["p/sub/d".to_string()]);
+    assert!(s.list("nothing/here/").await.unwrap().is_empty());
+    s.delete("p/sub/d").await.unwrap();
+    assert!(s.list("p/sub/").await.unwrap().is_empty());
+    assert_eq!(keys(s.list("p/").await.unwrap()), vec!["p/b".to_string(), "p/sx".to_string()]);
 }
 
 async fn missing_key(s: &dyn ObjectStore) {

@@ -1,6 +1,7 @@
 //! One file per subcommand over shared bench plumbing (warp's layout): the
 //! statistics every bench reports live here.
 
+pub mod barrier;
 pub mod ckpt;
 pub mod fetch;
 pub mod session;

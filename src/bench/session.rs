@@ -8,11 +8,22 @@
 //! timed window in one fixed order and ends the run in one place:
 //!
 //! ```text
-//! open_window:  every rank finished warm-up -> barrier -> opening scrape (rank 0) -> barrier
+//! open_window:  every rank finished warm-up -> barrier; rank 0, once all arrived,
+//!               takes the opening scrape, then releases the others (`go`)
 //! work          (the bench's)
-//! close_window: every rank's figures + store counters gathered -> closing scrape (rank 0) -> verdict
-//! finish:       barrier -> table printed -> record written -> exit code (exit_status)
+//! close_window: barrier; rank 0, once all arrived, takes the closing scrape, then
+//!               releases the others; every rank sends its figures, store counters
+//!               and in-window meeting requests -> rank 0 judges -> verdict
+//! finish:       every rank sends its meeting counts -> rank 0 prints the table,
+//!               writes the record -> exit code (exit_status)
 //! ```
+//!
+//! The ranks' meeting requests that can fall inside a window (rank 0's `go`
+//! PUT after the opening scrape and its marker and listings before the
+//! closing one; the others' markers and polls of `go` at both) are counted and
+//! declared to the witness (`coordination_requests`, `coordination_bytes`:
+//! part of the HTTP allowance); everything else of the meeting is outside
+//! the scrapes.
 //!
 //! Exit codes are decided by [`exit_status`] only (README "Exit codes").
 
@@ -26,10 +37,10 @@ use serde_json::{Value, json};
 use crate::cli::{GroupArgs, MemArgs, OutputArgs, StoreArgs, WitnessArgs};
 use crate::error::{Error, Result, StoreError};
 use crate::mem::{Buffer, Dest, Gpu};
-use crate::ranks::{self, Group, Rank};
+use crate::ranks::{self, Coordination, Group, Rank};
 use crate::record::RunRecord;
 use crate::store::counted::Counted;
-use crate::store::{self, ObjectStore, StoreConfig, StoreStats};
+use crate::store::{self, Backend, ObjectStore, StoreConfig, StoreStats};
 use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
 
 /// How many processes a bench wants and what a launcher's count means to it.
@@ -116,6 +127,8 @@ pub struct OpenWindow {
     name: String,
     scrape: Option<witness::Window>,
     stats: StoreStats,
+    /// This rank's meeting requests after the opening scrape may have begun.
+    coordination: Coordination,
 }
 
 /// Which way a window moved its payload.
@@ -132,6 +145,8 @@ pub enum Direction {
 struct Wire<T> {
     payload_bytes: u64,
     stats: StoreStats,
+    /// This rank's meeting requests that may have reached the server inside the window.
+    coordination: Coordination,
     figures: T,
 }
 
@@ -163,12 +178,24 @@ pub struct Outcome<P, R> {
     /// The bench's own failure that still leaves a record: a data mismatch
     /// (exit 4) or a failed step (exit 1).
     pub failure: Option<Error>,
+    /// A bench that moves no data by design (`barrier`) says why here: its
+    /// verdict is then not-applicable, never "no timed window ran".
+    pub verdict_without_windows: Option<String>,
 }
 
 impl<P, R> Outcome<P, R> {
     /// An outcome with no extras and no failure.
     pub fn new(params: P, results: R, windows: Vec<(String, WitnessReport)>) -> Self {
-        Outcome { params, results, windows, witness_extra: Vec::new(), environment: Vec::new(), stats: StoreStats::default(), failure: None }
+        Outcome {
+            params,
+            results,
+            windows,
+            witness_extra: Vec::new(),
+            environment: Vec::new(),
+            stats: StoreStats::default(),
+            failure: None,
+            verdict_without_windows: None,
+        }
     }
 }
 
@@ -192,6 +219,7 @@ pub fn window_payload(total: &StoreStats, dir: Direction, bench_bytes: u64) -> P
         overhead_bytes: (read_bytes + write_bytes).saturating_sub(bench_bytes),
         client_http_bytes: total.http_bytes(),
         requests: total.get("requests") + total.get("control_requests"),
+        coordination_bytes: 0,
     }
 }
 
@@ -256,7 +284,7 @@ impl Session {
     /// store's errors, a rank's failure (its exit code).
     pub async fn start(spec: SessionSpec<'_>) -> Result<Option<Session>> {
         crate::record::check_results_dir(&spec.output.results_dir)?;
-        let default_group = GroupArgs { run_id: None, barrier_timeout: Duration::from_secs(300) };
+        let default_group = GroupArgs { run_id: None, barrier_timeout: Duration::from_secs(300), rendezvous: ranks::Rendezvous::Leader };
         let group_args = spec.group.unwrap_or(&default_group);
         if let Some(id) = &group_args.run_id {
             ranks::check_run_id(id)?;
@@ -291,14 +319,16 @@ impl Session {
                     if spec.mem.dest() != Dest::Host {
                         crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", spec.mem.dest().name())))?;
                     }
-                    let ranks_done = tokio::task::spawn_blocking(move || ranks::spawn_local(world))
+                    let id = group_args.run_id.clone().unwrap_or_else(ranks::new_run_id);
+                    let run_id = id.clone();
+                    let ranks_done = tokio::task::spawn_blocking(move || ranks::spawn_local(world, &run_id))
                         .await
                         .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?;
-                    if let (Err(_), Some(id)) = (&ranks_done, &group_args.run_id) {
-                        // Ranks stopped mid-run leave their meeting objects; a later run
-                        // reusing this --run-id must not find them (it would join a dead epoch).
+                    if ranks_done.is_err() {
+                        // Every rank has exited: what they left of their meeting is
+                        // provably stale (a later run reusing this id would join a dead epoch).
                         if let Ok(st) = store::open(&spec.store.config()) {
-                            ranks::remove_markers(st.as_ref(), id).await;
+                            ranks::remove_markers(st.as_ref(), &id).await;
                         }
                     }
                     return ranks_done.map(|()| None);
@@ -317,8 +347,14 @@ impl Session {
         let mut store_args = spec.store.config();
         store_args.rdma_threads = store_args.rdma_threads.or(Some(spec.rdma_threads.max(1)));
         let counted = Counted::new(Arc::from(store::open(&store_args)?));
-        // Ranks meet through the bare store: their markers are not the bench's traffic.
-        let raw = counted.inner();
+        // Ranks meet through the bare store: their markers are not the bench's
+        // traffic; over rdma, through plain HTTP to the same endpoint (control
+        // traffic, never the library's: only the HTTP allowance declares it).
+        let raw = if store_args.backend == Backend::Rdma {
+            Arc::from(store::open(&StoreConfig { backend: Backend::Http, ..store_args.clone() })?)
+        } else {
+            counted.inner()
+        };
         let counted = Arc::new(counted);
         let store: Arc<dyn ObjectStore> = counted.clone();
         if spec.witness.require_rdma
@@ -344,7 +380,7 @@ impl Session {
         if me.is_root() {
             store.ensure_bucket(spec.create_bucket).await.map_err(spec.no_bucket)?;
         }
-        let group = Group::join(me.clone(), raw, group_args.barrier_timeout).await?;
+        let group = Group::join(me.clone(), raw, group_args.barrier_timeout, group_args.rendezvous).await?;
         // What the store knows before any transfer (the library's own word,
         // reads it cannot carry), said once, before the run.
         let warnings = store.preflight(0);
@@ -400,26 +436,26 @@ impl Session {
     }
 
     /// Open a timed window: every rank calls it after its warm-up; all meet,
-    /// rank 0 scrapes the servers' counters, all meet again, and only then
-    /// does any rank start its timed work (so no rank's warm-up or start-up
-    /// reaches the window). Store counters are read per rank.
+    /// and rank 0, once every rank has arrived, scrapes the servers' counters
+    /// before it releases any (so no rank's warm-up or start-up reaches the
+    /// window). Store counters are read per rank.
     ///
     /// Errors: a barrier that times out.
     pub async fn open_window(&self) -> Result<OpenWindow> {
         let n = self.windows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{}-window{n}", self.bench);
-        self.group.barrier(&format!("{name}-ready")).await?;
-        let scrape = if self.is_root() { Some(self.witness.begin().await) } else { None };
-        self.group.barrier(&format!("{name}-go")).await?;
-        Ok(OpenWindow { name, scrape, stats: self.store.stats() })
+        let released = self.group.barrier_then(&format!("{name}-open"), || self.witness.begin()).await?;
+        Ok(OpenWindow { name, scrape: released.root, stats: self.store.stats(), coordination: released.after })
     }
 
     /// Close a window: every rank calls it when its timed work (and any
     /// background I/O of its own) has stopped, with `payload_bytes` it moved
-    /// in `dir` and its figures. The ranks' figures and store counters are
-    /// gathered (the gather is also the point where every rank has finished),
-    /// then rank 0 scrapes again and judges the window against the payload
-    /// and the client's own HTTP bytes (from the store's counters).
+    /// in `dir` and its figures. All meet; rank 0, once every rank has
+    /// arrived (every rank has finished), scrapes again before it releases
+    /// any. Then, outside the window, every rank sends rank 0 its figures,
+    /// store counters and the meeting requests it made inside the window,
+    /// and rank 0 judges the window against the payload and the client's own
+    /// HTTP bytes (from the store's counters); the others go on at once.
     ///
     /// Errors: a barrier that times out; figures that do not decode.
     pub async fn close_window<T: Serialize + DeserializeOwned + Clone>(
@@ -430,23 +466,51 @@ impl Session {
         figures: T,
     ) -> Result<Closed<T>> {
         let stats = self.store.stats().since(&w.stats);
-        let mine = Wire { payload_bytes, stats, figures };
-        let all = self.gather(&format!("{}-figures", w.name), &mine).await?;
+        let scrape = w.scrape;
+        let closing = || async {
+            match scrape {
+                Some(s) => Some(self.witness.close(s).await),
+                None => None,
+            }
+        };
+        let released = self.group.barrier_then(&format!("{}-close", w.name), closing).await?;
+        // What of this rank's meeting may lie between the two scrapes.
+        let mut inside = w.coordination;
+        inside.add(if self.is_root() { &released.before } else { &released.after });
+        let mine = Wire { payload_bytes, stats, coordination: inside, figures };
+        let all: Vec<Wire<T>> = if self.me.world == 1 {
+            vec![mine]
+        } else {
+            let encoded = serde_json::to_value(&mine).map_err(|e| Error::Runtime(format!("cannot encode figures for '{}': {e}", w.name)))?;
+            match self.group.gather(&format!("{}-figures", w.name), &encoded).await? {
+                None => return Ok(Closed { ranks: vec![mine.figures], witness: None, stats: mine.stats }),
+                Some(values) => values
+                    .into_iter()
+                    .map(|v| serde_json::from_value(v).map_err(|e| Error::Runtime(format!("rank figures for '{}' do not decode: {e}", w.name))))
+                    .collect::<Result<_>>()?,
+            }
+        };
         let mut total = StoreStats::default();
+        let mut meeting = Coordination::default();
         for r in &all {
             total.add(&r.stats);
+            meeting.add(&r.coordination);
         }
-        let witness = match w.scrape {
-            Some(scrape) => {
-                let bytes: u64 = all.iter().map(|r| r.payload_bytes).sum();
-                Some(self.witness.end(scrape, window_payload(&total, dir, bytes)).await)
-            }
-            None => None,
-        };
+        let witness = released.root.flatten().map(|closed| {
+            let bytes: u64 = all.iter().map(|r| r.payload_bytes).sum();
+            let mut payload = window_payload(&total, dir, bytes);
+            // The meeting's requests and bytes (plain HTTP) that may fall inside: declared.
+            payload.requests += meeting.requests;
+            payload.coordination_bytes = meeting.bytes;
+            let mut report = self.witness.judge_closed(closed, payload);
+            report.coordination_requests = meeting.requests;
+            report
+        });
         Ok(Closed { ranks: all.into_iter().map(|r| r.figures).collect(), witness, stats: total })
     }
 
-    /// Every rank's `mine`, in rank order (a lone process: its own, no encoding).
+    /// Every rank's `mine`, in rank order, on rank 0; this rank's alone
+    /// elsewhere (the others do not wait for rank 0).
     ///
     /// Errors: a barrier that times out; figures that do not decode.
     pub async fn gather<T: Serialize + DeserializeOwned + Clone>(&self, name: &str, mine: &T) -> Result<Vec<T>> {
@@ -454,12 +518,13 @@ impl Session {
             return Ok(vec![mine.clone()]);
         }
         let v = serde_json::to_value(mine).map_err(|e| Error::Runtime(format!("cannot encode figures for '{name}': {e}")))?;
-        self.group
-            .all_gather(name, &v)
-            .await?
-            .into_iter()
-            .map(|v| serde_json::from_value(v).map_err(|e| Error::Runtime(format!("rank figures for '{name}' do not decode: {e}"))))
-            .collect()
+        match self.group.gather(name, &v).await? {
+            None => Ok(vec![mine.clone()]),
+            Some(all) => all
+                .into_iter()
+                .map(|v| serde_json::from_value(v).map_err(|e| Error::Runtime(format!("rank figures for '{name}' do not decode: {e}"))))
+                .collect(),
+        }
     }
 
     /// The environment every record carries: memory, store, witness, ranks.
@@ -467,7 +532,7 @@ impl Session {
         let mut env = self.mem.describe(self.gpu.as_ref(), self.store.writes_device());
         env["store"] = self.store.describe();
         env["witness"] = self.witness.describe();
-        env["ranks"] = json!({"world": self.me.world, "launcher": self.me.launcher, "run_id": self.me.run_id});
+        env["ranks"] = json!({"world": self.me.world, "launcher": self.me.launcher, "run_id": self.me.run_id, "local_world": self.me.local_world});
         env["warnings"] = json!(self.warnings);
         env
     }
@@ -479,13 +544,21 @@ impl Session {
     ///
     /// Errors: the bench's failure, `--require-rdma` (exit 3), a record that cannot be written.
     pub async fn finish<P: Serialize, R: Serialize>(&self, o: Outcome<P, R>, print: impl FnOnce()) -> Result<()> {
-        self.group.barrier("done").await?;
+        // The last meeting: every rank's counts; the others are done after it.
+        let counts = self.gather("done", &self.group.coordination()).await?;
         self.group.cleanup().await;
         if !self.is_root() {
             return exit_status(o.failure, false, Verdict::RdmaVerified, "");
         }
-        let (verdict, reason) =
-            witness::worst(o.windows.iter().map(|(l, w)| (l.as_str(), w))).unwrap_or((Verdict::Unverified, "no timed window ran".to_string()));
+        let mut meeting = self.group.coordination();
+        for c in counts.iter().skip(1) {
+            meeting.add(c);
+        }
+        let without = match &o.verdict_without_windows {
+            Some(why) => (Verdict::NotApplicable, why.clone()),
+            None => (Verdict::Unverified, "no timed window ran".to_string()),
+        };
+        let (verdict, reason) = witness::worst(o.windows.iter().map(|(l, w)| (l.as_str(), w))).unwrap_or(without);
         let mut rdma_witness = json!({"verdict": verdict, "reason": reason, "config": self.witness.describe()});
         // Every window with the inputs it was judged from: what `report` judges again.
         let windows: Vec<Value> = o
@@ -502,6 +575,17 @@ impl Session {
             rdma_witness[k] = v;
         }
         let mut environment = self.environment();
+        if self.me.world > 1 {
+            let in_windows: u64 = o.windows.iter().map(|(_, w)| w.coordination_requests).sum();
+            environment["ranks"]["coordination"] = json!({
+                "rendezvous": self.group.method(),
+                "requests": meeting.requests,
+                "polls": meeting.polls,
+                "bytes": meeting.bytes,
+                "keys_listed": meeting.keys_listed,
+                "requests_in_windows": in_windows,
+            });
+        }
         for (k, v) in o.environment {
             environment[k] = v;
         }

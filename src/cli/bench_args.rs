@@ -491,3 +491,29 @@ pub struct TrainArgs {
     #[arg(long, value_parser = parse_positive)]
     pub ranks: Option<u32>,
 }
+
+/// `s3rdma barrier`: ranks meeting through the store, nothing else (docs/scaling.md).
+#[derive(Debug, Clone, Args)]
+pub struct BarrierArgs {
+    #[command(flatten)]
+    /// Which store the ranks meet in.
+    pub store: StoreArgs,
+    #[command(flatten)]
+    /// Witness flags (nothing is judged: no data moves).
+    pub witness: WitnessArgs,
+    #[command(flatten)]
+    /// Where the record goes.
+    pub output: OutputArgs,
+    #[command(flatten)]
+    /// How ranks meet (`--rendezvous leader|list`).
+    pub group: GroupArgs,
+    /// Ranks to start on this host (a launcher's own count wins).
+    #[arg(long, value_parser = parse_positive, default_value_t = 8)]
+    pub ranks: u32,
+    /// Timed barriers, back to back.
+    #[arg(long, default_value_t = 20)]
+    pub barriers: u32,
+    /// Untimed barriers first (they absorb the ranks' start-up skew).
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u32,
+}

@@ -43,6 +43,8 @@ pub enum Command {
     Weights(WeightsArgs),
     /// ResNet-50 training (feature `train`) or its input pipeline alone (`--loader-only`): step-time breakdown by backend.
     Train(TrainArgs),
+    /// Ranks meeting through the store, nothing else: barrier latency and requests per rank per barrier (docs/scaling.md).
+    Barrier(BarrierArgs),
     /// Compare result records side by side: medians, ranges, CPU, ratio to a baseline, witness verdicts; plots.
     Report(ReportArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
@@ -368,6 +370,11 @@ pub struct GroupArgs {
     /// Longest wait for the other ranks at a barrier before failing with their names.
     #[arg(long, value_parser = parse_positive_duration, default_value = "5m")]
     pub barrier_timeout: Duration,
+    /// How ranks wait at a barrier: leader (rank 0 lists, the others poll one
+    /// `go` object: O(1) requests per rank) or list (every rank lists: the old
+    /// way, O(N) per rank, kept as the baseline of `s3rdma barrier`).
+    #[arg(long, value_enum, default_value_t = crate::ranks::Rendezvous::Leader)]
+    pub rendezvous: crate::ranks::Rendezvous,
 }
 
 /// Parse a byte size: a plain number of bytes, or a number with a decimal

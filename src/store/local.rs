@@ -149,7 +149,18 @@ impl LocalStore {
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let tmp = parent.join(format!(".{name}{TMP_MARK}{}-{seq}", std::process::id()));
         let result = (|| {
-            let mut f = File::create(&tmp)?;
+            // A concurrent delete may remove the (then empty) directory
+            // between create_dir_all and here: make it again.
+            let mut tries = 0;
+            let mut f = loop {
+                match File::create(&tmp) {
+                    Err(e) if e.kind() == ErrorKind::NotFound && tries < 3 => {
+                        tries += 1;
+                        fs::create_dir_all(parent)?;
+                    }
+                    r => break r?,
+                }
+            };
             for chunk in data.chunks(IO_BLOCK) {
                 f.write_all(chunk)?;
             }
@@ -225,9 +236,18 @@ impl ObjectStore for LocalStore {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         self.bucket_exists()?;
         let mut out = Vec::new();
-        let mut stack = vec![self.dir.clone()];
+        // Walk only below the prefix's directory part (a rank polling its
+        // step must not walk a whole dataset), unless it is not a plain path.
+        let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+        let plain = !dir_part.is_empty() && dir_part.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
+        let mut stack = vec![if plain { self.dir.join(dir_part) } else { self.dir.clone() }];
         while let Some(dir) = stack.pop() {
-            let entries = fs::read_dir(&dir).map_err(|e| StoreError::Io { context: format!("cannot list {}", dir.display()), source: e })?;
+            let entries = match fs::read_dir(&dir) {
+                Ok(e) => e,
+                // Not there (any more): no keys under it (a delete removes emptied directories).
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(StoreError::Io { context: format!("cannot list {}", dir.display()), source: e }),
+            };
             for entry in entries {
                 let entry = entry.map_err(|e| StoreError::Io { context: format!("cannot list {}", dir.display()), source: e })?;
                 let ft = entry.file_type().map_err(|e| StoreError::Io { context: format!("cannot stat {}", entry.path().display()), source: e })?;
@@ -240,8 +260,9 @@ impl ObjectStore for LocalStore {
                     if key.contains(TMP_MARK) || !key.starts_with(prefix) {
                         continue;
                     }
-                    let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
-                    out.push(ObjectMeta { key, size });
+                    // Deleted since the directory was read: not listed.
+                    let Ok(md) = entry.metadata() else { continue };
+                    out.push(ObjectMeta { key, size: md.len() });
                 }
             }
         }
@@ -253,9 +274,20 @@ impl ObjectStore for LocalStore {
         let path = self.path(key)?;
         self.bucket_exists()?;
         match fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(self.io("cannot delete", key, e)),
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(self.io("cannot delete", key, e)),
         }
+        // Keys are flat in S3: a directory that held only deleted keys goes
+        // too, up to the bucket (remove_dir refuses a non-empty one, and a
+        // concurrent writer makes it again: `write_atomic`).
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            if d == self.dir || !d.starts_with(&self.dir) || fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
     }
 }

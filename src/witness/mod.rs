@@ -247,18 +247,38 @@ impl Witness {
 
     /// Close a window and judge it against what the client moved.
     pub async fn end(&self, w: Window, payload: Payload) -> WitnessReport {
+        let closed = self.close(w).await;
+        self.judge_closed(closed, payload)
+    }
+
+    /// The closing scrape alone, for a client whose figures arrive after it
+    /// (ranks send theirs once the window is closed: their messages stay out of it).
+    pub async fn close(&self, w: Window) -> ClosedWindow {
         let end = now_rfc3339();
         let after = if self.targets.is_empty() { Snapshot::default() } else { self.snapshot().await };
         let fabric = fabric_diff(&w.fabric, &FabricSnapshot::read(&self.fabric_root));
+        ClosedWindow { opened: w, after, fabric, end }
+    }
+
+    /// Judge a window closed by [`Witness::close`] against what the client moved.
+    pub fn judge_closed(&self, c: ClosedWindow, payload: Payload) -> WitnessReport {
         let deltas = if self.targets.is_empty() {
             Err("no metrics targets: pass --endpoint, --servers or --metrics-url".to_string())
         } else {
-            diff(&w.counters, &after)
+            diff(&c.opened.counters, &c.after)
         };
-        let mut r = judge(self.expect, payload, deltas, fabric);
-        (r.window_start, r.window_end) = (Some(w.start), Some(end));
+        let mut r = judge(self.expect, payload, deltas, c.fabric);
+        (r.window_start, r.window_end) = (Some(c.opened.start), Some(c.end));
         r
     }
+}
+
+/// A window after its closing scrape, not yet judged (see [`Witness::close`]).
+pub struct ClosedWindow {
+    opened: Window,
+    after: Snapshot,
+    fabric: FabricReport,
+    end: String,
 }
 
 fn now_rfc3339() -> String {
@@ -411,6 +431,23 @@ mod tests {
         let d = Deltas { rdma_read_bytes: Some(1000.0), rdma_write_bytes: Some(500.0), ..Default::default() };
         let r = judge(Expect::Rdma, Payload { read_bytes: 1000, write_bytes: 1000, ..Default::default() }, Ok(d), FabricReport::default());
         assert_eq!((r.verdict, r.rdma_share), (Verdict::PartialFallback, Some(0.5)));
+    }
+
+    /// The ranks' meeting bytes over HTTP in a window are declared, and only
+    /// they widen the HTTP allowance: 1 MB written by RDMA, 1 request (1 % +
+    /// 2 KiB = 12,048 bytes), HTTP received grew 20,000.
+    #[test]
+    fn declared_meeting_bytes_widen_the_http_allowance_by_themselves_only() {
+        let d = Deltas { rdma_write_bytes: Some(1_000_000.0), http_received_bytes: Some(20_000.0), ..Default::default() };
+        let p = Payload { write_bytes: 1_000_000, requests: 1, ..Default::default() };
+        let r = judge(Expect::Rdma, p, Ok(d.clone()), FabricReport::default());
+        assert_eq!(r.verdict, Verdict::Unverified, "{}", r.reason);
+        let declared = Payload { coordination_bytes: 8_000, ..p };
+        let r = judge(Expect::Rdma, declared, Ok(d.clone()), FabricReport::default());
+        assert_eq!((r.verdict, r.coordination_bytes), (Verdict::RdmaVerified, 8_000), "{}", r.reason);
+        assert_eq!(recheck(Expect::Rdma, &r), Verdict::RdmaVerified);
+        let short = Payload { coordination_bytes: 7_000, ..p };
+        assert_eq!(judge(Expect::Rdma, short, Ok(d), FabricReport::default()).verdict, Verdict::Unverified);
     }
 
     #[test]

@@ -78,6 +78,14 @@ pub struct Payload {
     /// The client's own count, never the server's op count (which other
     /// clients' traffic inflates).
     pub requests: u64,
+    /// Object bytes of the ranks' meeting that may have crossed the server
+    /// in the window (markers, figures), over plain HTTP: HTTP traffic the
+    /// client declares, added to the HTTP allowance (`s3rdma::ranks`).
+    pub coordination_bytes: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Counter deltas over a window, summed over nodes. `None` = series not present.
@@ -127,8 +135,17 @@ pub struct WitnessReport {
     pub overhead_bytes: u64,
     /// Bytes the client's store layer itself moved over HTTP.
     pub client_http_bytes: u64,
-    /// Requests the client made in the window (data and control).
+    /// Requests the client made in the window (data and control, and the
+    /// ranks' meeting requests that may have fallen inside it).
     pub requests: u64,
+    /// Of [`WitnessReport::requests`], the ranks' meeting requests (an upper
+    /// bound: markers, polls of `go`, figures sent at the close); their
+    /// object bytes are in [`WitnessReport::overhead_bytes`].
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub coordination_requests: u64,
+    /// Their object bytes, over plain HTTP (part of the HTTP allowance).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub coordination_bytes: u64,
     /// (RDMA read + write bytes) / payload, when counters were read.
     pub rdma_share: Option<f64>,
     /// The counter deltas (flattened into the record: `rdma_read_bytes`, ...).
@@ -159,6 +176,8 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
         overhead_bytes: payload.overhead_bytes,
         client_http_bytes: payload.client_http_bytes,
         requests: payload.requests,
+        coordination_requests: 0,
+        coordination_bytes: payload.coordination_bytes,
         rdma_share: None,
         counters: Deltas::default(),
         fabric,
@@ -228,7 +247,7 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
     } else if client_http as f64 >= VERIFIED_SHARE * total as f64 {
         (Verdict::FullFallback, format!("the client itself moved {client_http} of {total} bytes over HTTP (declined or beyond one RDMA transfer)"))
     } else if share >= VERIFIED_SHARE && client_http as f64 <= NOISE_SHARE * total as f64 {
-        match shared_window(&d, &shares, payload.requests) {
+        match shared_window(&d, &shares, payload.requests, payload.coordination_bytes) {
             Some(why) => (Verdict::Unverified, why),
             None => (Verdict::RdmaVerified, format!("server accounted {rdma:.0} of {dir_total} {dir} payload bytes as RDMA ({pct}%){http_note}")),
         }
@@ -263,7 +282,7 @@ pub const HTTP_OVERHEAD_PER_OP: f64 = 2048.0;
 /// the request overhead, or those HTTP bytes not scraped at all. The counters are server-wide, so such a window
 /// cannot prove this client's transport: another client may have made the
 /// RDMA traffic while this one fell back.
-fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)], requests: u64) -> Option<String> {
+fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)], requests: u64, coordination_bytes: u64) -> Option<String> {
     for &(dir, rdma, dir_total) in shares {
         let (http, http_name) = match dir {
             "read" => (d.http_sent_bytes, "sent"),
@@ -280,7 +299,7 @@ fn shared_window(d: &Deltas, shares: &[(&str, f64, u64)], requests: u64) -> Opti
                 pct_floor(rdma / dir_total as f64)
             ));
         }
-        let allowance = NOISE_SHARE * dir_total as f64 + HTTP_OVERHEAD_PER_OP * requests as f64;
+        let allowance = NOISE_SHARE * dir_total as f64 + HTTP_OVERHEAD_PER_OP * requests as f64 + coordination_bytes as f64;
         // A fallback grows HTTP by the payload; when the requests alone may
         // grow it by half of that, the HTTP side cannot tell the two apart
         // (small objects: below about 4 KiB per request).
@@ -309,6 +328,7 @@ pub fn recheck(expect: Expect, r: &WitnessReport) -> Verdict {
         overhead_bytes: r.overhead_bytes,
         client_http_bytes: r.client_http_bytes,
         requests: r.requests,
+        coordination_bytes: r.coordination_bytes,
     };
     judge(expect, payload, Ok(r.counters.clone()), r.fabric.clone()).verdict
 }

@@ -46,7 +46,9 @@ fn ckpt_round_trips_on_local_and_http_with_both_methods() {
     assert!(blob.abs_diff(bytes) < bytes / 100, "blob {blob} vs flat {bytes}");
     // Nothing left behind without --keep.
     let dir = tmp.path().join("s3rdma-data/s3rdma-bench/ckpt/synthetic-24MiB");
-    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "checkpoint objects left");
+    // Not even an empty directory: keys are flat, their directories go with them.
+    assert!(!dir.exists(), "checkpoint directory left: {:?}", std::fs::read_dir(&dir).map(|d| d.count()));
+    assert!(tmp.path().join("s3rdma-data/s3rdma-bench").is_dir(), "the bucket itself stays");
 
     // http: the in-process S3 server.
     std::fs::create_dir_all(s.root.join("ckpt-http")).unwrap();
@@ -154,6 +156,22 @@ fn ckpt_ranks_share_the_work_and_a_dead_rank_fails_the_run() {
     }
     let restore = ckpt_row(&rec, "synthetic-16MiB", "flat", "restore");
     assert_eq!(restore["verified"]["ok"], true);
+    // The ranks' meeting, counted: what may have fallen inside each window is
+    // declared there (rank 0's `go` PUT and listing, rank 1's marker-to-go
+    // polls and figures PUT: at least 4), the rest lies outside.
+    let coord = &rec["environment"]["ranks"]["coordination"];
+    assert_eq!(coord["rendezvous"], "leader", "{coord}");
+    let windows = rec["rdma_witness"]["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 2 * 2 * 2, "save and restore, two methods, two repeats");
+    let mut in_windows = 0;
+    for w in windows {
+        let c = w["coordination_requests"].as_u64().unwrap();
+        assert!((4..100).contains(&c), "{w}");
+        assert!(w["requests"].as_u64().unwrap() > c, "{w}");
+        in_windows += c;
+    }
+    assert_eq!(coord["requests_in_windows"], in_windows);
+    assert!(coord["requests"].as_u64().unwrap() > in_windows, "{coord}");
     // Each rank saved its own half: two manifests' worth of tensors.
     let one = ckpt_record(&s3rdma(&["ckpt", "--sizes", "8MiB", "--methods", "flat", "--repeats", "1", "--json"], tmp.path()));
     assert_eq!(

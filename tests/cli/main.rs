@@ -8,6 +8,7 @@ mod ckpt;
 mod common;
 mod data;
 mod fetch;
+mod ranks;
 mod report;
 mod weights;
 mod witness;

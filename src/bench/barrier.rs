@@ -1,0 +1,235 @@
+//! `s3rdma barrier`: ranks meeting through the store and nothing else, the
+//! simulation behind docs/scaling.md. N ranks (started here with `--ranks`,
+//! or by a launcher) pass `--barriers` barriers back to back; the record
+//! holds, per rendezvous (`--rendezvous leader|list`): barrier latency per
+//! rank (enter to leave) and per barrier (last arrival to last release),
+//! and the requests, polls, bytes and listed keys the ranks' meeting cost
+//! the server, per rank per barrier.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use clap::Parser;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::{Deserialize, Serialize};
+
+use super::Latency;
+use super::session::{Outcome, Session, SessionSpec, World};
+use crate::cli::{BarrierArgs, MemArgs};
+use crate::error::{Error, Result};
+use crate::ranks::{Coordination, Rendezvous};
+
+/// One rank's barriers: when it entered and left each (Unix ns, this host's
+/// clock), and what its meeting cost over the timed barriers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RankBarriers {
+    /// The rank.
+    pub rank: usize,
+    /// Host name.
+    pub host: String,
+    /// Per timed barrier: when this rank called it, Unix ns.
+    pub enter_ns: Vec<u64>,
+    /// Per timed barrier: when it returned, Unix ns.
+    pub leave_ns: Vec<u64>,
+    /// Requests etc. of this rank over the timed barriers.
+    pub coordination: Coordination,
+}
+
+/// Requests per rank per barrier, averaged over ranks and timed barriers.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PerRankBarrier {
+    /// Every request (PUT, HEAD, GET, LIST, DELETE).
+    pub requests: f64,
+    /// Of those, polls of one key (`go`).
+    pub polls: f64,
+    /// Requests besides those polls: markers, rank 0's listings and `go`.
+    pub requests_besides_polls: f64,
+    /// Keys listings returned.
+    pub keys_listed: f64,
+    /// Object bytes moved.
+    pub bytes: f64,
+}
+
+/// `results` of a barrier record.
+#[derive(Debug, Clone, Serialize)]
+pub struct BarrierResults {
+    /// Ranks that met.
+    pub ranks: usize,
+    /// Hosts they ran on.
+    pub hosts: usize,
+    /// How they met.
+    pub rendezvous: Rendezvous,
+    /// Timed barriers.
+    pub barriers: u32,
+    /// Per rank per barrier, from calling it to leaving it, milliseconds.
+    pub latency: Latency,
+    /// Per barrier, from the last rank's arrival to the last rank's release,
+    /// milliseconds: the rendezvous's own cost (one host's clock; across
+    /// hosts it is only as good as their clock sync).
+    pub release: Latency,
+    /// Meeting cost per rank per barrier.
+    pub per_rank_per_barrier: PerRankBarrier,
+    /// Requests of all ranks per barrier.
+    pub requests_per_barrier: f64,
+    /// Keys listings returned per barrier, all ranks.
+    pub keys_listed_per_barrier: f64,
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The memory flags' defaults: this bench moves no data.
+#[derive(Parser)]
+struct NoMem {
+    #[command(flatten)]
+    mem: MemArgs,
+}
+
+/// Run `s3rdma barrier`.
+///
+/// Errors: the session's (store, ranks); a barrier that times out, naming the missing ranks.
+pub async fn run(args: BarrierArgs) -> Result<()> {
+    if args.barriers == 0 {
+        return Err(Error::Usage("--barriers 0: give at least one timed barrier".into()));
+    }
+    let mem = NoMem::parse_from(["s3rdma"]).mem;
+    let spec = SessionSpec {
+        group: Some(&args.group),
+        world: World::Ranks(Some(args.ranks)),
+        create_bucket: true,
+        ..SessionSpec::new("barrier", &args.store, &args.witness, &mem, &args.output)
+    };
+    let Some(s) = Session::start(spec).await? else { return Ok(()) };
+    for i in 0..args.warmup {
+        s.group.barrier(&format!("warmup{i}")).await?;
+    }
+    let before = s.group.coordination();
+    let (mut enter_ns, mut leave_ns) = (Vec::new(), Vec::new());
+    for i in 0..args.barriers {
+        enter_ns.push(now_ns());
+        s.group.barrier(&format!("b{i}")).await?;
+        leave_ns.push(now_ns());
+    }
+    let mine = RankBarriers { rank: s.me.rank, host: s.host.clone(), enter_ns, leave_ns, coordination: s.group.coordination().since(&before) };
+    let all = s.gather("barriers", &mine).await?;
+    let results = if s.is_root() { Some(summarize(&all, args.barriers, s.group.method())?) } else { None };
+    let params = serde_json::json!({"ranks": s.me.world, "barriers": args.barriers, "warmup": args.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": args.group.barrier_timeout.as_secs_f64()});
+    let mut outcome = Outcome::new(params, results.clone(), Vec::new());
+    outcome.verdict_without_windows = Some("coordination only: no data moved, nothing for the witness to judge".into());
+    let print = || {
+        if let Some(r) = &results {
+            print_table(r);
+        }
+    };
+    s.finish(outcome, print).await
+}
+
+/// The record's results from every rank's barriers.
+///
+/// Errors: ranks that report different barrier counts.
+pub fn summarize(all: &[RankBarriers], barriers: u32, rendezvous: Rendezvous) -> Result<BarrierResults> {
+    let b = barriers as usize;
+    if let Some(r) = all.iter().find(|r| r.enter_ns.len() != b || r.leave_ns.len() != b) {
+        return Err(Error::Runtime(format!("rank {} reports {} barriers, not {b}", r.rank, r.enter_ns.len())));
+    }
+    let mut latency = Vec::with_capacity(all.len() * b);
+    let mut release = Vec::with_capacity(b);
+    for i in 0..b {
+        let last_in = all.iter().map(|r| r.enter_ns[i]).max().unwrap_or(0);
+        let last_out = all.iter().map(|r| r.leave_ns[i]).max().unwrap_or(0);
+        release.push(Duration::from_nanos(last_out.saturating_sub(last_in)));
+        latency.extend(all.iter().map(|r| Duration::from_nanos(r.leave_ns[i].saturating_sub(r.enter_ns[i]))));
+    }
+    let mut total = Coordination::default();
+    for r in all {
+        total.add(&r.coordination);
+    }
+    let n = (all.len() * b) as f64;
+    let hosts: std::collections::BTreeSet<&str> = all.iter().map(|r| r.host.as_str()).collect();
+    let none = || Error::Runtime("no barrier was timed".into());
+    Ok(BarrierResults {
+        ranks: all.len(),
+        hosts: hosts.len(),
+        rendezvous,
+        barriers,
+        latency: Latency::from_durations(&latency).ok_or_else(none)?,
+        release: Latency::from_durations(&release).ok_or_else(none)?,
+        per_rank_per_barrier: PerRankBarrier {
+            requests: total.requests as f64 / n,
+            polls: total.polls as f64 / n,
+            requests_besides_polls: (total.requests - total.polls) as f64 / n,
+            keys_listed: total.keys_listed as f64 / n,
+            bytes: total.bytes as f64 / n,
+        },
+        requests_per_barrier: total.requests as f64 / b as f64,
+        keys_listed_per_barrier: total.keys_listed as f64 / b as f64,
+    })
+}
+
+fn print_table(r: &BarrierResults) {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "ranks",
+        "rendezvous",
+        "barriers",
+        "latency p50 ms",
+        "p99",
+        "release p50 ms",
+        "p99",
+        "req/rank/barrier",
+        "besides polls",
+        "polls",
+        "keys listed/barrier",
+    ]);
+    let p = &r.per_rank_per_barrier;
+    t.add_row([
+        r.ranks.to_string(),
+        format!("{:?}", r.rendezvous).to_lowercase(),
+        r.barriers.to_string(),
+        format!("{:.2}", r.latency.p50_ms),
+        format!("{:.2}", r.latency.p99_ms),
+        format!("{:.2}", r.release.p50_ms),
+        format!("{:.2}", r.release.p99_ms),
+        format!("{:.2}", p.requests),
+        format!("{:.2}", p.requests_besides_polls),
+        format!("{:.2}", p.polls),
+        format!("{:.0}", r.keys_listed_per_barrier),
+    ]);
+    println!("{t}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(rank: usize, enter: &[u64], leave: &[u64], requests: u64, polls: u64) -> RankBarriers {
+        RankBarriers {
+            rank,
+            host: "h".into(),
+            enter_ns: enter.to_vec(),
+            leave_ns: leave.to_vec(),
+            coordination: Coordination { requests, polls, bytes: 0, keys_listed: 4 },
+        }
+    }
+
+    #[test]
+    fn release_is_last_arrival_to_last_release() {
+        // Two barriers, two ranks; times in ms (as ns).
+        let ms = 1_000_000;
+        let a = rank(0, &[0, 10 * ms], &[5 * ms, 12 * ms], 10, 0);
+        let b = rank(1, &[3 * ms, 10 * ms], &[6 * ms, 14 * ms], 6, 4);
+        let r = summarize(&[a, b], 2, Rendezvous::Leader).unwrap();
+        // Barrier 0: last in at 3, last out at 6 -> 3 ms; barrier 1: 10 -> 14 = 4 ms.
+        assert_eq!((r.release.min_ms, r.release.max_ms), (3.0, 4.0));
+        // Latencies 5, 3, 2, 4 ms.
+        assert_eq!((r.latency.min_ms, r.latency.max_ms, r.latency.p50_ms), (2.0, 5.0, 3.0));
+        assert_eq!(r.per_rank_per_barrier.requests, 4.0);
+        assert_eq!(r.per_rank_per_barrier.polls, 1.0);
+        assert_eq!(r.per_rank_per_barrier.requests_besides_polls, 3.0);
+        assert_eq!(r.keys_listed_per_barrier, 4.0);
+        assert_eq!(r.requests_per_barrier, 8.0);
+        let short = rank(1, &[0], &[1], 1, 0);
+        assert!(summarize(&[short], 2, Rendezvous::Leader).unwrap_err().to_string().contains("rank 1 reports 1 barriers"));
+    }
+}

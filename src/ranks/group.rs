@@ -1,0 +1,676 @@
+//! How ranks meet: through small objects in the benchmark's own store, under
+//! `s3rdma-ranks/<run_id>/<epoch>/<step>/`. No home-made network protocol:
+//! it works wherever the store is shared (any S3 endpoint; a local directory
+//! on one host or a shared filesystem). Every wait is bounded
+//! (`--barrier-timeout`) and a failed wait names the missing ranks.
+//!
+//! The default rendezvous ([`Rendezvous::Leader`]) costs every rank O(1)
+//! requests per barrier whatever the world size: each rank PUTs one marker;
+//! rank 0 alone lists the step until all markers are there and then PUTs one
+//! `go` object; the others poll that one key (HEAD) with exponential back-off
+//! and jitter. Gathers go the same way: each rank PUTs one object, rank 0
+//! lists once they may all be there and GETs them with bounded concurrency.
+//! The listing barrier it replaced ([`Rendezvous::List`]: every rank lists
+//! the step until all markers are there, O(N) listings of N keys per poll
+//! round) stays for comparison (`s3rdma barrier`, docs/scaling.md).
+//!
+//! Every request is counted ([`Coordination`]), so a record states what the
+//! ranks' meeting cost the server it measures.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::Rank;
+use crate::error::{Error, Result, StoreError};
+use crate::mem::Buffer;
+use crate::store::{self, ObjectMeta, ObjectStore};
+
+/// How far apart the clocks of the hosts of one run may be (epoch freshness check).
+pub const CLOCK_SLACK: Duration = Duration::from_secs(60);
+
+/// When this process started (Unix seconds), for the epoch freshness check.
+static PROCESS_START: std::sync::LazyLock<f64> = std::sync::LazyLock::new(crate::bench::now_unix);
+
+/// How much longer than rank 0 the other ranks wait for `go`, so that rank
+/// 0's notice of who is missing reaches them before their own timeout.
+const FOLLOWER_GRACE: Duration = Duration::from_secs(2);
+
+/// Rank 0's GETs of the ranks' objects in flight at once (a gather).
+const GATHER_CONCURRENCY: usize = 16;
+
+fn now_unix_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+/// How ranks wait for each other at a barrier (`--rendezvous`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Rendezvous {
+    /// Every rank PUTs a marker; rank 0 lists the step until all are there
+    /// and PUTs one `go` object, which the others poll (HEAD) with back-off
+    /// and jitter: O(1) requests per rank per barrier besides those polls.
+    #[default]
+    Leader,
+    /// Every rank PUTs a marker and lists the step until all are there: O(N)
+    /// listings of up to N keys per poll round. The baseline `s3rdma
+    /// barrier` compares with; use it only for that.
+    List,
+}
+
+/// What meeting cost, as counted by this process (or summed over ranks).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coordination {
+    /// Requests to the store: PUT, HEAD, GET, LIST, DELETE, polls included.
+    pub requests: u64,
+    /// Of those, polls of one key while waiting (`go`, `epoch.json`), the
+    /// last, successful one included.
+    pub polls: u64,
+    /// Object bytes moved, both ways (marker and figure bodies; listing
+    /// responses are counted as keys, below).
+    pub bytes: u64,
+    /// Keys that listings returned.
+    pub keys_listed: u64,
+}
+
+impl Coordination {
+    /// Growth since `earlier`.
+    pub fn since(&self, earlier: &Coordination) -> Coordination {
+        Coordination {
+            requests: self.requests.saturating_sub(earlier.requests),
+            polls: self.polls.saturating_sub(earlier.polls),
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            keys_listed: self.keys_listed.saturating_sub(earlier.keys_listed),
+        }
+    }
+
+    /// Add `other` into this one.
+    pub fn add(&mut self, other: &Coordination) {
+        self.requests += other.requests;
+        self.polls += other.polls;
+        self.bytes += other.bytes;
+        self.keys_listed += other.keys_listed;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    requests: AtomicU64,
+    polls: AtomicU64,
+    bytes: AtomicU64,
+    keys_listed: AtomicU64,
+}
+
+/// What a barrier hands back: rank 0's result of the work it did before
+/// releasing the others, and this rank's requests on either side of that
+/// work (an upper bound for the others, which cannot see when it ran).
+#[derive(Debug)]
+pub struct Released<T> {
+    /// What rank 0's `before_release` returned (`None` on the other ranks).
+    pub root: Option<T>,
+    /// Rank 0: its requests from entering the barrier until its work began
+    /// (its marker, its listings). The others: all of theirs (marker and
+    /// polls), since any of them may have come before or after the work.
+    pub before: Coordination,
+    /// Rank 0: its requests after its work (the `go` PUT). The others: all
+    /// of theirs, as in `before`.
+    pub after: Coordination,
+}
+
+/// Remove every meeting object of run `run_id` (`s3rdma-ranks/<run_id>/`)
+/// from `store`, best effort, with bounded concurrency; returns the requests made.
+pub async fn remove_markers(store: &dyn ObjectStore, run_id: &str) -> u64 {
+    remove_where(store, run_id, |_| true).await
+}
+
+async fn remove_where(store: &dyn ObjectStore, run_id: &str, remove: impl Fn(&ObjectMeta) -> bool) -> u64 {
+    let base = format!("s3rdma-ranks/{run_id}/");
+    let Ok(mut objs) = store.list(&base).await else { return 1 };
+    objs.retain(|o| remove(o));
+    let n = objs.len() as u64;
+    futures::stream::iter(objs)
+        .for_each_concurrent(GATHER_CONCURRENCY, |o| async move {
+            let _ = store.delete(&o.key).await;
+        })
+        .await;
+    1 + n
+}
+
+/// Ranks meeting through the store: barriers and figure exchange. Every rank
+/// must make the same sequence of calls (steps are numbered in call order).
+#[derive(Debug)]
+pub struct Group {
+    /// This process.
+    pub me: Rank,
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    timeout: Duration,
+    method: Rendezvous,
+    step: AtomicU64,
+    counts: Counts,
+    /// Set by [`Group::cleanup`]; a group dropped without it (a failed run) clears its markers in `Drop`.
+    cleaned: AtomicBool,
+}
+
+impl Drop for Group {
+    /// A run that failed leaves no markers behind: rank 0 removes
+    /// `s3rdma-ranks/<run_id>/`, so the next run with the same id (a reused
+    /// `--run-id`, a launcher's fixed job id) cannot join this run's stale epoch
+    /// and wait at a barrier nobody else reaches. It keeps only its failure
+    /// notices (a non-empty `go`), which tell the ranks still waiting who is
+    /// missing; the next run's rank 0, or our own rank supervisor, removes
+    /// those. Best effort, on a multi-thread runtime only.
+    fn drop(&mut self) {
+        if self.me.world == 1 || !self.me.is_root() || self.cleaned.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(h) = tokio::runtime::Handle::try_current()
+            && h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            let notice = |o: &ObjectMeta| o.key.ends_with("/go") && o.size > 0;
+            tokio::task::block_in_place(|| h.block_on(remove_where(self.store.as_ref(), &self.me.run_id, |o| !notice(o))));
+        }
+    }
+}
+
+/// Marker key of `rank` in `step`.
+fn marker(step: &str, rank: usize) -> String {
+    format!("{step}/r{rank:05}")
+}
+
+/// The rank a key under a step names, if it is a marker.
+fn rank_of(key: &str) -> Option<usize> {
+    key.rsplit('/').next()?.strip_prefix('r')?.parse().ok()
+}
+
+/// Longest pause between two polls of one key: grows with the world size so
+/// the polls of all waiting ranks stay near `world / pause` per second
+/// (10 ms up to 40 ranks, 100 ms from 400: 256 ranks poll about 4,000 times a second).
+fn poll_cap(world: usize) -> Duration {
+    Duration::from_micros((world as u64 * 250).clamp(10_000, 100_000))
+}
+
+impl Group {
+    /// Join the group of `me`, meeting under `s3rdma-ranks/<run_id>/<epoch>/`
+    /// in `store`'s bucket. Rank 0 clears whatever an earlier run with the
+    /// same id left under `s3rdma-ranks/<run_id>/` and publishes a fresh
+    /// epoch; the others take only an epoch created after they started
+    /// (minus [`CLOCK_SLACK`] for clocks of different hosts), so markers of an
+    /// earlier run are never mistaken for this one's.
+    ///
+    /// Errors: [`Error::Runtime`] when no fresh epoch appears within `timeout`; the store's errors.
+    pub async fn join(me: Rank, store: Arc<dyn ObjectStore>, timeout: Duration, method: Rendezvous) -> Result<Group> {
+        let base = format!("s3rdma-ranks/{}", me.run_id);
+        let mut g = Group { me, store, prefix: base.clone(), timeout, method, step: AtomicU64::new(0), counts: Counts::default(), cleaned: Default::default() };
+        if g.me.world == 1 {
+            return Ok(g);
+        }
+        let epoch_key = format!("{base}/epoch.json");
+        if g.me.is_root() {
+            let removed = remove_markers(g.store.as_ref(), &g.me.run_id).await;
+            g.counts.requests.fetch_add(removed, Ordering::Relaxed);
+            let epoch = format!("{:x}{:08x}", now_unix_ns(), std::process::id());
+            let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": crate::bench::now_unix()})).expect("encodes");
+            g.put(&epoch_key, body).await?;
+            g.prefix = format!("{base}/{epoch}");
+            return Ok(g);
+        }
+        let started = *PROCESS_START;
+        let t0 = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if let Some(meta) = g.poll(&epoch_key).await?
+                && let Ok(b) = g.get(&meta).await
+                && let Ok(v) = serde_json::from_slice::<Value>(&b)
+                && let (Some(epoch), Some(created)) = (v["epoch"].as_str(), v["created_unix_s"].as_f64())
+                && created >= started - CLOCK_SLACK.as_secs_f64()
+            {
+                g.prefix = format!("{base}/{epoch}");
+                return Ok(g);
+            }
+            if t0.elapsed() > g.timeout {
+                return Err(Error::Runtime(format!(
+                    "rank {}: rank 0 of run '{}' did not start within {} (no fresh {epoch_key}): start every rank with the same --run-id",
+                    g.me.rank,
+                    g.me.run_id,
+                    humantime::format_duration(g.timeout)
+                )));
+            }
+            pause = g.pause(pause).await;
+        }
+    }
+
+    /// The rendezvous in use.
+    pub fn method(&self) -> Rendezvous {
+        self.method
+    }
+
+    /// This process's meeting requests so far.
+    pub fn coordination(&self) -> Coordination {
+        let c = &self.counts;
+        Coordination {
+            requests: c.requests.load(Ordering::Relaxed),
+            polls: c.polls.load(Ordering::Relaxed),
+            bytes: c.bytes.load(Ordering::Relaxed),
+            keys_listed: c.keys_listed.load(Ordering::Relaxed),
+        }
+    }
+
+    fn next(&self, name: &str) -> String {
+        format!("{}/{:05}-{name}", self.prefix, self.step.fetch_add(1, Ordering::SeqCst))
+    }
+
+    /// Wait until every rank has arrived at this step. A lone rank returns at once.
+    ///
+    /// Errors: [`Error::Runtime`] naming the missing ranks after `--barrier-timeout`; the store's errors.
+    pub async fn barrier(&self, name: &str) -> Result<()> {
+        self.barrier_then(name, || async {}).await.map(|_| ())
+    }
+
+    /// A barrier at which rank 0, once every rank has arrived and before any
+    /// is released, runs `before_release` (the witness's opening scrape): no
+    /// rank leaves before it has finished. A lone rank runs it at once.
+    ///
+    /// Errors: as [`Group::barrier`].
+    pub async fn barrier_then<T, F, Fut>(&self, name: &str, before_release: F) -> Result<Released<T>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let none = Coordination::default();
+        if self.me.world == 1 {
+            return Ok(Released { root: Some(before_release().await), before: none, after: none });
+        }
+        let entry = self.coordination();
+        if self.method == Rendezvous::List {
+            // The listing barrier releases every rank at once, so rank 0's
+            // work needs a second barrier after it.
+            self.list_barrier(name).await?;
+            let (root, work_start, work_end) = if self.me.is_root() {
+                let start = self.coordination();
+                (Some(before_release().await), start, self.coordination())
+            } else {
+                (None, entry, entry)
+            };
+            self.list_barrier(name).await?;
+            let end = self.coordination();
+            return Ok(Released { root, before: work_start.since(&entry), after: end.since(&work_end) });
+        }
+        let step = self.next(name);
+        self.put(&marker(&step, self.me.rank), Vec::new()).await?;
+        let go = format!("{step}/go");
+        if self.me.is_root() {
+            if let Err(missing) = self.wait_markers(&step, self.me.world).await? {
+                let msg = self.missing_message(&missing, name);
+                // The others learn who is missing from `go` itself, at once.
+                let body = serde_json::to_vec(&serde_json::json!({"missing": missing, "message": msg})).expect("encodes");
+                let _ = self.put(&go, body).await;
+                return Err(Error::Runtime(msg));
+            }
+            let before = self.coordination().since(&entry);
+            let root = before_release().await;
+            let mark = self.coordination();
+            self.put(&go, Vec::new()).await?;
+            return Ok(Released { root: Some(root), before, after: self.coordination().since(&mark) });
+        }
+        let t0 = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if let Some(meta) = self.poll(&go).await? {
+                if meta.size == 0 {
+                    let all = self.coordination().since(&entry);
+                    return Ok(Released { root: None, before: all, after: all });
+                }
+                // A non-empty `go`: rank 0 gave up waiting and says why.
+                let b = self.get(&meta).await?;
+                let why = serde_json::from_slice::<Value>(&b).ok().and_then(|v| v["message"].as_str().map(str::to_string));
+                return Err(Error::Runtime(format!("rank {}: rank 0 stopped the run: {}", self.me.rank, why.unwrap_or_else(|| format!("unreadable {go}")))));
+            }
+            // Rank 0 times out first and says who is missing; waiting longer
+            // than it by FOLLOWER_GRACE lets its notice arrive.
+            if t0.elapsed() > self.timeout + FOLLOWER_GRACE {
+                let keys = self.list(&format!("{step}/")).await.unwrap_or_default();
+                let missing = Self::absent(&keys, self.me.world);
+                let mut msg = self.missing_message(&missing, name);
+                if missing.is_empty() {
+                    msg = format!(
+                        "rank {}: every rank reached step '{name}' but rank 0 released none within {}: see rank 0's output",
+                        self.me.rank,
+                        humantime::format_duration(self.timeout)
+                    );
+                }
+                return Err(Error::Runtime(msg));
+            }
+            pause = self.pause(pause).await;
+        }
+    }
+
+    /// Send `mine` to rank 0, which waits until every rank's has arrived and
+    /// gets them all, in rank order; the others get `None` and go on at
+    /// once. A lone rank gets its own. Rank 0 reads them with bounded concurrency.
+    ///
+    /// Errors: as [`Group::barrier`]; an object that is not JSON.
+    pub async fn gather(&self, name: &str, mine: &Value) -> Result<Option<Vec<Value>>> {
+        if self.me.world == 1 {
+            return Ok(Some(vec![mine.clone()]));
+        }
+        let step = self.next(name);
+        if !self.me.is_root() {
+            self.put(&marker(&step, self.me.rank), serde_json::to_vec(mine).expect("figures encode")).await?;
+            return Ok(None);
+        }
+        // Rank 0 keeps its own; it waits for the other world - 1.
+        let objs = match self.wait_markers(&step, self.me.world - 1).await? {
+            Ok(objs) => objs,
+            Err(missing) => return Err(Error::Runtime(self.missing_message(&missing, name))),
+        };
+        let read: Vec<std::result::Result<Vec<u8>, StoreError>> =
+            futures::stream::iter(objs.clone()).map(|o| async move { self.get(&o).await }).buffered(GATHER_CONCURRENCY).collect().await;
+        let mut values = vec![mine.clone()];
+        for (o, b) in objs.iter().zip(read) {
+            values.push(serde_json::from_slice(&b?).map_err(|e| Error::Runtime(format!("rank figures '{}' are not JSON: {e}", o.key)))?);
+        }
+        Ok(Some(values))
+    }
+
+    /// End of the run for this rank. Call it after the last gather, which
+    /// every rank reaches after its last barrier: rank 0 then removes the
+    /// run's meeting objects (no rank polls them any more).
+    pub async fn cleanup(&self) {
+        self.cleaned.store(true, Ordering::SeqCst);
+        if self.me.world > 1 && self.me.is_root() {
+            let n = remove_markers(self.store.as_ref(), &self.me.run_id).await;
+            self.counts.requests.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The listing barrier ([`Rendezvous::List`]): marker, then list until all are there.
+    async fn list_barrier(&self, name: &str) -> Result<()> {
+        let step = self.next(name);
+        self.put(&marker(&step, self.me.rank), Vec::new()).await?;
+        match self.wait_markers(&step, self.me.world).await? {
+            Ok(_) => Ok(()),
+            Err(missing) => Err(Error::Runtime(self.missing_message(&missing, name))),
+        }
+    }
+
+    /// List `step/` until `want` markers are there (back-off 1 ms to 20 ms):
+    /// `Ok(Ok(markers))` in rank order, or `Ok(Err(missing ranks))` after the timeout.
+    async fn wait_markers(&self, step: &str, want: usize) -> Result<std::result::Result<Vec<ObjectMeta>, Vec<usize>>> {
+        let t0 = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            // A gather's step holds no object of rank 0 (it keeps its own), so `want` is world - 1 there.
+            let mut objs: Vec<ObjectMeta> = self.list(&format!("{step}/")).await?.into_iter().filter(|o| rank_of(&o.key).is_some()).collect();
+            if objs.len() >= want {
+                objs.sort_by_key(|o| rank_of(&o.key));
+                return Ok(Ok(objs));
+            }
+            if t0.elapsed() > self.timeout {
+                let mut missing = Self::absent(&objs, self.me.world);
+                if want < self.me.world {
+                    missing.retain(|&r| r != 0);
+                }
+                return Ok(Err(missing));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    /// Ranks whose marker is not among `objs`.
+    fn absent(objs: &[ObjectMeta], world: usize) -> Vec<usize> {
+        let seen: std::collections::HashSet<usize> = objs.iter().filter_map(|o| rank_of(&o.key)).collect();
+        (0..world).filter(|r| !seen.contains(r)).collect()
+    }
+
+    fn missing_message(&self, missing: &[usize], name: &str) -> String {
+        let shown: Vec<String> = missing.iter().take(32).map(usize::to_string).collect();
+        let more = if missing.len() > 32 { format!(" and {} more", missing.len() - 32) } else { String::new() };
+        format!(
+            "rank {}: ranks {}{more} did not reach step '{name}' within {}: one failed or was never started (see its output); raise --barrier-timeout if it is only slow",
+            self.me.rank,
+            shown.join(","),
+            humantime::format_duration(self.timeout)
+        )
+    }
+
+    /// Sleep `pause` less up to half of it (jitter, so waiting ranks do not
+    /// poll in lock-step), and return the next pause (doubled, up to [`poll_cap`]).
+    async fn pause(&self, pause: Duration) -> Duration {
+        let jitter = rand::rng().random_range(0.5..=1.0);
+        tokio::time::sleep(pause.mul_f64(jitter)).await;
+        (pause * 2).min(poll_cap(self.me.world))
+    }
+
+    /// HEAD one key: `Some` when it exists, `None` when not yet.
+    async fn poll(&self, key: &str) -> Result<Option<ObjectMeta>> {
+        self.counts.requests.fetch_add(1, Ordering::Relaxed);
+        self.counts.polls.fetch_add(1, Ordering::Relaxed);
+        match self.store.head(key).await {
+            Ok(m) => Ok(Some(m)),
+            // Rank 0 creates the bucket (when asked to) before it publishes the epoch.
+            Err(StoreError::NotFound { .. } | StoreError::NoSuchBucket { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn get(&self, meta: &ObjectMeta) -> std::result::Result<Vec<u8>, StoreError> {
+        self.counts.requests.fetch_add(1, Ordering::Relaxed);
+        self.counts.bytes.fetch_add(meta.size, Ordering::Relaxed);
+        let mut b = Buffer::host(meta.size as usize);
+        if meta.size > 0 {
+            self.store.get_into(&meta.key, None, &mut b).await?;
+        }
+        Ok(b.as_host().expect("host").to_vec())
+    }
+
+    async fn put(&self, key: &str, body: Vec<u8>) -> Result<()> {
+        self.counts.requests.fetch_add(1, Ordering::Relaxed);
+        self.counts.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+        store::put_bytes(self.store.as_ref(), key, body).await?;
+        Ok(())
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        self.counts.requests.fetch_add(1, Ordering::Relaxed);
+        let objs = self.store.list(prefix).await?;
+        self.counts.keys_listed.fetch_add(objs.len() as u64, Ordering::Relaxed);
+        Ok(objs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_name_their_rank() {
+        assert_eq!(rank_of(&marker("s3rdma-ranks/x/e/00003-done", 17)), Some(17));
+        assert_eq!(rank_of("s3rdma-ranks/x/e/00003-done/go"), None);
+    }
+
+    /// A local store in `dir` (test-only: built through the flags' one conversion).
+    fn local(dir: &std::path::Path) -> Arc<dyn ObjectStore> {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct A {
+            #[command(flatten)]
+            store: crate::cli::StoreArgs,
+        }
+        let a = A::parse_from(["t", "--root", dir.to_str().unwrap(), "--bucket", "bkt"]);
+        std::fs::create_dir_all(dir.join("bkt")).unwrap();
+        Arc::from(store::open(&a.store.config()).unwrap())
+    }
+
+    fn rank(rank: usize, world: usize) -> Rank {
+        Rank { rank, world, local_rank: rank, local_world: Some(world), launcher: "s3rdma", run_id: "t".into() }
+    }
+
+    async fn groups(store: &Arc<dyn ObjectStore>, world: usize, timeout: Duration, method: Rendezvous) -> Vec<Group> {
+        // Rank 0 first: it publishes the epoch the others join.
+        let mut out = vec![Group::join(rank(0, world), store.clone(), timeout, method).await.unwrap()];
+        for r in 1..world {
+            out.push(Group::join(rank(r, world), store.clone(), timeout, method).await.unwrap());
+        }
+        out
+    }
+
+    /// Rank 0's work at a barrier runs once, after every rank arrived and
+    /// before any leaves, and each rank knows its requests on either side; a
+    /// gather hands rank 0 every object in rank order, and the others go on
+    /// without waiting; O(1) requests per rank besides polls; cleanup leaves nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn leader_barrier_releases_after_rank_0s_work_and_gathers_in_rank_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = local(dir.path());
+        let world = 6;
+        let gs = groups(&store, world, Duration::from_secs(20), Rendezvous::Leader).await;
+        let arrived = Arc::new(AtomicU64::new(0));
+        let worked = Arc::new(AtomicBool::new(false));
+        let before: Vec<Coordination> = gs.iter().map(Group::coordination).collect();
+        let tasks: Vec<_> = gs
+            .into_iter()
+            .map(|g| {
+                let (arrived, worked) = (arrived.clone(), worked.clone());
+                tokio::spawn(async move {
+                    let me = g.me.rank;
+                    // Rank 3 arrives late: nobody may leave before it.
+                    if me == 3 {
+                        tokio::time::sleep(Duration::from_millis(150)).await;
+                    }
+                    arrived.fetch_add(1, Ordering::SeqCst);
+                    let r = g
+                        .barrier_then("open", || async {
+                            assert_eq!(arrived.load(Ordering::SeqCst), world as u64, "rank 0 worked before all arrived");
+                            worked.store(true, Ordering::SeqCst);
+                            7
+                        })
+                        .await
+                        .unwrap();
+                    assert!(worked.load(Ordering::SeqCst), "rank {me} left before rank 0's work");
+                    assert_eq!(r.root, if me == 0 { Some(7) } else { None });
+                    if me == 0 {
+                        // Its marker and at least one listing before its work; the go PUT after.
+                        assert!(r.before.requests >= 2 && r.before.keys_listed >= world as u64, "{:?}", r.before);
+                        assert_eq!((r.after.requests, r.after.polls), (1, 0), "{:?}", r.after);
+                    } else {
+                        // Its marker and its polls, on both sides (it cannot tell when the work ran).
+                        assert_eq!(r.before, r.after);
+                        assert_eq!(r.after.requests - r.after.polls, 1, "{:?}", r.after);
+                        assert!(r.after.polls >= 1, "{:?}", r.after);
+                    }
+                    let got = g.gather("figures", &serde_json::json!({"rank": me})).await.unwrap();
+                    (g, got)
+                })
+            })
+            .collect();
+        let mut done = Vec::new();
+        for t in tasks {
+            done.push(t.await.unwrap());
+        }
+        let (root, gathered) = done.remove(0);
+        let values = gathered.expect("rank 0 gathers");
+        assert_eq!(values, (0..world).map(|r| serde_json::json!({"rank": r})).collect::<Vec<_>>());
+        for (g, got) in &done {
+            assert!(got.is_none(), "rank {} got a gather", g.me.rank);
+            let c = g.coordination().since(&before[g.me.rank]);
+            // A marker, its polls of `go`, one figures PUT.
+            assert_eq!(c.requests - c.polls, 2, "rank {}: {c:?}", g.me.rank);
+            assert!(c.polls >= 1 && c.keys_listed == 0, "rank {}: {c:?}", g.me.rank);
+        }
+        let c = root.coordination().since(&before[0]);
+        // Marker, go, 5 GETs, and its listings (two steps, at least one each).
+        assert!(c.requests >= 9 && c.polls == 0, "{c:?}");
+        root.cleanup().await;
+        let left: Vec<_> = walk(dir.path());
+        assert!(left.is_empty(), "left behind: {left:?}");
+        for (g, _) in &done {
+            g.cleanup().await;
+        }
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                let inner = walk(&p);
+                if inner.is_empty() && p.file_name().unwrap() != "bkt" {
+                    out.push(p.clone());
+                }
+                out.extend(inner);
+            } else {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// A rank that never arrives: rank 0 names it, and the ranks waiting for
+    /// `go` hear it from rank 0 at once rather than after their own timeout.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_missing_rank_is_named_to_every_waiting_rank() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = local(dir.path());
+        let timeout = Duration::from_millis(400);
+        let mut gs = groups(&store, 4, timeout, Rendezvous::Leader).await;
+        let absent = gs.pop().unwrap();
+        let t0 = Instant::now();
+        let tasks: Vec<_> = gs.into_iter().map(|g| tokio::spawn(async move { (g.me.rank, g.barrier("step").await.unwrap_err().to_string()) })).collect();
+        for t in tasks {
+            let (r, e) = t.await.unwrap();
+            assert!(e.contains("ranks 3 did not reach step 'step'"), "rank {r}: {e}");
+            if r > 0 {
+                assert!(e.contains("rank 0 stopped the run"), "rank {r}: {e}");
+            }
+        }
+        assert!(t0.elapsed() < timeout * 3, "{:?}", t0.elapsed());
+        absent.cleanup().await;
+    }
+
+    /// The listing barrier (the baseline) still meets, and every rank lists.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn list_barrier_meets_and_every_rank_lists() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = local(dir.path());
+        let gs = groups(&store, 3, Duration::from_secs(20), Rendezvous::List).await;
+        let before: Vec<Coordination> = gs.iter().map(Group::coordination).collect();
+        let tasks: Vec<_> = gs
+            .into_iter()
+            .map(|g| {
+                tokio::spawn(async move {
+                    let r = g.barrier_then("b", || async { 1 }).await.unwrap();
+                    assert_eq!(r.root.is_some(), g.me.is_root());
+                    g
+                })
+            })
+            .collect();
+        let mut done = Vec::new();
+        for t in tasks {
+            done.push(t.await.unwrap());
+        }
+        for g in &done {
+            let c = g.coordination().since(&before[g.me.rank]);
+            // Two listing barriers: each rank's own listings saw all three markers at least once.
+            assert!(c.keys_listed >= 6 && c.polls == 0, "rank {}: {c:?}", g.me.rank);
+        }
+        // Only once every rank has left (as Session::finish does after its last gather).
+        for g in &done {
+            g.cleanup().await;
+        }
+    }
+
+    #[test]
+    fn poll_pause_grows_with_the_world() {
+        assert_eq!(poll_cap(2), Duration::from_millis(10));
+        assert_eq!(poll_cap(256), Duration::from_millis(64));
+        assert_eq!(poll_cap(100_000), Duration::from_millis(100));
+    }
+}

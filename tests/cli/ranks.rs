@@ -1,0 +1,85 @@
+//! Ranks: `s3rdma barrier` (the rendezvous simulation of docs/scaling.md) on
+//! the local backend and the in-process S3 server, both rendezvous; launcher
+//! detection as a user meets it (../shared/cases/launcher-stale-slurm-under-mpirun).
+
+use super::*;
+
+/// One barrier run's record (`--json`).
+fn barrier(store: &[&str], ranks: &str, rendezvous: &str, cwd: &Path) -> Value {
+    let mut args = vec!["barrier", "--ranks", ranks, "--barriers", "6", "--rendezvous", rendezvous, "--json"];
+    args.extend(store);
+    let o = s3rdma(&args, cwd);
+    assert!(o.status.success(), "{}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn barrier_costs_o1_requests_per_rank_with_a_leader_and_o_n_keys_with_listing() {
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(s.root.join("meet")).unwrap();
+    let http = ["--backend", "http", "--endpoint", &s.endpoint, "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", "meet"];
+    let local: [&str; 0] = [];
+    let n = 4u64;
+    for store in [&local[..], &http[..]] {
+        let lead = barrier(store, "4", "leader", tmp.path());
+        assert_eq!(lead["benchmark"], "barrier");
+        assert_eq!(lead["rdma_witness"]["verdict"], "not-applicable", "no data moved");
+        let r = &lead["results"];
+        assert_eq!((r["ranks"].as_u64(), r["barriers"].as_u64(), r["rendezvous"].as_str()), (Some(n), Some(6), Some("leader")));
+        let p = &r["per_rank_per_barrier"];
+        // Each rank's marker, and rank 0's go PUT and listings shared out: at
+        // least 1 + 2/N, at most the issue's bound of 4.
+        let besides = p["requests_besides_polls"].as_f64().unwrap();
+        assert!((1.0 + 2.0 / n as f64..=4.0).contains(&besides), "{p}");
+        // The three others poll `go` at least once each.
+        assert!(p["polls"].as_f64().unwrap() >= (n - 1) as f64 / n as f64, "{p}");
+        // Only rank 0 lists: under a handful of listings of N keys per barrier.
+        assert!(r["keys_listed_per_barrier"].as_f64().unwrap() < (n * n) as f64 * 4.0, "{r}");
+        assert!(r["latency"]["p99_ms"].as_f64().unwrap() > 0.0 && r["release"]["p50_ms"].as_f64().unwrap() >= 0.0, "{r}");
+        let coord = &lead["environment"]["ranks"]["coordination"];
+        assert_eq!(coord["rendezvous"], "leader");
+        assert_eq!(coord["requests_in_windows"], 0, "no windows");
+
+        let list = barrier(store, "4", "list", tmp.path());
+        let r = &list["results"];
+        assert_eq!(r["rendezvous"], "list");
+        assert_eq!(r["per_rank_per_barrier"]["polls"], 0.0);
+        // Every rank lists until it sees all N markers: at least N x N keys per barrier.
+        assert!(r["keys_listed_per_barrier"].as_f64().unwrap() >= (n * n) as f64, "{r}");
+    }
+    // Nothing of the meetings is left, on either store.
+    assert!(!tmp.path().join("s3rdma-data/s3rdma-bench/s3rdma-ranks").exists());
+    fn files_under(p: &Path) -> usize {
+        std::fs::read_dir(p).map_or(0, |rd| rd.map(|e| e.unwrap().path()).map(|p| if p.is_dir() { files_under(&p) } else { 1 }).sum())
+    }
+    assert_eq!(files_under(&s.root.join("meet/s3rdma-ranks")), 0);
+    let results = tmp.path().join("r");
+    let o = s3rdma(&["barrier", "--barriers", "0", "--results-dir", "r"], tmp.path());
+    assert_fails(&o, 2, "--barriers 0", &results);
+}
+
+/// The case's own command: a batch job's Slurm variables under mpirun. The
+/// process is rank 3 of 4 of Open MPI's run (not a lone Slurm task), and
+/// without a job id from Open MPI it says so and exits 2.
+#[test]
+fn mpirun_inside_a_slurm_job_is_open_mpi_rank_3_of_4() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("r/s3rdma-bench")).unwrap();
+    let env = [
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "1"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_JOB_ID", "81"),
+        ("OMPI_COMM_WORLD_RANK", "3"),
+        ("OMPI_COMM_WORLD_SIZE", "4"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "3"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "4"),
+    ];
+    let o = s3rdma_env(
+        &["ckpt", "--backend", "local", "--root", "r", "--sizes", "16MiB", "--methods", "flat", "--repeats", "1", "--dest", "host", "--json"],
+        tmp.path(),
+        &env,
+    );
+    assert_fails(&o, 2, "started by openmpi as rank 3 of 4", &tmp.path().join("results"));
+}
