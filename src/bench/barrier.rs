@@ -92,7 +92,8 @@ pub async fn run(args: BarrierArgs) -> Result<()> {
     if args.barriers == 0 {
         return Err(Error::Usage("--barriers 0: give at least one timed barrier".into()));
     }
-    let mem = NoMem::parse_from(["s3rdma"]).mem;
+    // Host memory: N ranks must not open N CUDA contexts to move no data.
+    let mem = NoMem::parse_from(["s3rdma", "--dest", "host"]).mem;
     let spec = SessionSpec {
         group: Some(&args.group),
         world: World::Ranks(Some(args.ranks)),
