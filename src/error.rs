@@ -46,6 +46,19 @@ pub enum StoreError {
         /// What the server or the OS said.
         detail: String,
     },
+    /// A request got no (complete) answer in time: the endpoint may well be
+    /// reachable (an earlier request may have succeeded).
+    #[error("{op} '{key}' at {location} timed out: {detail}")]
+    Timeout {
+        /// The operation (GET, PUT, HEAD, ...).
+        op: &'static str,
+        /// The object key.
+        key: String,
+        /// The endpoint URL.
+        location: String,
+        /// How long was waited, over how many attempts, and which settings bound it.
+        detail: String,
+    },
     /// Fewer bytes arrived than the server announced or the range asked for.
     #[error("short read of '{key}' from {location}: got {got} of {expected} bytes")]
     ShortBody {

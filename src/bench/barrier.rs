@@ -94,9 +94,12 @@ pub async fn run(args: BarrierArgs) -> Result<()> {
     }
     // Host memory: N ranks must not open N CUDA contexts to move no data.
     let mem = NoMem::parse_from(["s3rdma", "--dest", "host"]).mem;
+    // 8 ranks by default when this process starts them; a launcher's count otherwise.
+    let launched = crate::ranks::Rank::from_env(args.group.run_id.as_deref()).ok().flatten().is_some();
+    let ranks = if launched { args.ranks } else { Some(args.ranks.unwrap_or(8)) };
     let spec = SessionSpec {
         group: Some(&args.group),
-        world: World::Ranks(Some(args.ranks)),
+        world: World::Ranks(ranks),
         create_bucket: true,
         ..SessionSpec::new("barrier", &args.store, &args.witness, &mem, &args.output)
     };

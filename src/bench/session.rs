@@ -43,6 +43,10 @@ use crate::store::counted::Counted;
 use crate::store::{self, Backend, ObjectStore, StoreConfig, StoreStats};
 use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
 
+/// Most ranks this binary starts on one host itself (`--ranks`, `--procs`):
+/// each is a process with its own runtime; 1,024 already needs a large host.
+pub const MAX_LOCAL_RANKS: usize = 1024;
+
 /// How many processes a bench wants and what a launcher's count means to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum World {
@@ -312,6 +316,11 @@ impl Session {
                     World::Ranks(n) => n.unwrap_or(1) as usize,
                     World::AtLeast(n) => n,
                 };
+                if world > MAX_LOCAL_RANKS {
+                    return Err(Error::Usage(format!(
+                        "{world} ranks on this one host: at most {MAX_LOCAL_RANKS} are started here; run more under a launcher across hosts"
+                    )));
+                }
                 if world > 1 {
                     // Bad store, witness or GPU flags fail once, here, not once per rank.
                     Witness::new(&spec.witness.config(spec.store))?;
@@ -321,9 +330,20 @@ impl Session {
                     }
                     let id = group_args.run_id.clone().unwrap_or_else(ranks::new_run_id);
                     let run_id = id.clone();
-                    let ranks_done = tokio::task::spawn_blocking(move || ranks::spawn_local(world, &run_id))
-                        .await
-                        .map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?;
+                    let stop = Arc::new(std::sync::atomic::AtomicI32::new(0));
+                    let flag = stop.clone();
+                    let mut supervisor = tokio::task::spawn_blocking(move || ranks::spawn_local(world, &run_id, &flag));
+                    // Ctrl-C or a kill of this process stops the ranks and removes
+                    // their meeting objects (below), never leaves them behind.
+                    use tokio::signal::unix::{SignalKind, signal};
+                    let (mut int, mut term) = (signal(SignalKind::interrupt()).ok(), signal(SignalKind::terminate()).ok());
+                    let ranks_done = loop {
+                        tokio::select! {
+                            r = &mut supervisor => break r.map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?,
+                            Some(()) = async { match int.as_mut() { Some(s) => s.recv().await, None => std::future::pending().await } } => stop.store(libc::SIGINT, std::sync::atomic::Ordering::SeqCst),
+                            Some(()) = async { match term.as_mut() { Some(s) => s.recv().await, None => std::future::pending().await } } => stop.store(libc::SIGTERM, std::sync::atomic::Ordering::SeqCst),
+                        }
+                    };
                     if ranks_done.is_err() {
                         // Every rank has exited: what they left of their meeting is
                         // provably stale (a later run reusing this id would join a dead epoch).

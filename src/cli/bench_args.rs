@@ -507,9 +507,9 @@ pub struct BarrierArgs {
     #[command(flatten)]
     /// How ranks meet (`--rendezvous leader|list`).
     pub group: GroupArgs,
-    /// Ranks to start on this host (a launcher's own count wins).
-    #[arg(long, value_parser = parse_positive, default_value_t = 8)]
-    pub ranks: u32,
+    /// Ranks to start on this host (default 8; under a launcher, its own count).
+    #[arg(long, value_parser = parse_positive)]
+    pub ranks: Option<u32>,
     /// Timed barriers, back to back.
     #[arg(long, default_value_t = 20)]
     pub barriers: u32,

@@ -19,34 +19,102 @@ pub(crate) fn is_image(p: &Path) -> bool {
     p.extension().and_then(|e| e.to_str()).is_some_and(|e| matches!(e.to_ascii_lowercase().as_str(), "jpg" | "jpeg" | "png"))
 }
 
-/// Scan an ImageFolder: class = subdirectory (sorted by name, label = index),
-/// images = its .jpg/.jpeg/.png files (sorted). Returns (classes, sources).
+/// torchvision's `IMG_EXTENSIONS` (torchvision/datasets/folder.py): what
+/// `ImageFolder` takes as an image, matched on the lower-cased file name.
+const TORCHVISION_IMAGE_EXTENSIONS: &[&str] = &[".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"];
+
+/// Deepest directory nesting followed below a class directory (a guard
+/// against symlink loops, which `os.walk(followlinks=True)` would not stop).
+const MAX_DEPTH: usize = 64;
+
+/// Every file below `dir` (symlinks followed), in the order torchvision's
+/// `make_dataset` visits them: `sorted(os.walk(dir, followlinks=True))`
+/// (directories by path string), then each directory's files by name.
+fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut dirs: Vec<(PathBuf, Vec<PathBuf>)> = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    while let Some((d, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(Error::Usage(format!("--src: {} is more than {MAX_DEPTH} directories deep (a symlink loop?)", d.display())));
+        }
+        let rd = std::fs::read_dir(&d).map_err(|e| Error::Usage(format!("--src {}: {e}", d.display())))?;
+        let mut files = Vec::new();
+        for e in rd.filter_map(|e| e.ok()) {
+            let p = e.path();
+            // `metadata` follows symlinks, as os.walk(followlinks=True) and os.path.isfile do.
+            match std::fs::metadata(&p) {
+                Ok(m) if m.is_dir() => stack.push((p, depth + 1)),
+                Ok(m) if m.is_file() => files.push(p),
+                _ => {}
+            }
+        }
+        files.sort_by(|a, b| a.file_name().cmp(&b.file_name()));
+        dirs.push((d, files));
+    }
+    dirs.sort_by(|a, b| a.0.as_os_str().cmp(b.0.as_os_str()));
+    Ok(dirs.into_iter().flat_map(|(_, f)| f).collect())
+}
+
+/// Scan an ImageFolder with torchvision's rules (`ImageFolder` /
+/// `DatasetFolder.find_classes` and `make_dataset`): classes are the
+/// first-level directories (sorted by name, label = index); a class's
+/// images are every file below its directory, however deep, whose name ends
+/// in one of torchvision's image extensions, case-insensitively; files
+/// directly under the root are not samples. Returns (classes, sources).
+///
+/// Errors: [`Error::Usage`] when `root` is unreadable or has no class
+/// directory, when a class holds no image (torchvision refuses that too),
+/// when an image is in a format torchvision reads but this build does not
+/// decode (only JPEG and PNG), or when two files map to one sample key.
 pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
     let fix = "pass an ImageFolder directory: one subdirectory per class holding .jpg/.jpeg/.png files";
     let rd = std::fs::read_dir(root).map_err(|e| Error::Usage(format!("--src {}: {e}: {fix}", root.display())))?;
-    let mut classes: Vec<String> = rd.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).filter_map(|e| e.file_name().to_str().map(String::from)).collect();
+    let mut classes: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(String::from))
+        .collect();
     classes.sort();
+    if classes.is_empty() {
+        return Err(Error::Usage(format!("--src {}: no class directories: {fix}", root.display())));
+    }
     let mut out = Vec::new();
+    let mut empty = Vec::new();
     for (label, class) in classes.iter().enumerate() {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(class))
-            .map_err(|e| Error::Usage(format!("--src {}/{class}: {e}", root.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.is_file() && is_image(p))
-            .collect();
-        files.sort();
-        for path in files {
-            let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("image").replace('.', "_");
-            out.push(Source { key: format!("{class}/{stem}"), path, label: label as u32 });
+        let class_dir = root.join(class);
+        let before = out.len();
+        for path in walk_files(&class_dir)? {
+            let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+            if !TORCHVISION_IMAGE_EXTENSIONS.iter().any(|x| name.ends_with(x)) {
+                continue;
+            }
+            if !is_image(&path) {
+                return Err(Error::Usage(format!(
+                    "{}: torchvision's ImageFolder takes it as an image, but s3rdma decodes only JPEG and PNG: convert it or move it out of --src",
+                    path.display()
+                )));
+            }
+            // The path below the class directory, without its extension: unique where the stem alone is not.
+            let rel = path.strip_prefix(&class_dir).unwrap_or(&path).with_extension("");
+            let rel = rel.to_string_lossy().replace('.', "_");
+            out.push(Source { key: format!("{class}/{rel}"), path, label: label as u32 });
+        }
+        if out.len() == before {
+            empty.push(class.as_str());
         }
     }
-    if out.is_empty() {
-        return Err(Error::Usage(format!("--src {}: no images found ({} class directories): {fix}", root.display(), classes.len())));
+    if !empty.is_empty() {
+        return Err(Error::Usage(format!(
+            "--src {}: no images in class directories {} (torchvision's ImageFolder refuses empty classes too): add images or remove them",
+            root.display(),
+            empty.join(", ")
+        )));
     }
     let mut seen: std::collections::HashMap<&str, &Path> = std::collections::HashMap::new();
     for s in &out {
         if let Some(other) = seen.insert(&s.key, &s.path) {
             return Err(Error::Usage(format!(
-                "{} and {} both become sample key '{}' (keys are <class>/<stem> with dots replaced, and must be unique in a WebDataset shard): rename one",
+                "{} and {} both become sample key '{}' (keys are <class>/<path> with dots replaced, and must be unique in a WebDataset shard): rename one",
                 other.display(),
                 s.path.display(),
                 s.key
@@ -295,4 +363,61 @@ pub(crate) async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
         t0.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(root: &Path, rel: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"x").unwrap();
+    }
+
+    /// ../shared/cases/imagefolder-nested and the rest of torchvision's
+    /// rules: files below a class directory at any depth, extensions in any
+    /// case, nothing from the root itself, labels by sorted class name.
+    #[test]
+    fn image_folder_follows_torchvision() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        for f in ["c/a.jpg", "c/sub/e.jpg", "b/deep/er/x.JPEG", "b/y.PNG", "b/notes.txt", "loose.jpg"] {
+            touch(r, f);
+        }
+        let (classes, src) = scan_image_folder(r).unwrap();
+        assert_eq!(classes, ["b", "c"]);
+        let got: Vec<(String, u32)> = src.iter().map(|s| (s.key.clone(), s.label)).collect();
+        // os.walk order, sorted by directory path: b, b/deep/er; c, c/sub.
+        assert_eq!(got, [("b/y".to_string(), 0), ("b/deep/er/x".to_string(), 0), ("c/a".to_string(), 1), ("c/sub/e".to_string(), 1)]);
+
+        // The case's own tree: 2 images, both class c, label 0.
+        let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/cases/imagefolder-nested/root");
+        if case.is_dir() {
+            let (classes, src) = scan_image_folder(&case).unwrap();
+            assert_eq!((classes.len(), src.len()), (1, 2));
+            assert!(src.iter().all(|s| s.label == 0));
+        }
+    }
+
+    #[test]
+    fn image_folder_refuses_what_it_cannot_take() {
+        let d = tempfile::tempdir().unwrap();
+        touch(d.path(), "a/x.webp");
+        let e = scan_image_folder(d.path()).unwrap_err().to_string();
+        assert!(e.contains("x.webp") && e.contains("only JPEG and PNG"), "{e}");
+        let d = tempfile::tempdir().unwrap();
+        touch(d.path(), "a/x.jpg");
+        std::fs::create_dir_all(d.path().join("z")).unwrap();
+        let e = scan_image_folder(d.path()).unwrap_err().to_string();
+        assert!(e.contains("no images in class directories z"), "{e}");
+        let d = tempfile::tempdir().unwrap();
+        touch(d.path(), "only.jpg");
+        assert!(scan_image_folder(d.path()).unwrap_err().to_string().contains("no class directories"));
+        // Stems that collide stay apart by their path; a real collision is named.
+        let d = tempfile::tempdir().unwrap();
+        touch(d.path(), "a/x.jpg");
+        touch(d.path(), "a/x.png");
+        assert!(scan_image_folder(d.path()).unwrap_err().to_string().contains("both become sample key 'a/x'"));
+    }
 }

@@ -192,6 +192,11 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
         // Whole documents: the file's own truncation/padding (e.g. 128 for a sentence model) must not apply.
         tk.with_truncation(None).map_err(|e| Error::Runtime(format!("tokenizer: {e}")))?;
         tk.with_padding(None);
+        // Document text is text: a document that spells a special token
+        // (e.g. "<|endoftext|>") must not become that token, or it makes a
+        // false document boundary (../shared/cases/tokens-literal-separator).
+        // Boundaries come from the ingest alone: one separator per input file.
+        tk.set_encode_special_tokens(true);
         let sep = separator(&tk);
         let proto = TokenShard {
             sequences: 0,
@@ -221,6 +226,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
         bytes: 0,
     };
     let mut documents = 0usize;
+    let (mut spelled, mut spelled_ids) = (0u64, 0u64);
     let mut tokens_total = 0u64;
     match tk {
         None => {
@@ -252,10 +258,15 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
         }
         Some((tk, sep)) => {
             let files = collect_files(&a.input)?;
+            // The special tokens' text, to count documents that spell one (encoded as text).
+            let specials: Vec<(u32, String)> =
+                tk.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special && !t.content.is_empty()).map(|(id, t)| (id, t.content)).collect();
             let pb = bar(files.len() as u64, format!("tokenize {} file(s)", files.len()));
             // Batches of files tokenized in parallel, appended in input order.
             for batch in files.chunks(64) {
-                let encoded: Vec<Result<Vec<u32>>> = pool.install(|| {
+                // Per file: its ids, and (spells a special token, got its id from the text).
+                type Encoded = Result<(Vec<u32>, (bool, bool))>;
+                let encoded: Vec<Encoded> = pool.install(|| {
                     batch
                         .par_iter()
                         .map(|f| {
@@ -263,13 +274,18 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
                             let text = String::from_utf8(text)
                                 .map_err(|_| Error::Usage(format!("--input {} is not UTF-8 text: pass text files only", f.display())))?;
                             let enc = tk.encode(text.as_str(), false).map_err(|e| Error::Runtime(format!("tokenizing {}: {e}", f.display())))?;
-                            Ok(enc.get_ids().to_vec())
+                            let ids = enc.get_ids().to_vec();
+                            let spells = specials.iter().any(|(_, s)| text.contains(s.as_str()));
+                            let holds = spells && ids.iter().any(|i| specials.iter().any(|(id, _)| id == i));
+                            Ok((ids, (spells, holds)))
                         })
                         .collect()
                 });
-                for ids in encoded {
-                    let ids = ids?;
+                for enc in encoded {
+                    let (ids, (spells, holds)) = enc?;
                     documents += 1;
+                    spelled += spells as u64;
+                    spelled_ids += holds as u64;
                     tokens_total += ids.len() as u64 + sep.is_some() as u64;
                     packer.push(ids.into_iter().map(|i| i as i32).chain(sep.as_ref().map(|s| s.1 as i32))).await?;
                     pb.inc(1);
@@ -297,6 +313,15 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
         tokens_total,
         if a.synthetic { String::new() } else { format!(" from {documents} document(s)") }
     );
+    // Boundaries s3rdma wrote: one separator per input file. Say where the text itself spelled a special token.
+    if spelled > spelled_ids {
+        println!("note: {} document(s) spell a special token in their text; it was encoded as text, not as the token", spelled - spelled_ids);
+    }
+    if spelled_ids > 0 {
+        println!(
+            "warning: {spelled_ids} document(s) spell a special token that the tokenizer's own vocabulary maps to its id even as text: a reader that splits on that id sees extra document boundaries there (s3rdma wrote one per input file)"
+        );
+    }
     Ok(())
 }
 

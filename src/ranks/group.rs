@@ -38,6 +38,10 @@ pub const CLOCK_SLACK: Duration = Duration::from_secs(60);
 /// When this process started (Unix seconds), for the epoch freshness check.
 static PROCESS_START: std::sync::LazyLock<f64> = std::sync::LazyLock::new(crate::bench::now_unix);
 
+/// How long a rank waits at a barrier before it looks whether rank 0 has
+/// published a newer epoch (a relaunched rank 0: torchrun's restarts reuse the run id).
+const EPOCH_RECHECK: Duration = Duration::from_secs(2);
+
 /// How much longer than rank 0 the other ranks wait for `go`, so that rank
 /// 0's notice of who is missing reaches them before their own timeout.
 const FOLLOWER_GRACE: Duration = Duration::from_secs(2);
@@ -149,7 +153,9 @@ pub struct Group {
     /// This process.
     pub me: Rank,
     store: Arc<dyn ObjectStore>,
-    prefix: String,
+    /// `s3rdma-ranks/<run_id>/<epoch>`, and the epoch's creation time (Unix s);
+    /// a rank that finds a newer epoch while it waits moves to it.
+    prefix: std::sync::Mutex<(String, f64)>,
     timeout: Duration,
     method: Rendezvous,
     step: AtomicU64,
@@ -189,11 +195,12 @@ fn rank_of(key: &str) -> Option<usize> {
     key.rsplit('/').next()?.strip_prefix('r')?.parse().ok()
 }
 
-/// Longest pause between two polls of one key: grows with the world size so
-/// the polls of all waiting ranks stay near `world / pause` per second
-/// (10 ms up to 40 ranks, 100 ms from 400: 256 ranks poll about 4,000 times a second).
+/// Longest pause between two polls of one key: `world x 0.25 ms`, so all
+/// waiting ranks together poll about 4,000 times a second whatever their
+/// number, clamped to 2–100 ms (a few ranks still answer within
+/// milliseconds; from 400 ranks the cluster polls up to `world / 0.1 s`).
 fn poll_cap(world: usize) -> Duration {
-    Duration::from_micros((world as u64 * 250).clamp(10_000, 100_000))
+    Duration::from_micros((world as u64 * 250).clamp(2_000, 100_000))
 }
 
 impl Group {
@@ -207,7 +214,16 @@ impl Group {
     /// Errors: [`Error::Runtime`] when no fresh epoch appears within `timeout`; the store's errors.
     pub async fn join(me: Rank, store: Arc<dyn ObjectStore>, timeout: Duration, method: Rendezvous) -> Result<Group> {
         let base = format!("s3rdma-ranks/{}", me.run_id);
-        let mut g = Group { me, store, prefix: base.clone(), timeout, method, step: AtomicU64::new(0), counts: Counts::default(), cleaned: Default::default() };
+        let g = Group {
+            me,
+            store,
+            prefix: std::sync::Mutex::new((base.clone(), 0.0)),
+            timeout,
+            method,
+            step: AtomicU64::new(0),
+            counts: Counts::default(),
+            cleaned: Default::default(),
+        };
         if g.me.world == 1 {
             return Ok(g);
         }
@@ -216,22 +232,20 @@ impl Group {
             let removed = remove_markers(g.store.as_ref(), &g.me.run_id).await;
             g.counts.requests.fetch_add(removed, Ordering::Relaxed);
             let epoch = format!("{:x}{:08x}", now_unix_ns(), std::process::id());
-            let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": crate::bench::now_unix()})).expect("encodes");
+            let created = crate::bench::now_unix();
+            let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": created})).expect("encodes");
             g.put(&epoch_key, body).await?;
-            g.prefix = format!("{base}/{epoch}");
+            *g.prefix.lock().expect("prefix") = (format!("{base}/{epoch}"), created);
             return Ok(g);
         }
         let started = *PROCESS_START;
         let t0 = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
-            if let Some(meta) = g.poll(&epoch_key).await?
-                && let Ok(b) = g.get(&meta).await
-                && let Ok(v) = serde_json::from_slice::<Value>(&b)
-                && let (Some(epoch), Some(created)) = (v["epoch"].as_str(), v["created_unix_s"].as_f64())
+            if let Some((epoch, created)) = g.read_epoch().await?
                 && created >= started - CLOCK_SLACK.as_secs_f64()
             {
-                g.prefix = format!("{base}/{epoch}");
+                *g.prefix.lock().expect("prefix") = (format!("{base}/{epoch}"), created);
                 return Ok(g);
             }
             if t0.elapsed() > g.timeout {
@@ -244,6 +258,32 @@ impl Group {
             }
             pause = g.pause(pause).await;
         }
+    }
+
+    /// The run's current epoch (id, creation time), if `epoch.json` is there and readable.
+    async fn read_epoch(&self) -> Result<Option<(String, f64)>> {
+        let key = format!("s3rdma-ranks/{}/epoch.json", self.me.run_id);
+        let Some(meta) = self.poll(&key).await? else { return Ok(None) };
+        let Ok(b) = self.get(&meta).await else { return Ok(None) };
+        let v: Value = serde_json::from_slice(&b).unwrap_or_default();
+        Ok(match (v["epoch"].as_str(), v["created_unix_s"].as_f64()) {
+            (Some(e), Some(c)) => Some((e.to_string(), c)),
+            _ => None,
+        })
+    }
+
+    /// While waiting at step `step`: when rank 0 has published a newer epoch
+    /// than the one this rank joined (it was relaunched after this rank took
+    /// a killed run's epoch, within the clock slack), move to it and return
+    /// the step's key there; `None` when the epoch is unchanged.
+    async fn newer_epoch(&self, step: &str) -> Result<Option<String>> {
+        let Some((epoch, created)) = self.read_epoch().await? else { return Ok(None) };
+        let mut p = self.prefix.lock().expect("prefix");
+        if created <= p.1 || p.0.ends_with(&format!("/{epoch}")) {
+            return Ok(None);
+        }
+        let old = std::mem::replace(&mut *p, (format!("s3rdma-ranks/{}/{epoch}", self.me.run_id), created));
+        Ok(Some(step.replacen(&old.0, &p.0, 1)))
     }
 
     /// The rendezvous in use.
@@ -263,13 +303,18 @@ impl Group {
     }
 
     fn next(&self, name: &str) -> String {
-        format!("{}/{:05}-{name}", self.prefix, self.step.fetch_add(1, Ordering::SeqCst))
+        format!("{}/{:05}-{name}", self.prefix.lock().expect("prefix").0, self.step.fetch_add(1, Ordering::SeqCst))
     }
 
     /// Wait until every rank has arrived at this step. A lone rank returns at once.
     ///
     /// Errors: [`Error::Runtime`] naming the missing ranks after `--barrier-timeout`; the store's errors.
     pub async fn barrier(&self, name: &str) -> Result<()> {
+        if self.me.world > 1 && self.method == Rendezvous::List {
+            // One listing round: with no work of rank 0's to wait for, the
+            // second round of `barrier_then` would only double the baseline's cost.
+            return self.list_barrier(name).await;
+        }
         self.barrier_then(name, || async {}).await.map(|_| ())
     }
 
@@ -302,9 +347,9 @@ impl Group {
             let end = self.coordination();
             return Ok(Released { root, before: work_start.since(&entry), after: end.since(&work_end) });
         }
-        let step = self.next(name);
+        let mut step = self.next(name);
         self.put(&marker(&step, self.me.rank), Vec::new()).await?;
-        let go = format!("{step}/go");
+        let mut go = format!("{step}/go");
         if self.me.is_root() {
             if let Err(missing) = self.wait_markers(&step, self.me.world).await? {
                 let msg = self.missing_message(&missing, name);
@@ -321,7 +366,16 @@ impl Group {
         }
         let t0 = Instant::now();
         let mut pause = Duration::from_millis(1);
+        let mut checked = Instant::now();
         loop {
+            if checked.elapsed() > EPOCH_RECHECK {
+                checked = Instant::now();
+                if let Some(moved) = self.newer_epoch(&step).await? {
+                    step = moved;
+                    go = format!("{step}/go");
+                    self.put(&marker(&step, self.me.rank), Vec::new()).await?;
+                }
+            }
             if let Some(meta) = self.poll(&go).await? {
                 if meta.size == 0 {
                     let all = self.coordination().since(&entry);
@@ -431,6 +485,13 @@ impl Group {
     }
 
     fn missing_message(&self, missing: &[usize], name: &str) -> String {
+        if missing.contains(&self.me.rank) {
+            // Our own marker gone: someone else's rank 0 cleared this run's objects.
+            return format!(
+                "rank {}: this rank's own marker for step '{name}' is gone: another run with the same run id '{}' replaced this run's meeting objects (two runs started with one --run-id or job id, or a relaunch while this rank still waited): give each run its own --run-id",
+                self.me.rank, self.me.run_id
+            );
+        }
         let shown: Vec<String> = missing.iter().take(32).map(usize::to_string).collect();
         let more = if missing.len() > 32 { format!(" and {} more", missing.len() - 32) } else { String::new() };
         format!(
@@ -635,6 +696,30 @@ mod tests {
         absent.cleanup().await;
     }
 
+    /// torchrun's restart: a killed run left its epoch; a rank of the new run
+    /// takes it (it is within the clock slack) before the new rank 0
+    /// publishes a fresh one. The waiting rank moves to the new epoch and
+    /// the barrier completes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_rank_that_took_a_killed_runs_epoch_moves_to_the_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = local(dir.path());
+        let stale = serde_json::json!({"epoch": "dead0001", "created_unix_s": crate::bench::now_unix() - 1.0});
+        store::put_bytes(store.as_ref(), "s3rdma-ranks/t/epoch.json", serde_json::to_vec(&stale).unwrap()).await.unwrap();
+        let follower = Group::join(rank(1, 2), store.clone(), Duration::from_secs(20), Rendezvous::Leader).await.unwrap();
+        assert!(follower.prefix.lock().unwrap().0.ends_with("/dead0001"));
+        let waiting = tokio::spawn(async move { follower.barrier("after-restart").await.map(|()| follower) });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let root = Group::join(rank(0, 2), store.clone(), Duration::from_secs(20), Rendezvous::Leader).await.unwrap();
+        let t0 = Instant::now();
+        root.barrier("after-restart").await.unwrap();
+        let follower = waiting.await.unwrap().unwrap();
+        assert!(t0.elapsed() < EPOCH_RECHECK * 3, "{:?}", t0.elapsed());
+        assert_eq!(follower.prefix.lock().unwrap().0, root.prefix.lock().unwrap().0);
+        root.cleanup().await;
+        follower.cleanup().await;
+    }
+
     /// The listing barrier (the baseline) still meets, and every rank lists.
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn list_barrier_meets_and_every_rank_lists() {
@@ -669,7 +754,8 @@ mod tests {
 
     #[test]
     fn poll_pause_grows_with_the_world() {
-        assert_eq!(poll_cap(2), Duration::from_millis(10));
+        assert_eq!(poll_cap(2), Duration::from_millis(2));
+        assert_eq!(poll_cap(40), Duration::from_millis(10));
         assert_eq!(poll_cap(256), Duration::from_millis(64));
         assert_eq!(poll_cap(100_000), Duration::from_millis(100));
     }

@@ -152,7 +152,9 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>) -> 
             return Err(Error::Usage(format!("local rank {local_rank} is outside the {lw} ranks its launcher ({launcher}) puts on this host")));
         }
         // torchrun's default rendezvous id is "none": shared by every job, so not an id.
-        let ids: Vec<String> = l.job.iter().filter_map(|k| get(k)).filter(|v| !v.is_empty() && v != "none").collect();
+        // A launcher's id may hold characters a key segment must not (Open MPI 5's
+        // PMIX_NAMESPACE is "prterun-<host>-<pid>@1"): those become '-'.
+        let ids: Vec<String> = l.job.iter().filter_map(|k| get(k)).filter(|v| !v.is_empty() && v != "none").map(|v| key_safe(&v)).collect();
         let run_id = match (run_id, ids.is_empty()) {
             (Some(id), _) => id.to_string(),
             (None, false) => ids.join("."),
@@ -217,7 +219,11 @@ pub fn warn_partial_launcher_env() {
     for (r, w) in [("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")] {
         let (hr, hw) = (std::env::var_os(r).is_some(), std::env::var_os(w).is_some());
         if hr != hw {
-            eprintln!("warning: {} is set but {} is not: running as a single process", if hr { r } else { w }, if hr { w } else { r });
+            eprintln!(
+                "warning: {} is set but {} is not: not taken as a launcher's rank (this process runs alone, or starts its own ranks with --ranks/--procs)",
+                if hr { r } else { w },
+                if hr { w } else { r }
+            );
         }
     }
 }
@@ -243,6 +249,16 @@ pub fn gpu_for(me: &Rank, dest: crate::mem::Dest, device: usize) -> usize {
     }
 }
 
+/// A launcher's job id as a run id: characters other than letters, digits,
+/// '.', '_' and '-' become '-', a leading '.' too, and it is cut to 100.
+fn key_safe(v: &str) -> String {
+    let mut s: String = v.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' }).take(100).collect();
+    if s.starts_with('.') {
+        s.replace_range(0..1, "-");
+    }
+    s
+}
+
 /// Run ids become key segments: letters, digits, '.', '_' and '-', 1-100 long.
 pub fn check_run_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 100 || !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) || id.starts_with('.') {
@@ -262,9 +278,12 @@ pub fn new_run_id() -> String {
 /// error names it and carries its exit code (its own message is on stderr
 /// above, prefixed by nothing: each rank writes its own lines).
 ///
+/// `stop` is the signal number (SIGINT, SIGTERM) once one arrived: the ranks
+/// are killed and the error carries 128 + it as the exit code.
+///
 /// Errors: [`Error::Runtime`] when a child cannot start; [`Error::RankFailed`]
-/// with the failed rank's exit code.
-pub fn spawn_local(world: usize, run_id: &str) -> Result<()> {
+/// with the failed rank's exit code, or 128 + the signal.
+pub fn spawn_local(world: usize, run_id: &str, stop: &std::sync::atomic::AtomicI32) -> Result<()> {
     let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this executable to start ranks: {e}")))?;
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let mut children: Vec<(usize, Child)> = Vec::with_capacity(world);
@@ -294,6 +313,12 @@ pub fn spawn_local(world: usize, run_id: &str) -> Result<()> {
         }
     }
     while !children.is_empty() {
+        let signal = stop.load(std::sync::atomic::Ordering::SeqCst);
+        if signal != 0 {
+            kill_all(&mut children);
+            let name = if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" };
+            return Err(Error::RankFailed { code: 128 + signal, msg: format!("interrupted ({name}): the {world} ranks were stopped") });
+        }
         let mut i = 0;
         while i < children.len() {
             match children[i].1.try_wait() {
@@ -353,6 +378,12 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((s.rank, s.world, s.launcher, s.run_id.as_str()), (5, 16, "slurm", "99.0"));
+        // Open MPI 5's namespace holds '@': made key-safe, not refused.
+        let o5 =
+            from_vars(vars(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2"), ("PMIX_NAMESPACE", "prterun-host-123@1")]), None).unwrap().unwrap();
+        assert_eq!(o5.run_id, "prterun-host-123-1");
+        let s = from_vars(vars(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", "2"), ("SLURM_JOB_ID", ".bad/id")]), None).unwrap().unwrap();
+        assert_eq!(s.run_id, "-bad-id");
         let o = from_vars(vars(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]), Some("mine")).unwrap().unwrap();
         assert_eq!((o.rank, o.local_rank, o.launcher, o.run_id.as_str()), (1, 1, "openmpi", "mine"));
     }

@@ -27,6 +27,40 @@ const IO_BLOCK: usize = 16 << 20;
 /// Marker in temporary file names; `list` skips such files.
 const TMP_MARK: &str = ".s3rdma-tmp-";
 
+/// This host's name as temporary names carry it (no '-' or '/': the name is
+/// split at '-' to find the pid).
+fn this_host() -> String {
+    static HOST: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let h = sysinfo::System::host_name().unwrap_or_default();
+        let h: String = h.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '.' || *c == '_').collect();
+        if h.is_empty() { "host".into() } else { h }
+    });
+    HOST.clone()
+}
+
+/// Remove, once per directory per process, the temporaries of writes that
+/// were killed mid-way: a `<name>.s3rdma-tmp-<host>-<pid>-<n>` file whose
+/// writer ran on this host and is no longer alive (no `/proc/<pid>`) is
+/// provably stale; anything else (another host's, a live writer's, an older
+/// name without a host) is left alone.
+fn sweep_stale_temporaries(dir: &Path) {
+    static SWEPT: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<PathBuf>>> = std::sync::LazyLock::new(Default::default);
+    if !SWEPT.lock().map(|mut s| s.insert(dir.to_path_buf())).unwrap_or(false) {
+        return;
+    }
+    let Ok(rd) = fs::read_dir(dir) else { return };
+    let host = this_host();
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((_, tail)) = name.split_once(TMP_MARK) else { continue };
+        let mut parts = tail.split('-');
+        let (Some(h), Some(pid)) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok())) else { continue };
+        if h == host && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = fs::remove_file(e.path());
+        }
+    }
+}
+
 /// A bucket directory on a local filesystem.
 #[derive(Debug)]
 pub struct LocalStore {
@@ -147,7 +181,8 @@ impl LocalStore {
         // Unique per process (pid) and per call (counter): no two writers share a temp file.
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let tmp = parent.join(format!(".{name}{TMP_MARK}{}-{seq}", std::process::id()));
+        sweep_stale_temporaries(parent);
+        let tmp = parent.join(format!(".{name}{TMP_MARK}{}-{}-{seq}", this_host(), std::process::id()));
         let result = (|| {
             // A concurrent delete may remove the (then empty) directory
             // between create_dir_all and here: make it again.
@@ -289,5 +324,36 @@ impl ObjectStore for LocalStore {
             dir = d.parent();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed save's temporary is removed by the next write into its
+    /// directory when its writer was on this host and is gone; another
+    /// host's, a live writer's and an old-style name stay.
+    #[test]
+    fn stale_temporaries_of_dead_writers_here_are_swept_and_nothing_else() {
+        let d = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let dir = d.path().join("bkt/ckpt");
+        fs::create_dir_all(&dir).unwrap();
+        let host = this_host();
+        let names = [
+            format!(".c0{TMP_MARK}{host}-{dead}-0"),
+            format!(".c1{TMP_MARK}otherhost-{dead}-0"),
+            format!(".c2{TMP_MARK}{host}-{}-0", std::process::id()),
+            format!(".c3{TMP_MARK}{dead}-0"),
+        ];
+        for n in &names {
+            fs::write(dir.join(n), b"partial").unwrap();
+        }
+        sweep_stale_temporaries(&dir);
+        let left: std::collections::BTreeSet<String> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(left, names[1..].iter().cloned().collect(), "only the dead local writer's temporary goes");
     }
 }

@@ -43,6 +43,8 @@ fn ingest_tokens_matches_the_tokenizer_on_real_text() {
     let mut tk = tokenizers::Tokenizer::from_file(&tok).unwrap();
     tk.with_truncation(None).unwrap();
     tk.with_padding(None);
+    // Special tokens spelled in the text are text (docs/02 spells "[SEP]").
+    tk.set_encode_special_tokens(true);
     let sep = tk.token_to_id("[SEP]").unwrap() as i32;
     let mut expected: Vec<i32> = Vec::new();
     for f in &files {
@@ -64,6 +66,29 @@ fn ingest_tokens_matches_the_tokenizer_on_real_text() {
     assert_eq!(sides[0]["separator"], "[SEP]");
     assert_eq!(sides[0]["dtype"], "int32");
     assert!(out.contains(&format!("{} tokens from {} document(s)", expected.len(), files.len())), "{out}");
+    // Document boundaries come from the ingest alone: one [SEP] per file, though
+    // docs/02 spells "[SEP]" in its text (../shared/cases/tokens-literal-separator).
+    assert_eq!(expected.iter().filter(|&&i| i == sep).count(), files.len());
+    assert!(out.contains("note: 1 document(s) spell a special token in their text; it was encoded as text"), "{out}");
+}
+
+/// ../shared/cases/tokens-literal-separator with its own tokenizer, whose
+/// word-level vocabulary maps the text "<|endoftext|>" to the separator's id
+/// even as text: the ids cannot avoid it, so the run says so.
+#[test]
+fn a_document_spelling_the_separator_is_reported() {
+    let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tokens-literal-separator");
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("store");
+    let (tok, d1, d2) = (case.join("tok.json"), case.join("in/d1.txt"), case.join("in/d2.txt"));
+    let mut args = vec!["ingest", "tokens", "--tokenizer", tok.to_str().unwrap(), "--input", d1.to_str().unwrap(), d2.to_str().unwrap()];
+    args.extend(["--seq-len", "1", "--prefix", "t/train"]);
+    args.extend(local_args(root.to_str().unwrap()));
+    let out = ok(&s3rdma(&args, tmp.path()));
+    let (ids, _) = read_token_shards(&root.join("data/t"), "train");
+    // "a <|endoftext|> b", separator, "c", separator.
+    assert_eq!(ids, [1, 4, 2, 4, 3, 4]);
+    assert!(out.contains("warning: 1 document(s) spell a special token that the tokenizer's own vocabulary maps to its id"), "{out}");
 }
 
 #[test]
@@ -336,7 +361,7 @@ fn ingest_tokens_and_train_refuse_bad_input() {
     assert_fails(&run_ingest(&["ingest", "tokens", "--tokenizer", "bad.json", "--input", "."]), 2, "cannot load a Hugging Face tokenizer.json", &res);
     assert_fails(&run_ingest(&["ingest", "tokens", "--synthetic", "--total-bytes", "1KiB", "--seq-len", "4096"]), 2, "holds no whole sequence", &res);
     std::fs::create_dir_all(tmp.path().join("empty/cls")).unwrap();
-    assert_fails(&run_ingest(&["ingest", "raw", "--src", "empty"]), 2, "no images found", &res);
+    assert_fails(&run_ingest(&["ingest", "raw", "--src", "empty"]), 2, "no images in class directories cls", &res);
     std::fs::write(tmp.path().join("empty/cls/broken.jpg"), b"\xFF\xD8\xFFnot really").unwrap();
     assert_fails(&run_ingest(&["ingest", "jpeg", "--src", "empty"]), 2, "broken.jpg is a truncated JPEG", &res);
     assert_fails(&run_ingest(&["ingest", "raw", "--synthetic", "4", "--synthetic-size", "0x5"]), 2, "width and height", &res);

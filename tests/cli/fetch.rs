@@ -125,6 +125,31 @@ fn unreachable_endpoint_fails_cleanly() {
     assert!(stderr(&o).contains(&ep) && stderr(&o).contains("--endpoint"));
 }
 
+/// A server that accepts connections and never answers: the error names the
+/// operation, the bucket or key, how long was waited and the flags that bound
+/// it, never "cannot reach" (issue 21, item 3).
+#[test]
+fn a_server_that_never_answers_is_a_timeout_naming_operation_and_flags() {
+    let tmp = tempfile::tempdir().unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let ep = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c); // accepted, read by nobody, answered never
+        }
+    });
+    let mut args = http_args(&ep, "silent-bucket");
+    args.extend(["--attempts", "1", "--read-timeout", "300ms"]);
+    let t0 = std::time::Instant::now();
+    let o = s3rdma(&args, tmp.path());
+    assert_fails(&o, 1, "timed out", &tmp.path().join("results"));
+    let err = stderr(&o);
+    assert!(!err.contains("cannot reach"), "{err}");
+    assert!(err.contains("'silent-bucket'") && err.contains("300ms (--read-timeout)") && err.contains("1 attempt(s) (--attempts)"), "{err}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(20), "{:?}", t0.elapsed());
+}
+
 #[test]
 fn missing_bucket_without_prepare_fails_cleanly() {
     let s = common::server();

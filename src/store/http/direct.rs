@@ -19,6 +19,7 @@
 //! `aws-sigv4` crate's, header parsing `httparse`'s (both already under the SDK).
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::Credentials;
@@ -51,6 +52,8 @@ pub enum DirectError {
         code: String,
         /// The S3 error message.
         message: String,
+        /// The server's `Retry-After` (delta-seconds or an HTTP date, RFC 9110 §10.2.3), as a wait from now.
+        retry_after: Option<Duration>,
     },
     /// Connect, read or write failed, or timed out.
     Io(String),
@@ -66,7 +69,7 @@ pub enum DirectError {
 impl std::fmt::Display for DirectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DirectError::Status { status, code, message } => write!(f, "HTTP {status} {code}: {message}"),
+            DirectError::Status { status, code, message, .. } => write!(f, "HTTP {status} {code}: {message}"),
             DirectError::Io(e) | DirectError::Timeout(e) | DirectError::Closed(e) | DirectError::Protocol(e) => f.write_str(e),
         }
     }
@@ -103,6 +106,68 @@ pub struct DirectGet {
     connect_timeout: Duration,
     read_timeout: Duration,
     attempts: u32,
+    /// Retries made, by cause (the store's `get_retries_*` counters).
+    pub retries: Retries,
+}
+
+/// Longest `Retry-After` this client honours: a server asking for more is an
+/// error naming the wait, never a silent minutes-long stall.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// Retried attempts of the direct GET, by cause. Retries are counted here,
+/// never in a throughput figure: the bytes of a failed attempt are discarded.
+#[derive(Debug, Default)]
+pub struct Retries {
+    /// 5xx answers (503 SlowDown, 500 InternalError).
+    pub server: AtomicU64,
+    /// Connections that could not be made.
+    pub connect: AtomicU64,
+    /// Response heads that did not arrive within `--read-timeout`.
+    pub timeout: AtomicU64,
+    /// Connections reset or broken mid-request.
+    pub io: AtomicU64,
+}
+
+impl Retries {
+    /// `(counter name, value)` pairs for the store's counters.
+    pub fn counters(&self) -> [(&'static str, u64); 4] {
+        [
+            ("get_retries_5xx", self.server.load(Ordering::Relaxed)),
+            ("get_retries_connect", self.connect.load(Ordering::Relaxed)),
+            ("get_retries_timeout", self.timeout.load(Ordering::Relaxed)),
+            ("get_retries_io", self.io.load(Ordering::Relaxed)),
+        ]
+    }
+}
+
+/// `Retry-After` as a wait from now: delta-seconds, or an HTTP date (a date
+/// in the past is no wait); `None` when it is neither (RFC 9110 §10.2.3).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    // httpdate: the RFC 9110 date formats, a well-kept crate already under hyper.
+    let when = httpdate::parse_http_date(v).ok()?;
+    Some(when.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
+}
+
+/// The wait before retry number `tries` (1-based): 50 ms doubling per retry
+/// up to 3.2 s, jittered to 50–100 %; at least `server_says` (Retry-After)
+/// plus up to 10 % of it, when the server said.
+async fn backoff(tries: u32, server_says: Option<Duration>) {
+    use rand::Rng;
+    // The thread-local generator is not Send: draw both numbers before the await.
+    let (j_own, j_server) = {
+        let mut rng = rand::rng();
+        (rng.random_range(0.5..=1.0), rng.random_range(0.0..=0.1))
+    };
+    let own = Duration::from_millis(50 << (tries - 1).min(6)).mul_f64(j_own);
+    let wait = match server_says {
+        Some(w) => own.max(w + w.mul_f64(j_server)),
+        None => own,
+    };
+    tokio::time::sleep(wait).await;
 }
 
 impl std::fmt::Debug for DirectGet {
@@ -142,6 +207,7 @@ impl DirectGet {
             connect_timeout,
             read_timeout,
             attempts: attempts.max(1),
+            retries: Retries::default(),
         })
     }
 
@@ -192,14 +258,19 @@ impl DirectGet {
     /// A pooled connection the server has closed meanwhile is replaced without
     /// counting as an attempt; connect and socket failures, head timeouts
     /// (`--read-timeout` for the whole head) and 5xx answers are retried up to
-    /// `attempts` tries with 50 ms, 100 ms, ... between them.
+    /// `attempts` tries, each signed afresh (its own `x-amz-date`), after
+    /// 50 ms, 100 ms, ... (each 50–100 % of that, jittered) or, when the
+    /// server sends `Retry-After`, at least that long plus up to 10 % more.
+    /// Retries are counted in [`DirectGet::retries`].
     ///
     /// Errors: [`DirectError::Status`] for any non-2xx answer (416 included:
-    /// the caller decides what an empty object means).
+    /// the caller decides what an empty object means), also when the server
+    /// asks to wait beyond [`MAX_RETRY_AFTER`].
     pub async fn send(&self, bucket: &str, key: &str, first: u64, last: u64) -> Result<Response, DirectError> {
-        let req = self.request(bucket, key, first, last)?;
         let mut tries = 0;
         loop {
+            // Signed per attempt: a retried request carries a fresh date and signature.
+            let req = self.request(bucket, key, first, last)?;
             let pooled = self.take_idle();
             let reused = pooled.is_some();
             let conn = match pooled {
@@ -211,7 +282,8 @@ impl DirectGet {
                         if tries >= self.attempts {
                             return Err(e);
                         }
-                        tokio::time::sleep(Duration::from_millis(50 << (tries - 1).min(6))).await;
+                        self.retries.connect.fetch_add(1, Ordering::Relaxed);
+                        backoff(tries, None).await;
                         continue;
                     }
                 },
@@ -220,10 +292,20 @@ impl DirectGet {
                 Err(DirectError::Closed(_)) if reused => continue, // the server closed it while idle
                 Err(e @ DirectError::Status { status: 500..=599, .. }) | Err(e @ (DirectError::Io(_) | DirectError::Timeout(_) | DirectError::Closed(_))) => {
                     tries += 1;
-                    if tries >= self.attempts {
+                    let asked = match &e {
+                        DirectError::Status { retry_after, .. } => *retry_after,
+                        _ => None,
+                    };
+                    if tries >= self.attempts || asked.is_some_and(|w| w > MAX_RETRY_AFTER) {
                         return Err(e);
                     }
-                    tokio::time::sleep(Duration::from_millis(50 << (tries - 1).min(6))).await;
+                    let counter = match &e {
+                        DirectError::Status { .. } => &self.retries.server,
+                        DirectError::Timeout(_) => &self.retries.timeout,
+                        _ => &self.retries.io,
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    backoff(tries, asked).await;
                 }
                 other => return other,
             }
@@ -304,6 +386,7 @@ impl DirectGet {
                 }
             };
             let content_range = header("content-range").map(str::to_string);
+            let retry_after = header("retry-after").and_then(parse_retry_after);
             let total = content_range.as_deref().and_then(|v| v.rsplit('/').next()?.trim().parse().ok());
             let keep_alive = resp.version == Some(1) && !header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
             let early = buf[head_len..filled].to_vec();
@@ -331,6 +414,7 @@ impl DirectGet {
                     status,
                     code: xml_field(&text, "Code").unwrap_or_default(),
                     message: xml_field(&text, "Message").unwrap_or_else(|| "no message".into()),
+                    retry_after,
                 });
             }
             if chunked {

@@ -128,7 +128,7 @@ async fn bad_answers_are_named() {
     let not_found = format!("HTTP/1.1 404 Not Found\r\nContent-Length: {}\r\n\r\n{xml}", xml.len()).into_bytes();
     let (port, _) = scripted(move |_, _| (not_found.clone(), false)).await;
     match get(&client(port, 3), 10).await {
-        Err(DirectError::Status { status: 404, code, message }) => assert_eq!((code.as_str(), message.as_str()), ("NoSuchKey", "gone")),
+        Err(DirectError::Status { status: 404, code, message, .. }) => assert_eq!((code.as_str(), message.as_str()), ("NoSuchKey", "gone")),
         other => panic!("{:?}", other.map(|v| v.len())),
     }
 }
@@ -247,4 +247,73 @@ fn error_fields() {
     assert_eq!(xml_field(x, "Code").as_deref(), Some("NoSuchKey"));
     assert_eq!(xml_field(x, "Message").as_deref(), Some("The key does not exist"));
     assert_eq!(xml_field("<html>nope</html>", "Code"), None);
+}
+
+/// ../shared/cases/retry-slowdown: `503 SlowDown` with `Retry-After: 1`
+/// twice, then the data. Each retry waits at least the second the server
+/// asked for, carries its own `x-amz-date` and signature, and is counted.
+#[tokio::test]
+async fn retries_wait_for_retry_after_and_are_signed_afresh() {
+    use std::sync::{Arc, Mutex};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads: Arc<Mutex<Vec<(std::time::Instant, String)>>> = Arc::default();
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut head = Vec::new();
+            let mut b = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                if sock.read(&mut b).await.unwrap_or(0) == 0 {
+                    break;
+                }
+                head.push(b[0]);
+            }
+            let n = {
+                let mut h = seen.lock().unwrap();
+                h.push((std::time::Instant::now(), String::from_utf8_lossy(&head).into_owned()));
+                h.len()
+            };
+            let answer = if n <= 2 {
+                b"HTTP/1.1 503 Slow Down\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
+            } else {
+                partial(b"abc", 1000)
+            };
+            let _ = sock.write_all(&answer).await;
+        }
+    });
+    let d = client(port, 3);
+    assert_eq!(get(&d, 3).await.unwrap(), b"abc");
+    let h = heads.lock().unwrap().clone();
+    assert_eq!(h.len(), 3);
+    for w in h.windows(2) {
+        let gap = w[1].0 - w[0].0;
+        assert!(gap >= Duration::from_millis(1000) && gap < Duration::from_millis(1500), "waited {gap:?}, asked 1 s");
+    }
+    let header = |head: &str, name: &str| head.lines().find(|l| l.to_ascii_lowercase().starts_with(name)).map(str::to_string);
+    let sigs: Vec<_> = h.iter().map(|(_, head)| (header(head, "x-amz-date:"), header(head, "authorization:"))).collect();
+    assert!(sigs[0].0.is_some() && sigs[0].1.is_some());
+    assert_ne!(sigs[0], sigs[1], "a retry is signed afresh");
+    assert_ne!(sigs[1], sigs[2]);
+    assert_eq!(d.retries.counters()[0], ("get_retries_5xx", 2));
+    // A server asking for more than MAX_RETRY_AFTER: the error, at once, not a stall.
+    let (port, _) = scripted(|_, _| (b"HTTP/1.1 503 Slow Down\r\nRetry-After: 120\r\nContent-Length: 0\r\n\r\n".to_vec(), false)).await;
+    let d = client(port, 3);
+    let t0 = std::time::Instant::now();
+    match get(&d, 3).await {
+        Err(DirectError::Status { status: 503, retry_after: Some(w), .. }) => assert_eq!(w, Duration::from_secs(120)),
+        other => panic!("{:?}", other.map(|v| v.len())),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn retry_after_is_seconds_or_an_http_date() {
+    assert_eq!(parse_retry_after(" 2 "), Some(Duration::from_secs(2)));
+    assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO), "a date in the past: no wait");
+    let later = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(5));
+    let w = parse_retry_after(&later).unwrap();
+    assert!(w > Duration::from_secs(3) && w <= Duration::from_secs(5), "{w:?}");
+    assert_eq!(parse_retry_after("soon"), None);
+    assert_eq!(parse_retry_after("-1"), None);
 }

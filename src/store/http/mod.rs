@@ -51,6 +51,8 @@ pub struct HttpStore {
     part_concurrency: usize,
     checksums: ChecksumMode,
     attempts: u32,
+    connect_timeout: std::time::Duration,
+    read_timeout: std::time::Duration,
     /// The ranged-GET path when it is `direct` (`--http-get`); `None`: the SDK.
     direct: Option<DirectGet>,
 }
@@ -111,6 +113,8 @@ impl HttpStore {
             part_concurrency: args.part_concurrency as usize,
             checksums: args.response_checksums,
             attempts: args.attempts,
+            connect_timeout: args.connect_timeout,
+            read_timeout: args.read_timeout,
             direct,
         })
     }
@@ -122,9 +126,26 @@ impl HttpStore {
     {
         let location = self.endpoint.clone();
         match &err {
-            SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => StoreError::Unreachable { location, detail: root_cause(&err) },
+            SdkError::TimeoutError(_) => self.timed_out(op, key),
+            SdkError::DispatchFailure(d) if d.is_timeout() => self.timed_out(op, key),
+            SdkError::DispatchFailure(_) => StoreError::Unreachable { location, detail: root_cause(&err) },
             SdkError::ServiceError(ctx) => self.map_status(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), ctx.err().message()),
             _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err) },
+        }
+    }
+
+    /// A request that got no answer in time: which one, how long, which settings.
+    fn timed_out(&self, op: &'static str, key: &str) -> StoreError {
+        StoreError::Timeout {
+            op,
+            key: key.into(),
+            location: self.endpoint.clone(),
+            detail: format!(
+                "no connection within {} (--connect-timeout) or no response within {} (--read-timeout), {} attempt(s) (--attempts)",
+                humantime::format_duration(self.connect_timeout),
+                humantime::format_duration(self.read_timeout),
+                self.attempts
+            ),
         }
     }
 
@@ -166,11 +187,15 @@ impl HttpStore {
     /// Map a direct-path error (see [`DirectError`]).
     fn map_direct(&self, key: &str, e: DirectError) -> StoreError {
         match e {
-            DirectError::Status { status, code, message } => self.map_status("GET", key, status, &code, Some(&message)),
+            DirectError::Status { status, code, message, .. } => self.map_status("GET", key, status, &code, Some(&message)),
             DirectError::Io(detail) | DirectError::Closed(detail) => StoreError::Unreachable { location: self.endpoint.clone(), detail },
-            DirectError::Protocol(detail) | DirectError::Timeout(detail) => {
-                StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail }
-            }
+            DirectError::Timeout(detail) => StoreError::Timeout {
+                op: "GET",
+                key: key.into(),
+                location: self.endpoint.clone(),
+                detail: format!("{detail}, {} attempt(s) (--attempts)", self.attempts),
+            },
+            DirectError::Protocol(detail) => StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail },
         }
     }
 
@@ -322,6 +347,8 @@ impl HttpStore {
         let upload =
             self.client.create_multipart_upload().bucket(&self.bucket).key(key).send().await.map_err(|e| self.map_err("CreateMultipartUpload", key, e))?;
         let upload_id = upload.upload_id().unwrap_or_default().to_string();
+        let mut pending =
+            PendingUpload { client: self.client.clone(), bucket: self.bucket.clone(), key: key.to_string(), upload_id: upload_id.clone(), done: false };
         // Futures are built first and then driven by buffer_unordered: a closure
         // inside the stream combinator trips rustc's higher-ranked Send check.
         let uploads: Vec<_> = data.chunks(part).enumerate().map(|(i, chunk)| self.upload_part(key, &upload_id, i as i32 + 1, chunk)).collect();
@@ -330,6 +357,7 @@ impl HttpStore {
             Ok(p) => p,
             Err(e) => {
                 let _ = self.client.abort_multipart_upload().bucket(&self.bucket).key(key).upload_id(&upload_id).send().await;
+                pending.done = true;
                 return Err(e);
             }
         };
@@ -343,6 +371,7 @@ impl HttpStore {
             .send()
             .await
             .map_err(|e| self.map_err("CompleteMultipartUpload", key, e))?;
+        pending.done = true;
         Ok(())
     }
 }
@@ -383,10 +412,42 @@ fn total_from_content_range(h: &str) -> Option<u64> {
     h.rsplit('/').next()?.trim().parse().ok()
 }
 
+/// A multipart upload not yet completed. Dropped unfinished (its PUT's
+/// future cancelled mid-way: a fail-fast fan-out stopped it), it aborts the
+/// upload in the background, best effort, so the server does not keep its
+/// parts; the error path aborts it in line.
+struct PendingUpload {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+    key: String,
+    upload_id: String,
+    done: bool,
+}
+
+impl Drop for PendingUpload {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            let (c, b, k, u) = (self.client.clone(), std::mem::take(&mut self.bucket), std::mem::take(&mut self.key), std::mem::take(&mut self.upload_id));
+            h.spawn(async move {
+                let _ = c.abort_multipart_upload().bucket(b).key(k).upload_id(u).send().await;
+            });
+        }
+    }
+}
+
 #[async_trait]
 impl ObjectStore for HttpStore {
     fn backend(&self) -> Backend {
         Backend::Http
+    }
+    /// The direct GET path's retries by cause (`get_retries_5xx`, `_connect`,
+    /// `_timeout`, `_io`); the SDK path's own retries are not visible here.
+    fn stats(&self) -> crate::store::StoreStats {
+        let pairs = self.direct.as_ref().map(|d| d.retries.counters().to_vec()).unwrap_or_default();
+        crate::store::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
     }
     fn bucket(&self) -> &str {
         &self.bucket
