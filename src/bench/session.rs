@@ -227,58 +227,6 @@ pub fn window_payload(total: &StoreStats, dir: Direction, bench_bytes: u64) -> P
     }
 }
 
-/// The exit decision of a finished run, the one place in `src/` that makes
-/// it (README "Exit codes"): the bench's own failure first (a data mismatch
-/// is 4, a failed step 1), then `--require-rdma` with any verdict but
-/// rdma-verified (3), else 0.
-pub fn exit_status(failure: Option<Error>, require_rdma: bool, verdict: Verdict, reason: &str) -> Result<()> {
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    if require_rdma && verdict != Verdict::RdmaVerified {
-        return Err(Error::WitnessFailed(format!("RDMA not proven (--require-rdma): witness verdict {} for {reason}", verdict.as_str())));
-    }
-    Ok(())
-}
-
-/// The end of every run that leaves a record: print the terminal table
-/// (`print`), or the record as JSON with `--json`; then write the record
-/// (if that fails, say why and print the record's JSON to stderr, so the
-/// measurement is not lost); the exit code is [`exit_status`]'s.
-///
-/// Errors: as [`exit_status`]; when that passes but the record cannot be written, exit 1.
-#[allow(clippy::too_many_arguments)]
-pub fn conclude(
-    record: &RunRecord,
-    output: &OutputArgs,
-    started: chrono::DateTime<chrono::Utc>,
-    print: impl FnOnce(),
-    failure: Option<Error>,
-    require_rdma: bool,
-    verdict: Verdict,
-    reason: &str,
-) -> Result<()> {
-    if output.json {
-        println!("{}", serde_json::to_string_pretty(record).expect("record encodes"));
-    } else {
-        print();
-    }
-    let status = exit_status(failure, require_rdma, verdict, reason);
-    match record.write(&output.results_dir, started) {
-        Ok(path) => eprintln!("wrote {}", path.display()),
-        Err(e) => {
-            // The reason first, then the measurement, so neither is lost; a
-            // failed verdict or data check keeps its own exit code (3, 4).
-            eprintln!("error: {e}");
-            if !output.json {
-                eprintln!("the record that could not be written:\n{}", serde_json::to_string_pretty(record).expect("record encodes"));
-            }
-            return status.and(Err(e));
-        }
-    }
-    status
-}
-
 impl Session {
     /// Start a run: check the results directory, find this process's rank
     /// (or start the ranks and wait for them: then `Ok(None)`), open the
@@ -629,37 +577,5 @@ impl Session {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exit_codes_come_from_one_rule() {
-        let ok = exit_status(None, true, Verdict::RdmaVerified, "r");
-        assert!(ok.is_ok());
-        let e = exit_status(None, true, Verdict::FullFallback, "cell 1").unwrap_err();
-        assert_eq!(e.exit_code(), 3);
-        assert!(e.to_string().contains("full-fallback for cell 1"), "{e}");
-        assert!(exit_status(None, false, Verdict::FullFallback, "r").is_ok());
-        // A data mismatch outranks the witness.
-        let e = exit_status(Some(Error::Mismatch("x".into())), true, Verdict::FullFallback, "r").unwrap_err();
-        assert_eq!(e.exit_code(), 4);
-        let e = exit_status(None, true, Verdict::NotApplicable, "r").unwrap_err();
-        assert_eq!(e.exit_code(), 3);
-    }
-
-    #[test]
-    fn a_record_that_cannot_be_written_keeps_the_verdicts_exit_code() {
-        let dir = tempfile::tempdir().unwrap();
-        // A file where the results directory should be: the write fails.
-        let blocked = dir.path().join("results");
-        std::fs::write(&blocked, b"x").unwrap();
-        let output = OutputArgs { results_dir: blocked, tag: None, json: true };
-        let record = RunRecord::new("fetch", "rdma", chrono::Utc::now(), None);
-        let e = conclude(&record, &output, chrono::Utc::now(), || {}, None, true, Verdict::FullFallback, "cell 1").unwrap_err();
-        assert_eq!(e.exit_code(), 3, "{e}");
-        let e = conclude(&record, &output, chrono::Utc::now(), || {}, None, false, Verdict::FullFallback, "cell 1").unwrap_err();
-        assert_eq!(e.exit_code(), 1);
-        assert!(e.to_string().contains("cannot"), "{e}");
-    }
-}
+mod end;
+pub use end::{conclude, exit_status};
