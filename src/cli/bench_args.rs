@@ -33,6 +33,30 @@ pub enum ChunkChecksum {
     None,
 }
 
+/// Each fetch stream's destination buffer (`--stream-buffer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamBuffer {
+    /// `object` while the widest cell's whole-object buffers fit in half the
+    /// host's memory (or the destination is device memory), else the store's read window.
+    Auto,
+    /// One whole-object buffer per stream: the last GET's bytes are kept.
+    Object,
+    /// One reusable buffer of this many bytes per stream: each object is read
+    /// as ranged reads of this size, in order, into it (memory ~ streams x
+    /// size, as warp reads); the bytes are not kept.
+    Window(u64),
+}
+
+/// `--stream-buffer`: `auto`, `object` or a size of at least 64 KiB.
+fn parse_stream_buffer(s: &str) -> Result<StreamBuffer, String> {
+    match s {
+        "auto" => Ok(StreamBuffer::Auto),
+        "object" => Ok(StreamBuffer::Object),
+        _ => parse_part_size(s).map(StreamBuffer::Window).map_err(|e| format!("{e}; or 'object' (a whole-object buffer per stream) or 'auto'")),
+    }
+}
+
 /// `s3rdma ckpt`: save and restore training state (seeds' B4/B5).
 #[derive(Debug, Clone, Args)]
 pub struct CkptArgs {
@@ -138,6 +162,15 @@ pub struct FetchArgs {
     /// the launched processes are the workers and the largest value must not exceed them.
     #[arg(long, value_delimiter = ',', value_parser = parse_positive, default_value = "1")]
     pub procs: Vec<u32>,
+    /// Per-stream buffer: `object` (one whole-object buffer per stream), a
+    /// size such as 64MiB (one reusable buffer per stream; each object is read
+    /// as ranged reads of that size into it, so memory is streams x size
+    /// whatever the object size, as warp reads), or `auto`: `object` while
+    /// procs x streams x size fits in half the host's memory or the
+    /// destination is device memory, else the store's read window (http: part
+    /// size x parts in flight; rdma: --window; local: 8 MiB).
+    #[arg(long, value_parser = parse_stream_buffer, default_value = "auto")]
+    pub stream_buffer: StreamBuffer,
     /// Record a throughput series (GB/s per interval, this process's completed
     /// GETs) in every repeat, e.g. --series 1s; `report --plot` draws it.
     #[arg(long, value_parser = parse_positive_duration)]

@@ -122,6 +122,9 @@ impl ObjectStore for Counted {
     fn transport_unavailable(&self) -> Option<String> {
         self.inner.transport_unavailable()
     }
+    fn read_window(&self) -> Option<u64> {
+        self.inner.read_window()
+    }
     fn writes_device(&self) -> bool {
         self.inner.writes_device()
     }

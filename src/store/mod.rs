@@ -282,6 +282,14 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn transport_unavailable(&self) -> Option<String> {
         None
     }
+    /// Bytes one ranged read should cover to keep this store's transport
+    /// busy, for a bench that reads objects through a reusable buffer
+    /// (fetch's `--stream-buffer`): http part size x parts in flight, rdma
+    /// `--window`, 8 MiB elsewhere. `None` where a ranged read would leave
+    /// the transport (rdma without ranged windows reads ranges over HTTP).
+    fn read_window(&self) -> Option<u64> {
+        Some(8 << 20)
+    }
     /// True when `get_into` can write device memory itself (GPU-Direct);
     /// otherwise [`read_into`] stages device reads through pinned bounce buffers.
     fn writes_device(&self) -> bool {

@@ -287,3 +287,43 @@ fn fetch_procs_fails_fast_when_a_process_dies() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--procs 4 needs 4 processes"), "{}", stderr(&o));
 }
+
+#[test]
+fn stream_buffers_read_large_objects_through_a_reusable_window() {
+    // The case fetch-large-objects-many-streams: memory is streams x window, not streams x object.
+    let s = common::server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = http_args(&s.endpoint, "cli-fetch-window");
+    args.extend(["--sizes", "1MiB,1000000", "--concurrency", "3", "--iters", "2", "--warmup", "0s", "--objects", "2"]);
+    args.extend(["--part-size", "64KiB", "--stream-buffer", "256KiB", "--prepare", "--json"]);
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let plan = &rec["params"]["stream_buffer"];
+    assert_eq!(plan["kind"], "window", "{plan}");
+    assert_eq!(plan["window_bytes"], 256 * 1024);
+    assert_eq!(plan["chosen_by"], "--stream-buffer");
+    for c in rec["results"].as_array().unwrap() {
+        let size = c["size_bytes"].as_u64().unwrap();
+        let r = &c["repeats"][0];
+        // 3 streams x 2 whole objects each, however many ranged reads that took.
+        assert_eq!(r["ops"].as_u64().unwrap(), 6);
+        assert_eq!(r["bytes"].as_u64().unwrap(), 6 * size);
+        assert_eq!(r["transfer_paths"]["http"].as_u64().unwrap(), 6 * size);
+    }
+    // On local with the default: objects this small keep whole-object buffers.
+    let o = s3rdma(&["fetch", "--sizes", "1MB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--json"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["params"]["stream_buffer"]["kind"], "object");
+    assert_eq!(rec["params"]["stream_buffer"]["chosen_by"], "auto");
+    // A window on local: the table says so, and the bytes are whole objects.
+    let o = s3rdma(&["fetch", "--sizes", "1MB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--stream-buffer", "64KiB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("each stream reads through one reusable 64KiB buffer"), "{out}");
+    // A window below the part-size minimum is a usage error naming the alternatives.
+    let o = s3rdma(&["fetch", "--stream-buffer", "1KiB"], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("'object'"), "{}", stderr(&o));
+}

@@ -24,10 +24,12 @@ use crate::error::{Error, Result, StoreError};
 use crate::mem::{Buffer, Dest};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore, StoreStats, TransferPath};
-use crate::units::{size_approx, size_name};
+use crate::units::size_name;
 use crate::witness::{self, Verdict, WitnessReport};
 
+mod buffers;
 mod results;
+use buffers::BufferPlan;
 pub use results::*;
 
 /// One GET as a stream saw it.
@@ -57,7 +59,8 @@ fn progress_bar() -> ProgressBar {
     pb
 }
 
-fn check_args(args: &FetchArgs) -> Result<()> {
+/// Check the flags and choose the stream buffers.
+fn check_args(args: &FetchArgs) -> Result<BufferPlan> {
     if args.store.backend == crate::cli::Backend::Local && args.store.endpoint.is_some() {
         eprintln!("warning: --endpoint (or AWS_ENDPOINT_URL) is set but --backend is local: pass --backend http to use it");
     }
@@ -68,22 +71,17 @@ fn check_args(args: &FetchArgs) -> Result<()> {
     let max_size = *args.sizes.iter().max().expect("clap gives at least one size");
     let max_c = *args.concurrency.iter().max().expect("clap gives at least one count") as u64;
     let max_p = *args.procs.iter().max().expect("clap gives at least one count") as u64;
-    // Every process of the widest cell holds its own buffers (on one host unless launched across hosts).
-    let need = max_size.saturating_mul(max_c).saturating_mul(max_p);
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
-    let avail = sys.available_memory();
-    if avail > 0 && need > avail / 10 * 9 {
-        return Err(Error::Usage(format!(
-            "{} process(es) x {} streams x {} needs {} of buffers but only {} of memory is available: lower --sizes, --concurrency or --procs",
-            max_p,
-            max_c,
-            size_name(max_size),
-            size_approx(need),
-            size_approx(avail)
-        )));
-    }
-    Ok(())
+    // Every process of the widest cell holds its own buffers (on one host unless launched across hosts).
+    buffers::plan(&buffers::PlanInput {
+        flag: args.stream_buffer,
+        dest: args.mem.dest(),
+        max_size,
+        streams: max_c.saturating_mul(max_p),
+        total: sys.total_memory(),
+        available: sys.available_memory(),
+    })
 }
 
 /// Make sure every object exists with the right size; with `prepare`, write
@@ -125,11 +123,13 @@ async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, pr
     Ok(())
 }
 
-/// Run `buffers.len()` streams until `stop`; returns every GET and the wall time.
+/// Run `buffers.len()` streams over objects of `size` bytes until `stop`;
+/// returns every object read (one or more GETs each) and the wall time.
 async fn run_streams(
     store: &Arc<dyn ObjectStore>,
     keys: &Arc<Vec<String>>,
     buffers: &mut Vec<Buffer>,
+    size: u64,
     stop: Stop,
     counter: &Arc<AtomicU64>,
 ) -> Result<(Vec<OpSample>, Duration)> {
@@ -146,7 +146,7 @@ async fn run_streams(
                 Stop::At(t) => (Some(t), u32::MAX),
                 Stop::Iters(k) => (None, k),
             };
-            let expect = buf.len() as u64;
+            let expect = size;
             tokio::spawn(async move {
                 barrier.wait().await;
                 let mut ops = Vec::new();
@@ -158,9 +158,7 @@ async fn run_streams(
                     // Streams start on different objects and walk them round-robin.
                     let key = &keys[(s + i as usize * n) % keys.len()];
                     let t = Instant::now();
-                    // Device reads name the range so the staged pipeline needs no HEAD.
-                    let range = matches!(buf, Buffer::Device(_)).then(|| 0..expect);
-                    match store::read_into(store.as_ref(), key, range, &mut buf).await {
+                    match buffers::read_object(store.as_ref(), key, expect, &mut buf).await {
                         Ok(tr) if tr.bytes != expect => {
                             failed.store(true, Ordering::Relaxed);
                             result = Err(StoreError::ShortBody { key: key.clone(), location: store.location(), got: tr.bytes, expected: expect });
@@ -203,6 +201,7 @@ async fn run_streams(
 struct CellCtx<'a> {
     session: &'a Session,
     args: &'a FetchArgs,
+    plan: BufferPlan,
 }
 
 /// One cell: `procs` processes (ranks below `procs`; the others wait at the
@@ -212,20 +211,21 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
     let (store, me, dest) = (&session.store, &session.me, session.mem.dest());
     let active = me.rank < procs as usize;
     // Buffers are allocated (and their pages touched) before any timed window.
-    let alloc = || session.buffer(size as usize);
-    let mut buffers: Vec<Buffer> = if active && dest == Dest::Host && streams > 1 && size >= 64 << 20 {
+    let len = buffers::buffer_len(cx.plan, size);
+    let alloc = || session.buffer(len as usize);
+    let mut buffers: Vec<Buffer> = if active && dest == Dest::Host && streams > 1 && len >= 64 << 20 {
         // Large host buffers are touched on one thread each: faulting in 4 x
         // 256 MiB one after another was most of a short run's process time.
         std::thread::scope(|s| {
             let hs: Vec<_> = (0..streams).map(|_| s.spawn(alloc)).collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("allocation thread panicked".into()))).collect::<std::result::Result<Vec<_>, _>>()
         })
-        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(size), dest.name())))?
+        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(len), dest.name())))?
     } else if active {
         (0..streams)
             .map(|_| alloc())
             .collect::<std::result::Result<_, _>>()
-            .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(size), dest.name())))?
+            .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(len), dest.name())))?
     } else {
         Vec::new()
     };
@@ -236,7 +236,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
         let label = format!("{} x {streams} streams x {procs} procs, repeat {rep}/{}", size_name(size), args.run.repeats);
         if !args.run.warmup.is_zero() && active {
             pb.set_message(format!("{label}: warm-up"));
-            run_streams(store, keys, &mut buffers, Stop::At(Instant::now() + args.run.warmup), &counter).await?;
+            run_streams(store, keys, &mut buffers, size, Stop::At(Instant::now() + args.run.warmup), &counter).await?;
         }
         counter.store(0, Ordering::Relaxed);
         // Counters are scraped outside the sampler's window: the scrape's own
@@ -276,7 +276,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
         });
         let start_unix_s = now_unix();
         let sampler = Sampler::start();
-        let res = if active { run_streams(store, keys, &mut buffers, stop, &counter).await } else { Ok((Vec::new(), Duration::ZERO)) };
+        let res = if active { run_streams(store, keys, &mut buffers, size, stop, &counter).await } else { Ok((Vec::new(), Duration::ZERO)) };
         let s = sampler.finish();
         ticker.abort();
         let series = series_task.map(|h| {
@@ -305,7 +305,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
 
 /// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
 pub async fn run(args: FetchArgs) -> Result<()> {
-    check_args(&args)?;
+    let plan = check_args(&args)?;
     let mut args = args;
     dedup(&mut args.sizes);
     dedup(&mut args.concurrency);
@@ -323,6 +323,14 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let Some(session) = Session::start(spec).await? else { return Ok(()) };
     let store = session.store.clone();
     let me = session.me.clone();
+    let chosen_by = if plan == BufferPlan::Window(None) {
+        "auto: whole-object buffers would need over half of this host's memory"
+    } else if args.stream_buffer == crate::cli::StreamBuffer::Auto {
+        "auto"
+    } else {
+        "--stream-buffer"
+    };
+    let plan = buffers::resolve(plan, store.as_ref(), "whole-object buffers for every stream would need over half of this host's memory")?;
     let mut warnings: Vec<String> = session.warnings.clone();
     for &size in &args.sizes {
         for w in store.preflight(size) {
@@ -343,7 +351,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         key_sets.push((size, Arc::new(keys)));
     }
     session.group.barrier("prepared").await?;
-    let cx = CellCtx { session: &session, args: &args };
+    let cx = CellCtx { session: &session, args: &args, plan };
     let mut cells = Vec::new();
     for (size, keys) in &key_sets {
         for &c in &args.concurrency {
@@ -374,6 +382,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         "duration_s": args.run.iters.is_none().then_some(args.run.duration.as_secs_f64()),
         "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
         "repeats": args.run.repeats, "prepare": prepare,
+        "stream_buffer": buffers::describe(plan, chosen_by),
     });
     let mut outcome = Outcome::new(params, &cells, windows);
     outcome.witness_extra = vec![("cells", verdict_cells)];
@@ -384,6 +393,9 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     session
         .finish(outcome, || {
             println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.backend().name(), store.location(), store.bucket(), dest.name(),);
+            if let BufferPlan::Window(Some(n)) = plan {
+                println!("each stream reads through one reusable {} buffer, in ranged reads ({chosen_by}); the bytes are not kept", size_name(n));
+            }
             if store.backend() == crate::cli::Backend::Local && !args.store.direct {
                 println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
             }

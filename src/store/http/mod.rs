@@ -443,6 +443,10 @@ impl ObjectStore for HttpStore {
     fn backend(&self) -> Backend {
         Backend::Http
     }
+    /// One round of ranged GETs: every part in flight at once.
+    fn read_window(&self) -> Option<u64> {
+        Some(self.part_size.saturating_mul(self.part_concurrency as u64))
+    }
     /// The direct GET path's retries by cause (`get_retries_5xx`, `_connect`,
     /// `_timeout`, `_io`); the SDK path's own retries are not visible here.
     fn stats(&self) -> crate::store::StoreStats {

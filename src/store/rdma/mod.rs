@@ -479,6 +479,9 @@ impl ObjectStore for RdmaStore {
     fn transport_unavailable(&self) -> Option<String> {
         (!self.info.rdma_available).then(|| format!("{} reports RDMA unavailable (miniocpp_rdma_available() = 0)", self.info.path))
     }
+    fn read_window(&self) -> Option<u64> {
+        self.use_range.then_some(self.window)
+    }
     fn writes_device(&self) -> bool {
         // GPU-Direct: the library takes device pointers itself, but only while
         // it says RDMA is available; otherwise its HTTP path cannot write

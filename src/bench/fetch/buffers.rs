@@ -1,0 +1,178 @@
+//! Each fetch stream's buffer: a whole-object buffer, or one reusable
+//! window read through in order (`--stream-buffer`; the case
+//! `../shared/cases/fetch-large-objects-many-streams`: 64 streams x 1 GiB
+//! objects needed 64 GiB of buffers, where warp reads them in bounded memory).
+
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use crate::cli::StreamBuffer;
+use crate::error::{Error, Result, StoreError};
+use crate::mem::{Buffer, Dest};
+use crate::store::{self, ObjectStore, Transfer};
+use crate::units::{size_approx, size_name};
+
+/// How every stream's buffer is sized for the whole run, decided once from
+/// the flags and the host before any rank starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BufferPlan {
+    /// One buffer of the object's size per stream.
+    Object,
+    /// One reusable buffer per stream of this many bytes (`None`: the store's
+    /// [`ObjectStore::read_window`], asked once the store is open).
+    Window(Option<u64>),
+}
+
+/// What the plan was chosen from: the widest cell and the host's memory (bytes).
+pub(super) struct PlanInput {
+    /// `--stream-buffer`.
+    pub flag: StreamBuffer,
+    /// Destination memory kind.
+    pub dest: Dest,
+    /// Largest `--sizes` value.
+    pub max_size: u64,
+    /// Largest `--concurrency` x largest `--procs`: buffers alive at once on one host.
+    pub streams: u64,
+    /// Host memory in total (fixed, so every rank on a host decides alike).
+    pub total: u64,
+    /// Host memory available now (0 when unknown: no check).
+    pub available: u64,
+}
+
+/// Choose the plan, or refuse buffers the host cannot hold.
+///
+/// `auto` keeps whole-object buffers while they need at most half of the
+/// host's total memory or the destination is device memory, else reads
+/// through the store's window. Whatever was chosen must fit in 90 % of the
+/// memory available now.
+///
+/// Errors: [`Error::Usage`] naming the sizes, the memory and the flags that fix it.
+pub(super) fn plan(p: &PlanInput) -> Result<BufferPlan> {
+    let whole = p.max_size.saturating_mul(p.streams);
+    let plan = match p.flag {
+        StreamBuffer::Object => BufferPlan::Object,
+        StreamBuffer::Window(n) => BufferPlan::Window(Some(n)),
+        StreamBuffer::Auto if p.dest == Dest::Device || whole <= p.total / 2 => BufferPlan::Object,
+        StreamBuffer::Auto => BufferPlan::Window(None),
+    };
+    // Device buffers live in GPU memory: their allocation names its own failure.
+    let need = match plan {
+        BufferPlan::Object if p.dest != Dest::Device => whole,
+        BufferPlan::Window(Some(n)) if p.dest != Dest::Device => n.min(p.max_size).saturating_mul(p.streams),
+        _ => 0,
+    };
+    if p.available > 0 && need > p.available / 10 * 9 {
+        let fix = match plan {
+            BufferPlan::Object => "lower --sizes, --concurrency or --procs, or read through a reusable window per stream with --stream-buffer 64MiB",
+            _ => "lower --stream-buffer, --concurrency or --procs",
+        };
+        let per = match plan {
+            BufferPlan::Window(Some(n)) => n.min(p.max_size),
+            _ => p.max_size,
+        };
+        return Err(Error::Usage(format!(
+            "{} stream(s) x {} needs {} of buffers but only {} of memory is available: {fix}",
+            p.streams,
+            size_name(per),
+            size_approx(need),
+            size_approx(p.available)
+        )));
+    }
+    Ok(plan)
+}
+
+/// Resolve the store's window for [`BufferPlan::Window`]`(None)`.
+///
+/// Errors: [`Error::Usage`] when the store cannot read ranges on its own
+/// transport (rdma without ranged windows would read them over HTTP).
+pub(super) fn resolve(plan: BufferPlan, store: &dyn ObjectStore, why: &str) -> Result<BufferPlan> {
+    match plan {
+        BufferPlan::Window(None) => match store.read_window() {
+            Some(n) => Ok(BufferPlan::Window(Some(n))),
+            None => Err(Error::Usage(format!(
+                "{why}, and this {} store reads ranges off its transport: pass --stream-buffer object with fewer --concurrency or smaller --sizes",
+                store.backend().name()
+            ))),
+        },
+        p => Ok(p),
+    }
+}
+
+/// Bytes of one stream's buffer for objects of `size` bytes.
+pub(super) fn buffer_len(plan: BufferPlan, size: u64) -> u64 {
+    match plan {
+        BufferPlan::Window(Some(n)) => n.min(size),
+        _ => size,
+    }
+}
+
+/// The record's description of the plan.
+pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> Value {
+    match plan {
+        BufferPlan::Window(Some(n)) => json!({"kind": "window", "window_bytes": n, "chosen_by": chosen_by}),
+        _ => json!({"kind": "object", "chosen_by": chosen_by}),
+    }
+}
+
+/// Read the whole object `key` of `size` bytes through `buf`: one read when
+/// `buf` holds the object, else ranged reads of `buf.len()` bytes in order,
+/// each overwriting the last. Bytes are the sum over the reads (a short read
+/// ends the object early, for the caller to report); the first byte is the
+/// first read's.
+///
+/// Errors: the store's.
+pub(super) async fn read_object(store: &dyn ObjectStore, key: &str, size: u64, buf: &mut Buffer) -> std::result::Result<Transfer, StoreError> {
+    let len = buf.len() as u64;
+    if len >= size {
+        // Device reads name the range so the staged pipeline needs no HEAD.
+        let range = matches!(buf, Buffer::Device(_)).then_some(0..size);
+        return store::read_into(store, key, range, buf).await;
+    }
+    let t0 = Instant::now();
+    let mut out: Option<Transfer> = None;
+    for r in store::chunks(0..size, len) {
+        let want = r.end - r.start;
+        let t = Instant::now();
+        let tr = store::read_into(store, key, Some(r), buf).await?;
+        let o = out.get_or_insert(Transfer { bytes: 0, path: tr.path, first_byte: tr.first_byte.map(|f| f + (t - t0)) });
+        o.bytes += tr.bytes;
+        if tr.bytes != want {
+            break;
+        }
+    }
+    Ok(out.expect("size > len > 0: at least one range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn input(flag: StreamBuffer, max_size: u64, streams: u64) -> PlanInput {
+        PlanInput { flag, dest: Dest::Host, max_size, streams, total: 24 * GIB, available: 22 * GIB }
+    }
+
+    #[test]
+    fn auto_keeps_objects_while_they_fit_in_half_the_host() {
+        assert_eq!(plan(&input(StreamBuffer::Auto, 128 << 20, 64)).unwrap(), BufferPlan::Object);
+        // The case: 64 streams x 1 GiB on a 24 GiB host read through the store's window.
+        assert_eq!(plan(&input(StreamBuffer::Auto, GIB, 64)).unwrap(), BufferPlan::Window(None));
+        // Device memory keeps whole objects (the bench hands the bytes to the GPU).
+        let dev = PlanInput { dest: Dest::Device, ..input(StreamBuffer::Auto, GIB, 64) };
+        assert_eq!(plan(&dev).unwrap(), BufferPlan::Object);
+    }
+
+    #[test]
+    fn what_does_not_fit_is_refused_with_the_fix() {
+        let e = plan(&input(StreamBuffer::Object, GIB, 64)).unwrap_err().to_string();
+        assert!(e.contains("64 stream(s) x 1GiB needs 64.0GiB") && e.contains("22.0GiB") && e.contains("--stream-buffer 64MiB"), "{e}");
+        let e = plan(&input(StreamBuffer::Window(GIB), 4 * GIB, 64)).unwrap_err().to_string();
+        assert!(e.contains("lower --stream-buffer"), "{e}");
+        // A window never counts for more than the object.
+        assert_eq!(plan(&input(StreamBuffer::Window(GIB), 1 << 20, 64)).unwrap(), BufferPlan::Window(Some(GIB)));
+        assert_eq!(buffer_len(BufferPlan::Window(Some(GIB)), 1 << 20), 1 << 20);
+        assert_eq!(buffer_len(BufferPlan::Object, 5), 5);
+    }
+}
