@@ -46,6 +46,19 @@ pub enum StoreError {
         /// What the server or the OS said.
         detail: String,
     },
+    /// The server was reached, then the connection broke before a complete
+    /// answer (reset, closed): the request may or may not have taken effect.
+    #[error("{op} '{key}' at {location}: the connection broke before a complete answer ({detail})")]
+    Broken {
+        /// The operation (GET, PUT, HEAD, ...).
+        op: &'static str,
+        /// The object key.
+        key: String,
+        /// The endpoint URL.
+        location: String,
+        /// What the OS or the client library said, and the attempts made.
+        detail: String,
+    },
     /// A request got no (complete) answer in time: the endpoint may well be
     /// reachable (an earlier request may have succeeded).
     #[error("{op} '{key}' at {location} timed out: {detail}")]
@@ -171,6 +184,28 @@ impl Error {
 
 /// Result alias for subcommands.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// True when `err` (or a cause of it) says no connection was made: refused,
+/// unreachable, or a name that does not resolve. A connection that broke
+/// after it was made is not this ([`StoreError::Broken`]).
+pub fn never_connected(err: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::*;
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), ConnectionRefused | HostUnreachable | NetworkUnreachable | AddrNotAvailable | NotFound)
+        {
+            return true;
+        }
+        // hyper-util's connector and resolver errors, whatever their source.
+        let text = e.to_string();
+        if text.contains("tcp connect error") || text.contains("dns error") || text.contains("failed to lookup address") {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
 
 /// The innermost cause of an error chain: the part a user can act on
 /// ("Connection refused (os error 111)").

@@ -3,6 +3,7 @@
 
 pub mod barrier;
 pub mod ckpt;
+pub(crate) mod fanout;
 pub mod fetch;
 pub mod session;
 pub mod tokens;
@@ -122,7 +123,11 @@ pub fn check_host_memory(what: &str, bytes: u64, fix: &str) -> crate::error::Res
     sys.refresh_memory();
     let avail = sys.available_memory();
     if avail > 0 && bytes > avail {
-        return Err(crate::error::Error::Usage(format!("{what} needs {bytes} bytes of host memory and this host has {avail} available: {fix}")));
+        return Err(crate::error::Error::Usage(format!(
+            "{what} needs {} of host memory and this host has {} available: {fix}",
+            crate::units::size_approx(bytes),
+            crate::units::size_approx(avail)
+        )));
     }
     Ok(())
 }

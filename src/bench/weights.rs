@@ -17,8 +17,8 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use serde_json::json;
 
-use super::Spread;
 use super::session::{Direction, Outcome, Session, SessionSpec};
+use super::{Spread, fanout};
 use crate::cli::{Backend, Baseline, WeightsArgs};
 use crate::error::{Error, Result};
 use crate::format::weights::{self, ShardLayout};
@@ -67,37 +67,27 @@ pub struct Verified {
 /// returns (bytes, windows). Each shard is its own task (up to `concurrency`
 /// at once): a local read blocks its task's thread, so shards polled in one
 /// task would run one after another (measured on the H200: 1.00 client core).
+/// The first failed shard stops the others ([`fanout::run_fail_fast`]); `bufs`
+/// is then empty.
 async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut Vec<Buffer>, window: u64, concurrency: usize) -> Result<(u64, u64)> {
-    let permits = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
-    let handles: Vec<_> = layout
+    let tasks: Vec<_> = layout
         .iter()
         .cloned()
         .zip(bufs.drain(..))
         .map(|(shard, mut buf)| {
-            let (store, permits) = (store.clone(), permits.clone());
-            tokio::spawn(async move {
-                let _permit = permits.acquire_owned().await;
-                let r = super::read_range(store.as_ref(), &shard.key, shard.data_start..shard.object_bytes, &mut buf, window).await;
-                (buf, r)
-            })
+            let store = store.clone();
+            async move {
+                let (b, n) = super::read_range(store.as_ref(), &shard.key, shard.data_start..shard.object_bytes, &mut buf, window).await?;
+                Ok((buf, b, n))
+            }
         })
         .collect();
     let mut total = (0, 0);
-    let mut first_err = None;
-    for h in handles {
-        let (buf, r) = h.await.map_err(|e| Error::Runtime(format!("shard task failed: {e}")))?;
+    for (buf, b, n) in fanout::run_fail_fast(tasks, concurrency).await? {
         bufs.push(buf);
-        match r {
-            Ok((b, n)) => total = (total.0 + b, total.1 + n),
-            Err(e) => {
-                first_err.get_or_insert(e);
-            }
-        }
+        total = (total.0 + b, total.1 + n);
     }
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(total),
-    }
+    Ok(total)
 }
 
 /// Compare every tensor with the same tensor read through an independent

@@ -93,6 +93,7 @@ pub fn flag_hint(e: &crate::error::StoreError) -> &'static str {
         StoreError::NoSuchBucket { .. } => ": create it or pass --prepare",
         StoreError::Auth { .. } => ": check --access-key/--secret-key (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
         StoreError::Unreachable { .. } => ": check --endpoint and that the server is running",
+        StoreError::Broken { .. } => ": the server or something between dropped the connection (its logs say why); raise --attempts to retry more",
         StoreError::Timeout { .. } => ": raise --read-timeout (or --connect-timeout) if the server is only slow, or --attempts to retry more",
         _ => "",
     }

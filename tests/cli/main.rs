@@ -7,6 +7,7 @@ mod ckpt;
 #[path = "../common/mod.rs"]
 mod common;
 mod data;
+mod faults;
 mod fetch;
 mod ranks;
 mod report;

@@ -267,3 +267,4 @@ pub fn fake_lib() -> PathBuf {
     })
     .clone()
 }
+pub mod faultproxy;

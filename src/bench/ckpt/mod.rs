@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
-use super::{Spread, dedup, host_cores, now_unix};
+use super::{Spread, dedup, fanout, host_cores, now_unix};
 use crate::cli::{Backend, ChunkChecksum, CkptArgs, CkptMethod, CkptOp};
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, Checksums, Manifest, TensorEntry, TensorSpec};

@@ -98,7 +98,7 @@ pub(crate) fn hash_range(buf: &Buffer, at: usize, len: usize, scratch: Option<&m
 }
 
 /// One chunk's transfer, lending it a staging buffer from the pool while it
-/// runs (see [`run_chunks`], which runs it as its own task).
+/// runs (see [`fanout::run_fail_fast`], which runs it as its own task).
 pub(crate) async fn chunk_task<T, F, Fut>(staging: Arc<tokio::sync::Mutex<Vec<Buffer>>>, work: F) -> Result<T>
 where
     F: FnOnce(Option<Buffer>) -> Fut,
@@ -110,50 +110,6 @@ where
         staging.lock().await.push(s);
     }
     r
-}
-
-/// Run chunk transfers with at most `concurrency` in flight, each its own
-/// task (a local read or write blocks its thread); results in input order.
-/// Fail fast (issue 21): the first failure starts no further chunk and
-/// aborts those in flight (their requests are dropped mid-way, a multipart
-/// upload is aborted), so the error comes after one request's attempts, not
-/// after every chunk's; and this returns only once every started task has
-/// ended, so no view of the caller's buffer outlives it.
-///
-/// Errors: the first chunk's error; a task that panicked.
-pub(crate) async fn run_chunks<T, Fut>(chunks: Vec<Fut>, concurrency: usize) -> Result<Vec<T>>
-where
-    T: Send + 'static,
-    Fut: std::future::Future<Output = Result<T>> + Send + 'static,
-{
-    let mut out: Vec<Option<T>> = (0..chunks.len()).map(|_| None).collect();
-    let mut pending = chunks.into_iter().enumerate();
-    let mut set = tokio::task::JoinSet::new();
-    let mut failure: Option<Error> = None;
-    loop {
-        while failure.is_none() && set.len() < concurrency.max(1) {
-            let Some((i, f)) = pending.next() else { break };
-            set.spawn(async move { (i, f.await) });
-        }
-        let e = match set.join_next().await {
-            None => break,
-            Some(Ok((i, Ok(v)))) => {
-                out[i] = Some(v);
-                continue;
-            }
-            Some(Ok((_, Err(e)))) => e,
-            Some(Err(e)) if e.is_cancelled() => continue,
-            Some(Err(e)) => Error::Runtime(format!("chunk task failed: {e}")),
-        };
-        if failure.is_none() {
-            failure = Some(e);
-            set.abort_all();
-        }
-    }
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(out.into_iter().map(|v| v.expect("every chunk ran")).collect()),
-    }
 }
 
 /// Save `state` as a flat checkpoint under `key` (a new generation), manifest last.
@@ -171,7 +127,7 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
     let mut manifest = Manifest::new(state.entries.clone(), state.total, ctx.chunk, format!("{key}.g{generation}"));
     manifest.seed = Some(ctx.seed);
     let t1 = Instant::now();
-    // SAFETY of the views: read-only, dropped (run_chunks ends every task) before `flat` is used again.
+    // SAFETY of the views: read-only, dropped (run_fail_fast ends every task) before `flat` is used again.
     let tasks: Vec<_> = (0..manifest.num_chunks)
         .map(|i| {
             let r = manifest.chunk_range(i);
@@ -199,7 +155,7 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
             })
         })
         .collect();
-    let results = run_chunks(tasks, ctx.concurrency).await?;
+    let results = fanout::run_fail_fast(tasks, ctx.concurrency).await?;
     let mut sums = Vec::new();
     let mut checksum_s = 0.0;
     for (_, sum, cs) in results {
@@ -283,7 +239,7 @@ pub(crate) async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Resu
     let tasks: Vec<_> = (0..manifest.num_chunks)
         .map(|i| {
             let r = manifest.chunk_range(i);
-            // SAFETY: views of disjoint ranges, dropped (run_chunks ends every task) before `dst` is used again.
+            // SAFETY: views of disjoint ranges, dropped (run_fail_fast ends every task) before `dst` is used again.
             let mut view = unsafe { dst.view(r.start as usize..r.end as usize) };
             let (store, staging) = (ctx.store.clone(), ctx.staging.clone());
             let ckey = manifest.chunk_key(key, i);
@@ -339,7 +295,7 @@ pub(crate) async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Resu
             })
         })
         .collect();
-    let results = run_chunks(tasks, ctx.concurrency).await?;
+    let results = fanout::run_fail_fast(tasks, ctx.concurrency).await?;
     let mut checksum_s = 0.0;
     for (_, cs) in results {
         checksum_s += cs;
@@ -503,44 +459,4 @@ pub(crate) fn verify(state: &State, views: &[TensorEntry], restored: &Buffer) ->
         }
     }
     Ok(Verified { ok: mismatched.is_empty(), tensors_checked: views.len().min(state.entries.len()), mismatched })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::Duration;
-
-    /// 64 chunks, 8 in flight, chunk 3 fails at once while the others would
-    /// take 5 s each: the error comes at once, no chunk after the failure
-    /// starts, and every started chunk has ended (none finishes later).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_first_failed_chunk_stops_the_rest_at_once() {
-        let started = Arc::new(AtomicUsize::new(0));
-        let finished = Arc::new(AtomicUsize::new(0));
-        let chunks: Vec<_> = (0..64)
-            .map(|i| {
-                let (started, finished) = (started.clone(), finished.clone());
-                async move {
-                    started.fetch_add(1, Ordering::SeqCst);
-                    if i == 3 {
-                        return Err(Error::Runtime("chunk 3: stalled server".into()));
-                    }
-                    tokio::time::sleep(Duration::from_secs(5)).await;
-                    finished.fetch_add(1, Ordering::SeqCst);
-                    Ok(i)
-                }
-            })
-            .collect();
-        let t0 = Instant::now();
-        let e = run_chunks(chunks, 8).await.unwrap_err();
-        assert!(e.to_string().contains("chunk 3"), "{e}");
-        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
-        assert_eq!(started.load(Ordering::SeqCst), 8, "only the first 8 ever started");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(finished.load(Ordering::SeqCst), 0, "the aborted ones never finish");
-        // Without a failure: every result, in input order.
-        let ok: Vec<_> = (0..20u64).map(|i| async move { Ok::<_, Error>(i * 2) }).collect();
-        assert_eq!(run_chunks(ok, 3).await.unwrap(), (0..20).map(|i| i * 2).collect::<Vec<_>>());
-    }
 }

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation};
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation, StalledStreamProtectionConfig};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration};
@@ -31,7 +31,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
-use crate::error::{StoreError, root_cause};
+use crate::error::{StoreError, never_connected, root_cause};
 use crate::mem::Buffer;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
 use direct::{DirectError, DirectGet};
@@ -83,7 +83,9 @@ impl HttpStore {
                 ChecksumMode::WhenSupported => ResponseChecksumValidation::WhenSupported,
             })
             .retry_config(RetryConfig::standard().with_max_attempts(args.attempts))
-            .timeout_config(TimeoutConfig::builder().connect_timeout(args.connect_timeout).read_timeout(args.read_timeout).build());
+            .timeout_config(TimeoutConfig::builder().connect_timeout(args.connect_timeout).read_timeout(args.read_timeout).build())
+            // A body that stops is bounded by --read-timeout too (the SDK's default grace is 20 s).
+            .stalled_stream_protection(StalledStreamProtectionConfig::enabled().grace_period(args.read_timeout).build());
         if args.endpoint.is_some() {
             conf = conf.endpoint_url(&endpoint);
         }
@@ -128,10 +130,16 @@ impl HttpStore {
         match &err {
             SdkError::TimeoutError(_) => self.timed_out(op, key),
             SdkError::DispatchFailure(d) if d.is_timeout() => self.timed_out(op, key),
-            SdkError::DispatchFailure(_) => StoreError::Unreachable { location, detail: root_cause(&err) },
+            SdkError::DispatchFailure(_) if never_connected(&err) => StoreError::Unreachable { location, detail: root_cause(&err) },
+            SdkError::DispatchFailure(_) => self.broken(op, key, root_cause(&err)),
             SdkError::ServiceError(ctx) => self.map_status(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), ctx.err().message()),
             _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err) },
         }
+    }
+
+    /// A connection that broke after it was made, after every attempt.
+    fn broken(&self, op: &'static str, key: &str, cause: String) -> StoreError {
+        StoreError::Broken { op, key: key.into(), location: self.endpoint.clone(), detail: format!("{cause}; {} attempt(s) (--attempts)", self.attempts) }
     }
 
     /// A request that got no answer in time: which one, how long, which settings.
@@ -188,7 +196,8 @@ impl HttpStore {
     fn map_direct(&self, key: &str, e: DirectError) -> StoreError {
         match e {
             DirectError::Status { status, code, message, .. } => self.map_status("GET", key, status, &code, Some(&message)),
-            DirectError::Io(detail) | DirectError::Closed(detail) => StoreError::Unreachable { location: self.endpoint.clone(), detail },
+            DirectError::Io(detail) if detail.starts_with("connect to ") => StoreError::Unreachable { location: self.endpoint.clone(), detail },
+            DirectError::Io(detail) | DirectError::Closed(detail) => self.broken("GET", key, detail),
             DirectError::Timeout(detail) => StoreError::Timeout {
                 op: "GET",
                 key: key.into(),
@@ -301,7 +310,13 @@ impl HttpStore {
             op: "GET",
             key: key.into(),
             location: self.endpoint.clone(),
-            detail: format!("body stream broke after {off} bytes: {}", root_cause(&e)),
+            detail: match root_cause(&e) {
+                // The stalled-stream guard's words for a body that stopped.
+                c if c.contains("minimum throughput") => {
+                    format!("body broke after {off} bytes: no data for {} (--read-timeout)", humantime::format_duration(self.read_timeout))
+                }
+                c => format!("body stream broke after {off} bytes: {c}"),
+            },
         })? {
             first.get_or_insert_with(Instant::now);
             let Some(slot) = dst.get_mut(off..off + chunk.len()) else {

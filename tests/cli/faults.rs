@@ -1,0 +1,236 @@
+//! The fault matrix (issue 21, item 7): fetch on both GET paths, ckpt save and
+//! restore, weights and verify, each through an in-process fault proxy
+//! (`common::faultproxy`, the faults of `../shared/tools/faultproxy.py`)
+//! under: server gone, reset and short body mid-object, a 503 storm with
+//! Retry-After, a stalled head and a stalled body. Every run must exit 1
+//! within attempts x --read-timeout + 5 s, say what failed, leave no record,
+//! and a failed save must leave no manifest.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use common::faultproxy::{Fault, FaultProxy, Rule};
+
+/// Flags every faulted run takes: 2 attempts, 1 s to a response's start.
+const BOUNDS: [&str; 6] = ["--attempts", "2", "--read-timeout", "1s", "--connect-timeout", "1s"];
+
+/// attempts x --read-timeout + 5 s: the issue's bound on time to error.
+const LIMIT: Duration = Duration::from_secs(2 + 5);
+
+/// The faults a read can meet, by name.
+fn read_faults() -> Vec<(&'static str, Fault)> {
+    vec![
+        ("reset mid-body", Fault::ResetAfter(100_000)),
+        ("short body", Fault::DropAfter(100_000)),
+        ("503 storm", Fault::Status { code: 503, retry_after: Some("1") }),
+        ("stalled head", Fault::StallHead),
+        ("stalled body", Fault::StallBody(100_000)),
+        ("gone mid-run", Fault::Refuse),
+    ]
+}
+
+/// The faults a write can meet (its answer has no body to cut).
+fn write_faults() -> Vec<(&'static str, Fault)> {
+    vec![
+        ("reset unanswered", Fault::ResetUnanswered),
+        ("503 storm", Fault::Status { code: 503, retry_after: Some("1") }),
+        ("stalled head", Fault::StallHead),
+        ("gone mid-run", Fault::Refuse),
+    ]
+}
+
+/// Run `args` (a subcommand and its flags, endpoint last to be filled)
+/// against a fresh proxy to `upstream` with `rule`, in its own directory.
+/// Returns the output, the time it took, and the directory.
+fn faulted(args: &[&str], upstream: &str, rule: Rule) -> (Output, Duration, tempfile::TempDir, u32, Vec<String>) {
+    let proxy = FaultProxy::start(upstream);
+    proxy.set(rule);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a: Vec<&str> = args.to_vec();
+    a.extend(["--endpoint", &proxy.endpoint]);
+    a.extend(BOUNDS);
+    let t0 = Instant::now();
+    let o = s3rdma(&a, tmp.path());
+    (o, t0.elapsed(), tmp, proxy.injected(), proxy.log())
+}
+
+/// Run every fault of `faults` at once (one proxy each) and check each ended
+/// as a failure should; `check` adds what the bench must also hold.
+fn matrix(
+    what: &str,
+    args: &[&str],
+    upstream: &str,
+    method: &'static str,
+    skip: u32,
+    faults: Vec<(&'static str, Fault)>,
+    check: impl Fn(&str, &Output) + Sync,
+) {
+    let bucket = args[args.iter().position(|a| *a == "--bucket").expect("--bucket") + 1];
+    let results: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = faults
+            .into_iter()
+            .map(|(name, fault)| {
+                s.spawn(move || {
+                    // Requests to the bucket only: the witness's scrapes have their own bounds.
+                    let rule = Rule { method: Some(method), path_contains: Some(format!("/{bucket}/")), skip, count: None, fault };
+                    (name, faulted(args, upstream, rule))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut problems = Vec::new();
+    for (name, (o, took, tmp, injected, log)) in results {
+        let err = stderr(&o);
+        let ctx = format!("{what} under {name} ({injected} injected, exit {:?}, {took:.1?}): {}\n    {}", o.status.code(), err.trim(), log.join("\n    "));
+        let ok = injected > 0
+            && o.status.code() == Some(1)
+            && took < LIMIT
+            && !err.contains("panicked")
+            && err.lines().any(|l| l.starts_with("error: "))
+            && no_record_or_a_failed_one(&tmp.path().join("results"));
+        if std::env::var_os("S3RDMA_SHOW_FAULTS").is_some() {
+            eprintln!("{what} under {name}: {took:.1?}: {}", err.trim().replace('\n', " | "));
+        }
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(name, &o))) {
+            Ok(()) if ok => {}
+            Ok(()) => problems.push(ctx),
+            Err(e) => problems.push(format!("{ctx}\n  {}", e.downcast_ref::<String>().cloned().unwrap_or_default())),
+        }
+    }
+    assert!(problems.is_empty(), "{} of the runs ended wrong:\n{}", problems.len(), problems.join("\n"));
+}
+
+/// No record, or (verify, which records its steps) one marked failed.
+fn no_record_or_a_failed_one(dir: &Path) -> bool {
+    results_in(dir).iter().all(|f| {
+        let rec: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        rec["results"]["pass"] == false
+    })
+}
+
+/// The error says what happened to which request.
+fn names_the_cause(what: &str, name: &str, o: &Output) {
+    let err = stderr(o);
+    let want: &[&str] = match name {
+        "503 storm" => &["503"],
+        "stalled head" => &["timed out", "1s (--read-timeout)"],
+        "stalled body" => &["no data for 1s (--read-timeout)"],
+        _ => &[],
+    };
+    for w in want {
+        assert!(err.contains(w), "{what} under {name}: stderr lacks {w:?}: {err}");
+    }
+}
+
+fn prepare(args: &[&str], endpoint: &str) {
+    let mut a = args.to_vec();
+    a.extend(["--endpoint", endpoint]);
+    let o = s3rdma(&a, tempfile::tempdir().unwrap().path());
+    assert!(o.status.success(), "preparing {args:?}: {}", stderr(&o));
+}
+
+fn creds<'a>(sub: &'a str, bucket: &'a str) -> Vec<&'a str> {
+    vec![sub, "--backend", "http", "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket]
+}
+
+#[test]
+fn fetch_faults_on_both_get_paths() {
+    let s = common::server();
+    let mut base = creds("fetch", "faults-fetch");
+    base.extend(["--sizes", "4MiB", "--concurrency", "2", "--iters", "3", "--warmup", "0s", "--objects", "2", "--part-size", "1MiB"]);
+    let mut first = base.clone();
+    first.push("--prepare");
+    prepare(&first, &s.endpoint);
+    for path in ["direct", "sdk"] {
+        let mut a = base.clone();
+        a.extend(["--http-get", path]);
+        // Skip 3: the run's HEADs and the first GETs pass, the fault comes mid-run.
+        matrix(&format!("fetch --http-get {path}"), &a, &s.endpoint, "GET", 3, read_faults(), |name, o| names_the_cause("fetch", name, o));
+    }
+}
+
+#[test]
+fn a_server_that_is_gone_fails_at_once_naming_the_endpoint() {
+    let port = common::dead_port();
+    let ep = format!("http://127.0.0.1:{port}");
+    for args in [creds("fetch", "gone"), creds("ckpt", "gone"), creds("weights", "gone"), creds("verify", "gone")] {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut a = args.clone();
+        if a[0] == "weights" {
+            a.extend(["--model", "m"]);
+        }
+        a.extend(["--endpoint", &ep]);
+        a.extend(BOUNDS);
+        let t0 = Instant::now();
+        let o = s3rdma(&a, tmp.path());
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(t0.elapsed() < LIMIT, "{args:?}: {:?}", t0.elapsed());
+        assert!(err.contains(&ep) && err.contains("--endpoint"), "{args:?}: {err}");
+        assert!(no_record_or_a_failed_one(&tmp.path().join("results")), "{args:?}");
+    }
+}
+
+#[test]
+fn ckpt_save_faults_leave_no_manifest() {
+    let s = common::server();
+    std::fs::create_dir_all(s.root.join("faults-ckpt-save")).unwrap();
+    let mut a = creds("ckpt", "faults-ckpt-save");
+    a.extend(["--sizes", "8MiB", "--chunk", "1MiB", "--concurrency", "4", "--methods", "flat", "--repeats", "1", "--ops", "save"]);
+    // Skip 2: two chunks land, then the fault.
+    matrix("ckpt save", &a, &s.endpoint, "PUT", 2, write_faults(), |name, o| {
+        names_the_cause("ckpt save", name, o);
+        let left: Vec<_> = walk(&s.root.join("faults-ckpt-save")).into_iter().filter(|p| p.ends_with(".manifest.json")).collect();
+        assert!(left.is_empty(), "ckpt save under {name} left a manifest: {left:?}");
+    });
+}
+
+#[test]
+fn ckpt_restore_faults() {
+    let s = common::server();
+    std::fs::create_dir_all(s.root.join("faults-ckpt-restore")).unwrap();
+    let mut a = creds("ckpt", "faults-ckpt-restore");
+    a.extend(["--sizes", "8MiB", "--chunk", "1MiB", "--concurrency", "4", "--methods", "flat", "--repeats", "1"]);
+    let mut save = a.clone();
+    save.extend(["--ops", "save", "--keep"]);
+    prepare(&save, &s.endpoint);
+    a.extend(["--ops", "restore"]);
+    // Skip 1: the manifest is read, a chunk meets the fault.
+    matrix("ckpt restore", &a, &s.endpoint, "GET", 1, read_faults(), |name, o| names_the_cause("ckpt restore", name, o));
+}
+
+#[test]
+fn weights_faults() {
+    let s = common::server();
+    let mut synth = creds("weights", "faults-weights");
+    synth.extend(["--synth", "tiny", "--model", "tiny", "--shard-size", "16MB"]);
+    prepare(&synth, &s.endpoint);
+    let mut a = creds("weights", "faults-weights");
+    a.extend(["--model", "tiny", "--dest", "host", "--repeats", "1"]);
+    // Skip 2: the index and a header are read, a window meets the fault.
+    matrix("weights", &a, &s.endpoint, "GET", 2, read_faults(), |name, o| names_the_cause("weights", name, o));
+}
+
+#[test]
+fn verify_faults_on_the_put_and_the_get() {
+    let s = common::server();
+    std::fs::create_dir_all(s.root.join("faults-verify")).unwrap();
+    let mut a = creds("verify", "faults-verify");
+    a.extend(["--sizes", "4MiB"]);
+    matrix("verify PUT", &a, &s.endpoint, "PUT", 0, write_faults(), |name, o| names_the_cause("verify PUT", name, o));
+    matrix("verify GET", &a, &s.endpoint, "GET", 0, read_faults(), |name, o| names_the_cause("verify GET", name, o));
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p.to_string_lossy().into_owned());
+        }
+    }
+    out
+}
