@@ -234,3 +234,70 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// The bound: a 2 GiB save in 64 MiB chunks against a server that
+/// stalls every PUT ends within attempts x --read-timeout + 5 s of its first
+/// PUT (before fail-fast: 55-218 s, every chunk running its attempts).
+#[test]
+fn a_2gib_ckpt_save_against_a_stalled_server_ends_within_the_bound() {
+    let s = common::server();
+    std::fs::create_dir_all(s.root.join("faults-ckpt-2g")).unwrap();
+    let proxy = FaultProxy::start(&s.endpoint);
+    proxy.set(Rule::every(Some("PUT"), Fault::StallHead));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = creds("ckpt", "faults-ckpt-2g");
+    a.extend(["--sizes", "2GiB", "--chunk", "64MiB", "--methods", "flat", "--repeats", "1", "--ops", "save", "--dest", "host"]);
+    a.extend(["--endpoint", &proxy.endpoint]);
+    a.extend(BOUNDS);
+    let o = s3rdma(&a, tmp.path());
+    let end = proxy.elapsed();
+    let log = proxy.log();
+    let first_put: f64 = log.iter().find(|l| l.contains(" PUT ")).and_then(|l| l.split(' ').next()?.parse().ok()).expect("a PUT reached the proxy");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("timed out") && err.contains("--read-timeout"), "{err}");
+    let took = end - first_put;
+    assert!(took < LIMIT.as_secs_f64(), "{took:.1} s from the first PUT to the end: {err}\n{}", log.join("\n"));
+    let puts = log.iter().filter(|l| l.contains(" PUT ")).count();
+    // At most what was in flight, twice (2 attempts): 8 chunks (--concurrency)
+    // x 8 part uploads (--part-concurrency; 64 MiB chunks go multipart in
+    // 8 MiB parts); the 24 chunks behind them never start.
+    assert!(puts <= 8 * 8 * 2, "{puts} PUTs served for one failing save");
+    assert!(walk(&s.root.join("faults-ckpt-2g")).iter().all(|p| !p.ends_with(".manifest.json")));
+    eprintln!("2 GiB save against a stalled server: {took:.1} s from the first PUT, {puts} PUTs");
+}
+
+/// ../shared/cases/retry-slowdown on the SDK path: two `503 SlowDown` with
+/// `Retry-After: 1`, then the object. The run waits for the server (at least
+/// 2 s in all, where the SDK alone retried after 0.63 s) and counts both
+/// retries in the record, outside the throughput.
+#[test]
+fn sdk_retries_wait_for_retry_after_and_are_counted() {
+    let s = common::server();
+    let mut a = creds("fetch", "faults-sdk-retry");
+    a.extend(["--sizes", "100KiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--objects", "1", "--http-get", "sdk", "--json"]);
+    let mut first = a.clone();
+    first.push("--prepare");
+    prepare(&first, &s.endpoint);
+    let proxy = FaultProxy::start(&s.endpoint);
+    let rule = Rule {
+        method: Some("GET"),
+        path_contains: Some("/faults-sdk-retry/".into()),
+        skip: 0,
+        count: Some(2),
+        fault: Fault::Status { code: 503, retry_after: Some("1") },
+    };
+    proxy.set(rule);
+    let tmp = tempfile::tempdir().unwrap();
+    a.extend(["--endpoint", &proxy.endpoint, "--attempts", "3"]);
+    let t0 = Instant::now();
+    let rec = record(&s3rdma(&a, tmp.path()));
+    let took = t0.elapsed();
+    assert_eq!(proxy.injected(), 2);
+    assert!(took >= Duration::from_secs(2), "{took:?}: Retry-After ignored");
+    let r = &rec["results"][0]["repeats"][0];
+    assert_eq!(r["store_stats"]["sdk_retries_5xx"], 2, "{r}");
+    assert_eq!(r["store_stats"]["sdk_retries_timeout"], 0, "{r}");
+    assert_eq!(r["ops"], 1);
+    assert_eq!(r["bytes"], 100 * 1024);
+}

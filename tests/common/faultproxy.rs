@@ -107,6 +107,11 @@ impl FaultProxy {
         self.state.lock().unwrap().injected
     }
 
+    /// Seconds since the proxy started (the clock of [`FaultProxy::log`]).
+    pub fn elapsed(&self) -> f64 {
+        self.state.lock().unwrap().start.map_or(0.0, |t| t.elapsed().as_secs_f64())
+    }
+
     /// Every request seen: `seconds since start METHOD target fault`.
     pub fn log(&self) -> Vec<String> {
         self.state.lock().unwrap().log.clone()

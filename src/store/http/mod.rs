@@ -14,6 +14,7 @@
 //! checksum validation per `--response-checksums`.
 
 pub mod direct;
+pub mod sdk_retries;
 
 use std::ops::Range;
 use std::time::Instant;
@@ -55,6 +56,8 @@ pub struct HttpStore {
     read_timeout: std::time::Duration,
     /// The ranged-GET path when it is `direct` (`--http-get`); `None`: the SDK.
     direct: Option<DirectGet>,
+    /// Retries made on the SDK paths, by cause.
+    sdk_retries: std::sync::Arc<sdk_retries::SdkRetries>,
 }
 
 impl HttpStore {
@@ -72,6 +75,7 @@ impl HttpStore {
             Some(e) => check_endpoint(e)?,
             None => format!("https://s3.{}.amazonaws.com", args.region),
         };
+        let sdk_retries = std::sync::Arc::new(sdk_retries::SdkRetries::default());
         let mut conf = aws_sdk_s3::Config::builder()
             .behavior_version(BehaviorVersion::latest())
             .region(Region::new(args.region.clone()))
@@ -85,7 +89,9 @@ impl HttpStore {
             .retry_config(RetryConfig::standard().with_max_attempts(args.attempts))
             .timeout_config(TimeoutConfig::builder().connect_timeout(args.connect_timeout).read_timeout(args.read_timeout).build())
             // A body that stops is bounded by --read-timeout too (the SDK's default grace is 20 s).
-            .stalled_stream_protection(StalledStreamProtectionConfig::enabled().grace_period(args.read_timeout).build());
+            .stalled_stream_protection(StalledStreamProtectionConfig::enabled().grace_period(args.read_timeout).build())
+            .retry_classifier(sdk_retries::HonourRetryAfter)
+            .interceptor(sdk_retries::CountRetries(sdk_retries.clone()));
         if args.endpoint.is_some() {
             conf = conf.endpoint_url(&endpoint);
         }
@@ -118,6 +124,7 @@ impl HttpStore {
             connect_timeout: args.connect_timeout,
             read_timeout: args.read_timeout,
             direct,
+            sdk_retries,
         })
     }
 
@@ -462,10 +469,12 @@ impl ObjectStore for HttpStore {
     fn read_window(&self) -> Option<u64> {
         Some(self.part_size.saturating_mul(self.part_concurrency as u64))
     }
-    /// The direct GET path's retries by cause (`get_retries_5xx`, `_connect`,
-    /// `_timeout`, `_io`); the SDK path's own retries are not visible here.
+    /// Retries by cause: the direct GET path's (`get_retries_5xx`, `_connect`,
+    /// `_timeout`, `_io`) and the SDK paths' (`sdk_retries_5xx`, `_timeout`,
+    /// `_io`, `_other`: PUT, multipart, HEAD, LIST, DELETE, `--http-get sdk`).
     fn stats(&self) -> crate::store::StoreStats {
-        let pairs = self.direct.as_ref().map(|d| d.retries.counters().to_vec()).unwrap_or_default();
+        let mut pairs = self.direct.as_ref().map(|d| d.retries.counters().to_vec()).unwrap_or_default();
+        pairs.extend(self.sdk_retries.counters());
         crate::store::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
     }
     fn bucket(&self) -> &str {
