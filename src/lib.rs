@@ -20,6 +20,9 @@ pub mod store;
 pub mod units;
 pub mod witness;
 
+#[cfg(test)]
+mod proptests;
+
 use cli::{Cli, Command};
 use error::Result;
 

@@ -160,8 +160,8 @@ impl Manifest {
             return Err(bad(format!("{} chunks of {} bytes do not cover {} bytes", m.num_chunks, m.chunk_bytes, m.total_bytes)));
         }
         for t in &m.tensors {
-            let expect = t.shape.iter().product::<u64>() * dtype_size(&t.dtype);
-            if t.offset.checked_add(t.nbytes).is_none_or(|end| end > m.total_bytes) || t.nbytes != expect {
+            let expect = t.shape.iter().try_fold(dtype_size(&t.dtype), |n, &d| n.checked_mul(d));
+            if t.offset.checked_add(t.nbytes).is_none_or(|end| end > m.total_bytes) || expect != Some(t.nbytes) {
                 return Err(bad(format!("tensor '{}' ({} bytes at {}) does not fit its shape or the buffer", t.path, t.nbytes, t.offset)));
             }
         }

@@ -195,6 +195,30 @@ pub struct JpegIndex {
     pub samples: Vec<JpegSample>,
 }
 
+impl JpegIndex {
+    /// Every sample's payload is non-empty, lies inside the shard and
+    /// overlaps no other sample's (in a tar each member has its own bytes).
+    ///
+    /// Errors: [`Error::Runtime`] naming the sidecar `key` and the sample.
+    pub fn check(&self, key: &str) -> Result<()> {
+        let bad = |s: &JpegSample, why: String| {
+            Error::Runtime(format!("'{key}': sample '{}' at {}+{} {why}: rebuild it with `s3rdma ingest jpeg`", s.key, s.offset, s.length))
+        };
+        let mut by_offset: Vec<&JpegSample> = self.samples.iter().collect();
+        by_offset.sort_by_key(|s| s.offset);
+        let mut prev_end = 0u64;
+        for s in by_offset {
+            match s.offset.checked_add(s.length) {
+                _ if s.length == 0 => return Err(bad(s, "is empty".into())),
+                Some(end) if end <= self.size && s.offset >= prev_end => prev_end = end,
+                Some(end) if end <= self.size => return Err(bad(s, "overlaps the sample before it".into())),
+                _ => return Err(bad(s, format!("lies outside the {}-byte shard", self.size))),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A shard found in the store: its data key and its sidecar.
 #[derive(Debug, Clone)]
 pub struct Listed<T> {
@@ -308,12 +332,7 @@ pub async fn list_jpeg(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<List
     }
     for (_, key) in found {
         let meta: JpegIndex = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "JPEG shard index")?;
-        if let Some(s) = meta.samples.iter().find(|s| s.offset + s.length > meta.size || s.length == 0) {
-            return Err(Error::Runtime(format!(
-                "'{key}': sample '{}' at {}+{} lies outside the {}-byte shard: rebuild it with `s3rdma ingest jpeg`",
-                s.key, s.offset, s.length, meta.size
-            )));
-        }
+        meta.check(&key)?;
         out.push(Listed { data_key: meta.shard.clone(), sidecar_key: key, meta });
     }
     if out.is_empty() {

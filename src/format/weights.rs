@@ -95,8 +95,9 @@ pub fn looks_like(first: &[u8]) -> String {
 /// Parse one shard's header (`head` = the object's first 8 + n bytes).
 pub fn parse_header(key: &str, object_bytes: u64, head: &[u8]) -> Result<ShardLayout> {
     let n = u64::from_le_bytes(head.get(..8).ok_or_else(|| bad(key, "shorter than 8 bytes"))?.try_into().expect("8 bytes"));
-    let data_start = 8 + n;
-    let json = head.get(8..data_start as usize).ok_or_else(|| bad(key, "header cut short"))?;
+    let data_start =
+        n.checked_add(8).filter(|&d| d <= object_bytes).ok_or_else(|| bad(key, format!("header length {n} does not fit the {object_bytes}-byte object")))?;
+    let json = usize::try_from(data_start).ok().and_then(|d| head.get(8..d)).ok_or_else(|| bad(key, "header cut short"))?;
     let meta: Metadata = serde_json::from_slice(json).map_err(|e| bad(key, e))?;
     let blob = object_bytes - data_start;
     let mut tensors: Vec<TensorEntry> = meta

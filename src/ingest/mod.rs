@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::format::shards::{self, DatasetManifest, JpegIndex, JpegSample, RawShard, TokenShard};
 use crate::store::{self, ObjectStore};
 
-mod images;
+pub(crate) mod images;
 pub mod weights;
 pub use images::*;
 

@@ -30,7 +30,7 @@ use crate::error::{Error, Result, root_cause};
 use crate::store::Backend;
 
 mod recheck;
-mod scrape;
+pub(crate) mod scrape;
 mod verdict;
 pub use recheck::{Proof, proof_of};
 pub use scrape::*;

@@ -140,6 +140,21 @@ impl Retries {
     }
 }
 
+/// The object size a `Content-Range` header gives (RFC 9110 §14.4):
+/// `bytes <first>-<last>/<size>` with first <= last < size, or
+/// `bytes */<size>` (an unsatisfiable range); `None` for anything else,
+/// an unknown size (`/*`) included.
+pub fn content_range_total(h: &str) -> Option<u64> {
+    let (range, size) = h.trim().strip_prefix("bytes ")?.split_once('/')?;
+    let size: u64 = size.trim().parse().ok()?;
+    if range.trim() == "*" {
+        return Some(size);
+    }
+    let (first, last) = range.split_once('-')?;
+    let (first, last): (u64, u64) = (first.trim().parse().ok()?, last.trim().parse().ok()?);
+    (first <= last && last < size).then_some(size)
+}
+
 /// `Retry-After` as a wait from now: delta-seconds, or an HTTP date (a date
 /// in the past is no wait); `None` when it is neither (RFC 9110 §10.2.3).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
@@ -387,7 +402,7 @@ impl DirectGet {
             };
             let content_range = header("content-range").map(str::to_string);
             let retry_after = header("retry-after").and_then(parse_retry_after);
-            let total = content_range.as_deref().and_then(|v| v.rsplit('/').next()?.trim().parse().ok());
+            let total = content_range.as_deref().and_then(content_range_total);
             let keep_alive = resp.version == Some(1) && !header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
             let early = buf[head_len..filled].to_vec();
             let mut r = Response {

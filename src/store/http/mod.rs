@@ -275,7 +275,7 @@ impl HttpStore {
             FirstPart::Sdk(r) => (None, r.content_range.as_deref()),
             FirstPart::Direct(r) => (Some(r.status), r.content_range.as_deref()),
         };
-        let total = content_range.and_then(total_from_content_range);
+        let total = content_range.and_then(direct::content_range_total);
         let bad = |detail: String| StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail };
         let answered = status.map(|s| format!(" HTTP {s}")).unwrap_or_default();
         match (status, total, content_range) {
@@ -427,11 +427,6 @@ fn check_endpoint(e: &str) -> Result<String, StoreError> {
     }
     // The parsed form: scheme and host lowercased, a default port dropped.
     Ok(url.as_str().trim_end_matches('/').to_string())
-}
-
-/// Total object size from a `Content-Range: bytes a-b/total` header.
-fn total_from_content_range(h: &str) -> Option<u64> {
-    h.rsplit('/').next()?.trim().parse().ok()
 }
 
 /// A multipart upload not yet completed. Dropped unfinished (its PUT's
@@ -655,8 +650,8 @@ mod tests {
 
     #[test]
     fn content_range_total() {
-        assert_eq!(total_from_content_range("bytes 0-99/12345"), Some(12345));
-        assert_eq!(total_from_content_range("bytes */0"), Some(0));
-        assert_eq!(total_from_content_range("garbage"), None);
+        assert_eq!(direct::content_range_total("bytes 0-99/12345"), Some(12345));
+        assert_eq!(direct::content_range_total("bytes */0"), Some(0));
+        assert_eq!(direct::content_range_total("garbage"), None);
     }
 }
