@@ -115,6 +115,11 @@ pub enum StoreError {
     /// Configuration the store cannot work with (missing endpoint, bad URL, ...).
     #[error("{0}")]
     Config(String),
+    /// The transport's client library cannot be loaded, lacks a symbol, or
+    /// refuses to create a client (rdma: libminiocpp): a finding about this
+    /// host, not a usage slip.
+    #[error("{0}")]
+    Library(String),
     /// Any other failure of an operation, with the server's code and message.
     #[error("{op} '{key}' at {location} failed: {detail}")]
     Other {

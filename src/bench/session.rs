@@ -554,6 +554,12 @@ impl Session {
                 "requests_in_windows": in_windows,
             });
         }
+        // The store's counters over the whole run on this rank (warm-ups,
+        // preparation and listings included: a retry outside every timed
+        // window still leaves a trace), beside their growth inside the windows.
+        let whole_run = self.store.stats();
+        environment["store_stats"] = json!({"whole_run_this_rank": whole_run.0, "in_windows": o.stats.0});
+        let retries: Vec<String> = whole_run.0.iter().filter(|(k, v)| k.contains("retries") && **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
         for (k, v) in o.environment {
             environment[k] = v;
         }
@@ -571,6 +577,9 @@ impl Session {
             println!("witness: {} ({reason})", verdict.as_str());
             if let Some(line) = stats_line {
                 println!("{line}");
+            }
+            if !retries.is_empty() {
+                println!("retries over the whole run (never in the figures): {}", retries.join(", "));
             }
         };
         conclude(&record, &self.output, self.started, print, o.failure, self.require_rdma, verdict, &reason)

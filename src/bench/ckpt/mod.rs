@@ -234,7 +234,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                     let dir = if op == CkptOp::Save { Direction::Write } else { Direction::Read };
                     let closed = s.close_window(window, dir, fig.bytes, fig).await?;
                     if method == CkptMethod::Flat && op == CkptOp::Save {
-                        collect_old_generations(store.as_ref(), &key, Some(&generation)).await;
+                        collect_old_generations(store.as_ref(), &key, Some(&generation)).await?;
                     }
                     reps.push(RepeatRow::of(rep, closed.ranks, closed.witness));
                 }
@@ -262,7 +262,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
             }
             // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
             if !args.keep && args.ops.contains(&CkptOp::Save) {
-                delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await;
+                delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await?;
             }
         }
     }
@@ -303,28 +303,34 @@ async fn delete_prefix(store: &dyn ObjectStore, prefix: &str) {
 }
 
 /// Delete the chunks of `key` of every generation but `current` (all of them for `None`).
-async fn collect_old_generations(store: &dyn ObjectStore, key: &str, current: Option<&str>) {
+///
+/// Errors: the listing's (a listing that fails or never ends is the
+/// store's fault and ends the run, issue 21); deletes are best effort.
+async fn collect_old_generations(store: &dyn ObjectStore, key: &str, current: Option<&str>) -> Result<()> {
     let keep = current.map(|g| format!("{key}.g{g}.part"));
-    if let Ok(objs) = store.list(&format!("{key}.")).await {
-        for o in objs {
-            let rest = &o.key[key.len()..];
-            let is_part = rest.starts_with(".part") || (rest.starts_with(".g") && rest.contains(".part"));
-            if is_part && keep.as_ref().is_none_or(|k| !o.key.starts_with(k.as_str())) {
-                let _ = store.delete(&o.key).await;
-            }
+    let objs = store.list(&format!("{key}.")).await.map_err(|e| Error::Runtime(format!("listing the older generations of {key} to remove them: {e}")))?;
+    for o in objs {
+        let rest = &o.key[key.len()..];
+        let is_part = rest.starts_with(".part") || (rest.starts_with(".g") && rest.contains(".part"));
+        if is_part && keep.as_ref().is_none_or(|k| !o.key.starts_with(k.as_str())) {
+            let _ = store.delete(&o.key).await;
         }
     }
+    Ok(())
 }
 
 /// Remove checkpoint `key` of `method` (a flat one manifest first, so it is never half there).
-async fn delete_checkpoint(store: &dyn ObjectStore, serial: &dyn ObjectStore, key: &str, method: CkptMethod) {
+///
+/// Errors: as [`collect_old_generations`].
+async fn delete_checkpoint(store: &dyn ObjectStore, serial: &dyn ObjectStore, key: &str, method: CkptMethod) -> Result<()> {
     match method {
         CkptMethod::Flat => {
             let _ = store.delete(&Manifest::key(key)).await;
-            collect_old_generations(store, key, None).await;
+            collect_old_generations(store, key, None).await
         }
         CkptMethod::SerializeThenPut => {
             let _ = serial.delete(&serial_key(key)).await;
+            Ok(())
         }
     }
 }

@@ -52,7 +52,8 @@ pub(super) fn plan(p: &PlanInput) -> Result<BufferPlan> {
     let whole = p.max_size.saturating_mul(p.streams);
     let plan = match p.flag {
         StreamBuffer::Object => BufferPlan::Object,
-        StreamBuffer::Window(n) => BufferPlan::Window(Some(n)),
+        // No buffer larger than the largest object: that is what is allocated and recorded.
+        StreamBuffer::Window(n) => BufferPlan::Window(Some(n.min(p.max_size))),
         StreamBuffer::Auto if p.dest == Dest::Device || whole <= p.total / 2 => BufferPlan::Object,
         StreamBuffer::Auto => BufferPlan::Window(None),
     };
@@ -171,7 +172,7 @@ mod tests {
         let e = plan(&input(StreamBuffer::Window(GIB), 4 * GIB, 64)).unwrap_err().to_string();
         assert!(e.contains("lower --stream-buffer"), "{e}");
         // A window never counts for more than the object.
-        assert_eq!(plan(&input(StreamBuffer::Window(GIB), 1 << 20, 64)).unwrap(), BufferPlan::Window(Some(GIB)));
+        assert_eq!(plan(&input(StreamBuffer::Window(GIB), 1 << 20, 64)).unwrap(), BufferPlan::Window(Some(1 << 20)));
         assert_eq!(buffer_len(BufferPlan::Window(Some(GIB)), 1 << 20), 1 << 20);
         assert_eq!(buffer_len(BufferPlan::Object, 5), 5);
     }

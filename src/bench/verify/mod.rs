@@ -123,13 +123,17 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         // Counted: client-side HTTP bytes come from the store layer, as in every bench.
         Ok(st) => crate::store::counted::Counted::new(Arc::from(st)),
         Err(e) => {
-            // The rdma library failed to load: that is step 1's finding (exit 1), not a usage slip.
+            // The rdma library failed to load: that is step 1's finding (exit 1);
+            // anything else is the flags' (a usage error exits 2).
+            let library = matches!(e, crate::error::StoreError::Library(_));
             if !quiet {
                 println!("[1] FAIL {e}");
-                println!("        fix: point --rdma-lib at a libminiocpp built with -DMINIO_CPP_ENABLE_RDMA=ON whose dependencies resolve (`ldd` it)");
+                if library {
+                    println!("        fix: point --rdma-lib at a libminiocpp built with -DMINIO_CPP_ENABLE_RDMA=ON whose dependencies resolve (`ldd` it)");
+                }
                 println!("RESULT: FAIL - {}", e.to_string().lines().next().unwrap_or_default());
             }
-            return Err(Error::Runtime(e.to_string()));
+            return Err(if library { Error::Runtime(e.to_string()) } else { Error::Store(e) });
         }
     };
     for w in store.preflight(args.sizes.iter().copied().max().unwrap_or(0)) {
@@ -230,7 +234,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         environment: json!({"store": store.describe(), "witness": witness.describe(),
                             "gpu": gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name}))}),
         params: json!({"sizes_bytes": args.sizes, "key": args.key, "prepare": args.prepare, "keep": args.keep, "device": args.device}),
-        results: json!({"steps": s.steps, "result": result, "pass": pass, "data_match": !mismatch && !ops.is_empty(), "probes": ops}),
+        results: json!({"steps": s.steps, "result": result, "pass": pass, "data_match": !s.failed() && !mismatch && ops.iter().any(|o| o.data_match == Some(true)), "probes": ops}),
         rdma_witness: json!({"verdict": verdict, "reason": reason, "config": witness.describe(), "windows": windows}),
         ..RunRecord::new("verify", backend.name(), started, args.output.tag.clone())
     };

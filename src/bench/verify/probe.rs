@@ -132,7 +132,7 @@ pub async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Result<(Pro
     let ws = ctx.witness.begin().await;
     let before = ctx.store.stats();
     let t0 = Instant::now();
-    let t = store::write_from(ctx.store, ctx.key, &src, 0..len, scratch.as_mut()).await.map_err(|e| format!("PUT '{}': {e}", ctx.key))?;
+    let t = store::write_from(ctx.store, ctx.key, &src, 0..len, scratch.as_mut()).await.map_err(|e| format!("{e}{}", crate::cli::flag_hint(&e)))?;
     let seconds = t0.elapsed().as_secs_f64();
     let witness = ctx.witness.end(ws, window_payload(&ctx.store.stats().since(&before), Direction::Write, t.bytes)).await;
     let put = ProbeOp { size_bytes: size, memory, request: "PUT", bytes: t.bytes, seconds, data_match: None, witness };
@@ -145,7 +145,7 @@ pub async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Result<(Pro
     let t0 = Instant::now();
     let got = match store::read_into(ctx.store, ctx.key, range, &mut dst).await {
         Ok(t) => t,
-        Err(e) => return Ok((put, Err(format!("{request} '{}': {e}", ctx.key)))),
+        Err(e) => return Ok((put, Err(format!("{e}{}", crate::cli::flag_hint(&e))))),
     };
     let seconds = t0.elapsed().as_secs_f64();
     let witness = ctx.witness.end(ws, window_payload(&ctx.store.stats().since(&before), Direction::Read, got.bytes)).await;

@@ -74,7 +74,7 @@ async fn get(d: &DirectGet, len: usize) -> Result<Vec<u8>, DirectError> {
     let mut resp = d.send("b", "k", 0, len as u64 - 1).await?;
     let mut dst = vec![0u8; resp.content_length as usize];
     resp.read_into(&mut dst).await?;
-    assert_eq!(resp.total, Some(1000));
+    assert!(resp.total.is_some_and(|t| t >= len as u64), "{:?}", resp.total);
     d.recycle(resp);
     Ok(dst)
 }
@@ -83,7 +83,7 @@ async fn get(d: &DirectGet, len: usize) -> Result<Vec<u8>, DirectError> {
 async fn body_lands_in_the_buffer_and_connections_are_reused() {
     let body: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
     let b2 = body.clone();
-    let (port, conns) = scripted(move |_, _| (partial(&b2, 1000), false)).await;
+    let (port, conns) = scripted(move |_, _| (partial(&b2, 200_000), false)).await;
     let d = client(port, 1);
     for _ in 0..3 {
         assert_eq!(get(&d, body.len()).await.unwrap(), body);

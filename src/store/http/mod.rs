@@ -135,11 +135,35 @@ impl HttpStore {
     {
         let location = self.endpoint.clone();
         match &err {
-            SdkError::TimeoutError(_) => self.timed_out(op, key),
-            SdkError::DispatchFailure(d) if d.is_timeout() => self.timed_out(op, key),
+            SdkError::TimeoutError(_) => self.timed_out(op, key, ""),
+            SdkError::DispatchFailure(d) if d.is_timeout() => self.timed_out(op, key, &root_cause(&err)),
             SdkError::DispatchFailure(_) if never_connected(&err) => StoreError::Unreachable { location, detail: root_cause(&err) },
+            // rustls's words for an HTTP answer to its TLS handshake.
+            SdkError::DispatchFailure(_) if location.starts_with("https://") && root_cause(&err).contains("InvalidContentType") => StoreError::Config(format!(
+                "{location} answered the TLS handshake in plain HTTP: that port speaks http://, so pass --endpoint http://{}",
+                location.trim_start_matches("https://")
+            )),
             SdkError::DispatchFailure(_) => self.broken(op, key, root_cause(&err)),
+            SdkError::ServiceError(ctx) if ctx.err().message().is_none() && ctx.err().code().is_none() => {
+                let status = ctx.raw().status().as_u16();
+                let msg = match body_snippet(ctx.raw().body().bytes()) {
+                    b if b == "(empty)" => "no message (the answer has no body)".to_string(),
+                    b => format!("the answer is not S3's error XML; it reads: {b}"),
+                };
+                self.map_status(op, key, status, "", Some(&msg))
+            }
             SdkError::ServiceError(ctx) => self.map_status(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), ctx.err().message()),
+            SdkError::ResponseError(ctx) => StoreError::Other {
+                op,
+                key: key.into(),
+                location,
+                detail: format!(
+                    "the HTTP {} answer could not be read as S3 XML ({}); it reads: {}",
+                    ctx.raw().status().as_u16(),
+                    root_cause(&err),
+                    body_snippet(ctx.raw().body().bytes())
+                ),
+            },
             _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err) },
         }
     }
@@ -150,18 +174,18 @@ impl HttpStore {
     }
 
     /// A request that got no answer in time: which one, how long, which settings.
-    fn timed_out(&self, op: &'static str, key: &str) -> StoreError {
-        StoreError::Timeout {
-            op,
-            key: key.into(),
-            location: self.endpoint.clone(),
-            detail: format!(
-                "no connection within {} (--connect-timeout) or no response within {} (--read-timeout), {} attempt(s) (--attempts)",
-                humantime::format_duration(self.connect_timeout),
-                humantime::format_duration(self.read_timeout),
-                self.attempts
-            ),
-        }
+    fn timed_out(&self, op: &'static str, key: &str, cause: &str) -> StoreError {
+        let (ct, rt) = (humantime::format_duration(self.connect_timeout), humantime::format_duration(self.read_timeout));
+        // The SDK's HTTP client says which wait ran out ("HTTP read timeout
+        // occurred after 1s", "HTTP connect timeout ...").
+        let wait = if cause.contains("read timeout") {
+            format!("connected, but no response within {rt} (--read-timeout)")
+        } else if cause.contains("connect timeout") {
+            format!("no connection within {ct} (--connect-timeout)")
+        } else {
+            format!("no connection within {ct} (--connect-timeout) or no response within {rt} (--read-timeout)")
+        };
+        StoreError::Timeout { op, key: key.into(), location: self.endpoint.clone(), detail: format!("{wait}, {} attempt(s) (--attempts)", self.attempts) }
     }
 
     /// Map an error status (and the S3 error code and message, when the body had
@@ -180,7 +204,13 @@ impl HttpStore {
                 op,
                 key: key.into(),
                 location,
-                detail: format!("HTTP {status}{}{code}: {}", if code.is_empty() { "" } else { " " }, message.unwrap_or("no message")),
+                detail: format!(
+                    "HTTP {status}{}{code}: {}{}",
+                    if code.is_empty() { "" } else { " " },
+                    message.unwrap_or("no message"),
+                    // Server errors were retried: say how often, and which flag says so.
+                    if status >= 500 { format!(" ({} attempt(s), --attempts)", self.attempts) } else { String::new() }
+                ),
             },
         }
     }
@@ -427,6 +457,19 @@ fn check_endpoint(e: &str) -> Result<String, StoreError> {
     }
     // The parsed form: scheme and host lowercased, a default port dropped.
     Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+/// The first 200 characters of an answer's body, for messages (`(empty)`,
+/// or `(streamed)` when the client did not keep it).
+fn body_snippet(body: Option<&[u8]>) -> String {
+    match body {
+        None => "(streamed)".into(),
+        Some([]) => "(empty)".into(),
+        Some(b) => {
+            let text = String::from_utf8_lossy(&b[..b.len().min(200)]).replace(['\n', '\r'], " ");
+            format!("'{}'{}", text.trim(), if b.len() > 200 { "..." } else { "" })
+        }
+    }
 }
 
 /// A multipart upload not yet completed. Dropped unfinished (its PUT's

@@ -228,13 +228,14 @@ impl RdmaStore {
     /// Load the library, start `--rdma-threads` workers (each creating its
     /// client) and the HTTP control plane.
     ///
-    /// Errors: [`StoreError::Config`] for a library that cannot be loaded or
-    /// lacks required symbols (one line each), missing credentials, or a
-    /// client the library refuses to create.
+    /// Errors: [`StoreError::Library`] for a library that cannot be loaded or
+    /// lacks required symbols (one line each), or a client the library
+    /// refuses to create; [`StoreError::Config`] for the endpoint, bucket or
+    /// credentials (checked first).
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
         let http = HttpStore::new(args)?;
         let path = ffi::lib_path(args.rdma_lib.as_deref());
-        let (lib, info) = Lib::load(&path).map_err(StoreError::Config)?;
+        let (lib, info) = Lib::load(&path).map_err(StoreError::Library)?;
         let endpoint = http.location();
         let (scheme, hostport) = endpoint.split_once("://").unwrap_or(("https", endpoint.as_str()));
         let c = |s: &str, what: &str| CString::new(s).map_err(|_| StoreError::Config(format!("{what} contains a NUL byte")));
@@ -276,11 +277,11 @@ impl RdmaStore {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     store.shutdown();
-                    return Err(StoreError::Config(e));
+                    return Err(StoreError::Library(e));
                 }
                 Err(_) => {
                     store.shutdown();
-                    return Err(StoreError::Config("an RDMA worker thread died while creating its client".into()));
+                    return Err(StoreError::Library("an RDMA worker thread died while creating its client".into()));
                 }
             }
         }
