@@ -116,8 +116,9 @@ pub enum StoreError {
     #[error("{0}")]
     Config(String),
     /// The transport's client library cannot be loaded, lacks a symbol, or
-    /// refuses to create a client (rdma: libminiocpp): a finding about this
-    /// host, not a usage slip.
+    /// refuses to create a client (rdma: libminiocpp). Exit 2 like
+    /// [`StoreError::Config`]: the fix is `--rdma-lib` or the host's install
+    /// (`verify` reports it as its step 1's finding, exit 1).
     #[error("{0}")]
     Library(String),
     /// Any other failure of an operation, with the server's code and message.
@@ -178,7 +179,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) | Error::NotImplemented(_) => 2,
-            Error::Store(StoreError::Config(_)) => 2,
+            Error::Store(StoreError::Config(_) | StoreError::Library(_)) => 2,
             Error::Store(_) | Error::Runtime(_) => 1,
             Error::WitnessFailed(_) => 3,
             Error::Mismatch(_) => 4,

@@ -73,7 +73,13 @@ fn matrix(
                 s.spawn(move || {
                     // Requests to the bucket only: the witness's scrapes have their own bounds.
                     let rule = Rule { method: Some(method), path_contains: Some(format!("/{bucket}/")), skip, count: None, fault };
-                    (name, faulted(args, upstream, rule))
+                    // verify writes, reads and deletes its probe: runs side by side each need their own key.
+                    let key = format!("s3rdma-verify/{}.bin", name.replace(' ', "-"));
+                    let mut args = args.to_vec();
+                    if args[0] == "verify" {
+                        args.extend(["--key", &key]);
+                    }
+                    (name, faulted(&args, upstream, rule))
                 })
             })
             .collect();

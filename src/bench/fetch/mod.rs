@@ -24,7 +24,7 @@ use crate::error::{Error, Result, StoreError};
 use crate::mem::{Buffer, Dest};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore, StoreStats, TransferPath};
-use crate::units::size_name;
+use crate::units::{size_approx, size_name};
 use crate::witness::{self, Verdict, WitnessReport};
 
 mod buffers;
@@ -73,6 +73,16 @@ fn check_args(args: &FetchArgs) -> Result<BufferPlan> {
     let max_p = *args.procs.iter().max().expect("clap gives at least one count") as u64;
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
+    // --prepare fills each missing object from one host buffer of its size
+    // (the store API puts whole objects): refuse before anything is created.
+    let available = sys.available_memory();
+    if args.run.prepare_for(&args.store) && available > 0 && max_size > available / 10 * 9 {
+        return Err(Error::Usage(format!(
+            "--prepare writes each object from one host buffer, and objects of {} exceed the {} of memory available: lower --sizes, or create the objects another way and pass --no-prepare",
+            size_name(max_size),
+            size_approx(available)
+        )));
+    }
     // Every process of the widest cell holds its own buffers (on one host unless launched across hosts).
     buffers::plan(&buffers::PlanInput {
         flag: args.stream_buffer,
@@ -80,7 +90,7 @@ fn check_args(args: &FetchArgs) -> Result<BufferPlan> {
         max_size,
         streams: max_c.saturating_mul(max_p),
         total: sys.total_memory(),
-        available: sys.available_memory(),
+        available,
     })
 }
 
