@@ -378,13 +378,14 @@ impl Session {
 
     /// A destination buffer of `len` bytes in `--dest` memory, allocated (and
     /// touched) now, before any timed window. Device buffers get
-    /// `--bounce-buffers` pinned bounce buffers of `--stage-chunk` bytes each
+    /// `--bounce-buffers` pinned bounce buffers of `--stage-chunk` bytes each (or the host's defaults)
     /// when the store cannot write device memory itself (staged reads), none otherwise.
     ///
     /// Errors: the allocator's message.
     pub fn buffer(&self, len: usize) -> std::result::Result<Buffer, String> {
-        let bounce = if self.store.writes_device() { 0 } else { self.mem.bounce_buffers as usize };
-        Buffer::for_dest(self.mem.dest(), self.gpu.as_ref(), len, bounce, self.mem.stage_chunk as usize)
+        let (chunk, buffers) = self.mem.staging();
+        let bounce = if self.store.writes_device() { 0 } else { buffers.value as usize };
+        Buffer::for_dest(self.mem.dest(), self.gpu.as_ref(), len, bounce, chunk.value as usize)
     }
 
     /// A second client for the same bucket, configured by `edit` from this

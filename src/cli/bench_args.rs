@@ -11,6 +11,11 @@ pub enum CkptMethod {
     /// Copy to host, serialize one safetensors blob, send it as one object by one stream
     /// (over HTTP: multipart parts one at a time) — the shape of torch.save + HTTP.
     SerializeThenPut,
+    /// flat's on-store format, saved the way asynchronous checkpointing saves
+    /// (DCP `async_save`, Megatron/NeMo async): the state is first snapshotted
+    /// into one pinned host buffer (the training stall), then the chunks go out
+    /// from there and the manifest commits last (persistence); restore is flat's.
+    Async,
 }
 
 /// A checkpoint operation (`--ops`).
@@ -82,7 +87,7 @@ pub struct CkptArgs {
     /// split evenly across ranks. Default when no --workload: 1GiB.
     #[arg(long, value_delimiter = ',', value_parser = parse_bytes)]
     pub sizes: Vec<u64>,
-    /// Methods to run, in order.
+    /// Methods to run, in order (`async` needs one more state-sized buffer of pinned host memory).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "flat,serialize-then-put")]
     pub methods: Vec<CkptMethod>,
     /// Operations: save,restore; `--ops restore` reads a checkpoint an earlier

@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 
+pub mod auto;
 mod bench_args;
 pub use bench_args::*;
 
@@ -119,8 +120,9 @@ pub struct StoreArgs {
     pub direct: bool,
     /// local: threads per read, each taking 16 MiB pieces of it (1 = the
     /// stream's own thread only, so --concurrency is the whole parallelism).
-    #[arg(long, value_parser = parse_positive, default_value_t = 1)]
-    pub io_threads: u32,
+    /// Default: cores / 4, from 1 to 8 (the record says which was used).
+    #[arg(long, value_parser = parse_positive)]
+    pub io_threads: Option<u32>,
     /// http: endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for --region).
     #[arg(long, env = "AWS_ENDPOINT_URL")]
     pub endpoint: Option<String>,
@@ -190,7 +192,8 @@ impl StoreArgs {
             bucket: self.bucket.clone(),
             root: self.root.clone(),
             direct: self.direct,
-            io_threads: self.io_threads,
+            io_threads: auto::io_threads(self.io_threads).value,
+            io_threads_source: auto::io_threads(self.io_threads).source,
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
             access_key: self.access_key.clone(),
@@ -258,15 +261,24 @@ pub struct MemArgs {
     /// GPU ordinal for --dest pinned|device.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
-    /// Staged device reads: pinned bounce buffers per stream (half fill while half copy).
-    #[arg(long, value_parser = parse_bounce, default_value_t = 4)]
-    pub bounce_buffers: u32,
+    /// Staged device reads: pinned bounce buffers per stream (half fill while
+    /// half copy). Default: 8 on hosts with 64 GiB of memory or more, else 4.
+    #[arg(long, value_parser = parse_bounce)]
+    pub bounce_buffers: Option<u32>,
     /// Staged device reads: bytes per bounce buffer (one ranged read each).
-    #[arg(long, value_parser = parse_part_size, default_value = "8MiB")]
-    pub stage_chunk: u64,
+    /// Default: 64MiB on hosts with 64 GiB of memory or more, else 8MiB.
+    #[arg(long, value_parser = parse_part_size)]
+    pub stage_chunk: Option<u64>,
 }
 
 impl MemArgs {
+    /// Staged device reads: (bytes per bounce buffer, bounce buffers per
+    /// stream), each `--stage-chunk` / `--bounce-buffers` or the host's
+    /// default ([`auto::staging`]).
+    pub fn staging(&self) -> (auto::Chosen<u64>, auto::Chosen<u32>) {
+        auto::staging(self.stage_chunk, self.bounce_buffers)
+    }
+
     /// `--dest`, or its default: device when the CUDA driver reports a GPU, else host.
     pub fn dest(&self) -> crate::mem::Dest {
         use std::sync::OnceLock;
@@ -299,7 +311,11 @@ impl MemArgs {
             "gpu": gpu.map(|g| serde_json::json!({"ordinal": g.ordinal, "name": g.name, "memory_bytes": g.total_mem})),
             "device_path": match (self.dest(), writes_device) {
                 (Dest::Device, true) => serde_json::json!({"mode": "direct"}),
-                (Dest::Device, false) => serde_json::json!({"mode": "staged", "bounce_buffers": self.bounce_buffers, "chunk_bytes": self.stage_chunk}),
+                (Dest::Device, false) => {
+                    let (chunk, buffers) = self.staging();
+                    serde_json::json!({"mode": "staged", "bounce_buffers": buffers.value, "chunk_bytes": chunk.value,
+                                       "bounce_buffers_from": buffers.source, "chunk_bytes_from": chunk.source})
+                }
                 _ => serde_json::Value::Null,
             },
         })

@@ -69,6 +69,7 @@ pub struct LocalStore {
     dir: PathBuf,
     direct: bool,
     io_threads: usize,
+    io_threads_source: &'static str,
 }
 
 impl LocalStore {
@@ -77,7 +78,14 @@ impl LocalStore {
         let root =
             std::path::absolute(&args.root).map_err(|e| StoreError::Io { context: format!("cannot resolve --root {}", args.root.display()), source: e })?;
         let dir = root.join(&args.bucket);
-        Ok(LocalStore { root, bucket: args.bucket.clone(), dir, direct: args.direct, io_threads: args.io_threads as usize })
+        Ok(LocalStore {
+            root,
+            bucket: args.bucket.clone(),
+            dir,
+            direct: args.direct,
+            io_threads: args.io_threads as usize,
+            io_threads_source: args.io_threads_source,
+        })
     }
 
     fn path(&self, key: &str) -> Result<PathBuf, StoreError> {
@@ -227,7 +235,7 @@ impl ObjectStore for LocalStore {
     }
     fn describe(&self) -> serde_json::Value {
         json!({"backend": "local", "root": self.root, "bucket": self.bucket, "direct": self.direct,
-               "io_block_bytes": IO_BLOCK, "io_threads": self.io_threads})
+               "io_block_bytes": IO_BLOCK, "io_threads": self.io_threads, "io_threads_from": self.io_threads_source})
     }
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {

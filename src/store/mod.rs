@@ -89,6 +89,8 @@ pub struct StoreConfig {
     pub direct: bool,
     /// local: threads per read (16 MiB pieces).
     pub io_threads: u32,
+    /// What chose `io_threads` (`"flag"` or the default's rule), for the record.
+    pub io_threads_source: &'static str,
     /// http, rdma control plane: endpoint URL (`None`: AWS for `region`).
     pub endpoint: Option<String>,
     /// http: signing region.

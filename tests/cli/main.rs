@@ -4,6 +4,7 @@
 //! directory. This file holds the helpers they share.
 
 mod ckpt;
+mod ckpt_async;
 #[path = "../common/mod.rs"]
 mod common;
 mod data;

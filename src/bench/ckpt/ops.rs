@@ -113,6 +113,10 @@ where
 }
 
 /// Save `state` as a flat checkpoint under `key` (a new generation), manifest last.
+///
+/// The tensors are first copied into `flat` (`flatten_s`): device memory for
+/// `flat`, and a pinned host buffer for `async`, where that copy is the
+/// snapshot training waits for and the chunks then leave from host memory.
 pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, generation: &str) -> Result<OpFigures> {
     let t0 = Instant::now();
     let start_unix_s = now_unix();
@@ -189,6 +193,7 @@ pub(crate) fn figures_base() -> OpFigures {
         host: String::new(),
         bytes: 0,
         wall_s: 0.0,
+        stall_s: 0.0,
         start_unix_s: 0.0,
         end_unix_s: 0.0,
         flatten_s: 0.0,

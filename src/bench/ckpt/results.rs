@@ -11,8 +11,11 @@ pub struct OpFigures {
     pub host: String,
     /// Checkpoint payload bytes (chunks, or the safetensors blob).
     pub bytes: u64,
-    /// Wall seconds of the timed work.
+    /// Wall seconds of the timed work (a save: until its manifest commits, the checkpoint durable).
     pub wall_s: f64,
+    /// Seconds training is blocked: the whole operation, except for an
+    /// `async` save, whose stall is the snapshot into pinned host memory.
+    pub stall_s: f64,
     /// Wall-clock start and end (Unix seconds), for the aggregate across ranks.
     pub start_unix_s: f64,
     /// Wall-clock end of its timed window (Unix seconds).
@@ -70,8 +73,11 @@ pub struct Row {
     pub chunk_bytes: u64,
     /// Chunk transfers in flight per rank (1 for serialize-then-put).
     pub concurrency: usize,
-    /// Per repeat: the slowest rank's wall time (the training stall).
+    /// Per repeat: the slowest rank's wall time (a save: until it is durable).
     pub wall_s: Spread,
+    /// Per repeat: the slowest rank's training stall (equal to `wall_s` except
+    /// for an `async` save, where it is the snapshot).
+    pub stall_s: Spread,
     /// Per repeat: bytes of all ranks / span (first start to last end).
     pub throughput_gbps: Spread,
     /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
@@ -163,6 +169,7 @@ pub(crate) fn print_table(rows: &[Row], backend: &str, location: &str, dest: Des
         "ranks",
         "GB",
         "wall s (slowest rank)",
+        "stall s",
         "GB/s",
         "client cores",
         "host cores",
@@ -178,11 +185,13 @@ pub(crate) fn print_table(rows: &[Row], backend: &str, location: &str, dest: Des
             match r.method {
                 CkptMethod::Flat => "flat".into(),
                 CkptMethod::SerializeThenPut => "serialize-then-put".to_string(),
+                CkptMethod::Async => "async".into(),
             },
             format!("{:?}", r.op).to_lowercase(),
             r.ranks.to_string(),
             format!("{:.2}", r.bytes as f64 / 1e9),
             if w.max > w.min { format!("{:.3} ({:.3}–{:.3})", w.median, w.min, w.max) } else { format!("{:.3}", w.median) },
+            format!("{:.3}", r.stall_s.median),
             format!("{:.2}", r.throughput_gbps.median),
             format!("{:.2}", r.client_cpu_cores.median),
             format!("{:.2}", r.host_cpu_cores.median),
@@ -219,8 +228,9 @@ pub(crate) fn summarize(
         bytes: reps.first().map_or(0, |r| r.bytes),
         chunks_per_rank: reps.iter().flat_map(|r| r.per_rank.iter().map(|f| f.chunks)).max().unwrap_or(0),
         chunk_bytes: reps.iter().flat_map(|r| r.per_rank.iter().map(|f| f.chunk_bytes)).max().unwrap_or(0),
-        concurrency: if method == CkptMethod::Flat { args.concurrency as usize } else { 1 },
+        concurrency: if method == CkptMethod::SerializeThenPut { 1 } else { args.concurrency as usize },
         wall_s: spread(&|r| r.wall_s),
+        stall_s: spread(&max_of(|f| f.stall_s)),
         throughput_gbps: spread(&|r| r.throughput_gbps),
         client_cpu_cores: spread(&|r| r.client_cpu_cores),
         host_cpu_cores: spread(&|r| r.host_cpu_cores),

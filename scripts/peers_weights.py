@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""Model-load peers harness (issue 22, item 5): s3rdma weights against the
+strongest Python loaders, in one run, interleaved, on the same files, warm and
+cold, into GPU memory. Writes one record to results/ and prints a table.
+
+    python3 scripts/peers_weights.py --s3rdma .carry/s3rdma --root /tmp/w --model m/llama --rounds 2
+
+Each load runs in a fresh process (the loader's own timed window: first file
+open to every tensor on the GPU, CUDA already initialised; and the whole
+process, exec to exit). Rounds interleave the loaders, warm then cold, so a
+drift of the machine hits every loader alike. Cold: the page cache is emptied
+before the load (`echo 3 > /proc/sys/vm/drop_caches` as root, else
+posix_fadvise(DONTNEED) on every shard; the record says which) and checked
+with `fincore` where it exists. Warm: the shards are read once through the
+page cache first.
+
+Loaders, at each one's documented best settings for one GPU:
+  - s3rdma weights, default flags and hand-tuned flags (page cache; its
+    --direct reads skip it).
+  - safetensors load_file(device="cuda") (mmap: page cache).
+  - fastsafetensors SafeTensorsFileLoader, nogds, 16 threads: its default
+    reads (O_DIRECT on local filesystems: skip the page cache) and buffered
+    reads (FASTSAFETENSORS_ODIRECT=0: page cache).
+  - runai-model-streamer SafetensorsStreamer, RUNAI_STREAMER_CONCURRENCY=64,
+    no memory limit (its reads skip the page cache where O_DIRECT works).
+"""
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+LOADERS = {
+    "s3rdma-default": {"reads": "page cache", "settings": "weights --dest device (default flags: chosen from the host, see the record's environment)"},
+    "s3rdma-tuned": {"reads": "page cache", "settings": "weights --dest device --io-threads 4 --stage-chunk 64MiB --bounce-buffers 8"},
+    "safetensors": {"reads": "page cache (mmap)", "settings": "load_file(f, device='cuda') per shard"},
+    "fastsafetensors": {"reads": "O_DIRECT (skips the page cache)", "settings": "SafeTensorsFileLoader(nogds=True, max_threads=16), default reads"},
+    "fastsafetensors-buffered": {"reads": "page cache", "settings": "as fastsafetensors, FASTSAFETENSORS_ODIRECT=0"},
+    "runai": {"reads": "O_DIRECT where it works (skips the page cache)", "settings": "SafetensorsStreamer, RUNAI_STREAMER_CONCURRENCY=64, no memory limit"},
+}
+
+# Flags of each s3rdma loader (--variant adds more).
+S3RDMA_FLAGS = {"s3rdma-tuned": ["--io-threads", "4", "--stage-chunk", "64MiB", "--bounce-buffers", "8"]}
+
+# The Python package behind each peer, for its version in the record.
+PACKAGES = {"safetensors": "safetensors", "fastsafetensors": "fastsafetensors", "fastsafetensors-buffered": "fastsafetensors", "runai": "runai-model-streamer"}
+
+
+def child(loader, files):
+    """One load in this process; prints {"load_s", "bytes", "tensors"} as JSON."""
+    import torch
+
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    sd = {}
+    if loader == "safetensors":
+        from safetensors.torch import load_file
+
+        for f in files:
+            sd.update(load_file(f, device="cuda"))
+    elif loader.startswith("fastsafetensors"):
+        from fastsafetensors import SafeTensorsFileLoader, SingleGroup
+
+        ld = SafeTensorsFileLoader(SingleGroup(), "cuda:0", nogds=True, max_threads=16)
+        ld.add_filenames({0: files})
+        fb = ld.copy_files_to_device()
+        for k in ld.get_keys():
+            sd[k] = fb.get_tensor(k)
+    elif loader == "runai":
+        from runai_model_streamer import SafetensorsStreamer
+
+        with SafetensorsStreamer() as s:
+            s.stream_files(files, device="cuda")
+            for name, t in s.get_tensors():
+                sd[name] = t.to("cuda", non_blocking=True)
+    else:
+        raise SystemExit(f"unknown loader {loader}")
+    torch.cuda.synchronize()
+    load_s = time.perf_counter() - t0
+    nbytes = sum(t.numel() * t.element_size() for t in sd.values())
+    print(json.dumps({"load_s": load_s, "bytes": nbytes, "tensors": len(sd)}))
+
+
+def evict(files):
+    """Empty the page cache of `files`; returns how."""
+    subprocess.run(["sync"], check=False)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return "drop_caches"
+    except OSError:
+        for p in files:
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+        return "fadvise-dontneed"
+
+
+def resident(files):
+    """Bytes of `files` in the page cache per fincore (None when it is missing)."""
+    try:
+        out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *files], capture_output=True, text=True, check=True).stdout
+        return sum(int(x) for x in out.split())
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        return None
+
+
+def warm(files):
+    for p in files:
+        with open(p, "rb") as f:
+            while f.read(64 << 20):
+                pass
+
+
+def run_one(loader, args, files):
+    """One load in a fresh process: (record of the load, whole-process seconds)."""
+    env = dict(os.environ)
+    t0 = time.perf_counter()
+    if loader.startswith("s3rdma"):
+        cmd = [args.s3rdma, "weights", "--root", args.root, "--model", args.model, "--dest", "device", "--repeats", "1", "--json", "--results-dir", args.scratch]
+        cmd += S3RDMA_FLAGS.get(loader, [])
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        proc_s = time.perf_counter() - t0
+        if p.returncode != 0:
+            return {"error": p.stderr.strip()[-400:]}, proc_s
+        rec = json.loads(p.stdout)
+        res = rec["results"]
+        env_ = rec.get("environment", {})
+        chosen = {"io_threads": env_.get("store", {}).get("io_threads"), "device_path": env_.get("device_path")}
+        return {"load_s": res["summary"]["wall_s"]["median"], "bytes": res["bytes"], "tool_commit": rec.get("tool", {}).get("commit"), "chosen": chosen}, proc_s
+    if loader == "fastsafetensors-buffered":
+        env["FASTSAFETENSORS_ODIRECT"] = "0"
+    if loader == "runai":
+        env["RUNAI_STREAMER_CONCURRENCY"] = "64"
+    p = subprocess.run([sys.executable, __file__, "--child", loader, *files], capture_output=True, text=True, env=env)
+    proc_s = time.perf_counter() - t0
+    if p.returncode != 0:
+        return {"error": p.stderr.strip()[-400:]}, proc_s
+    return json.loads(p.stdout.strip().splitlines()[-1]), proc_s
+
+
+def version(mod):
+    try:
+        from importlib.metadata import version as v
+
+        return v(mod)
+    except Exception:
+        return None
+
+
+def host():
+    gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    df = subprocess.run(["df", "-hT", "."], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    return {"hostname": platform.node(), "cpus": os.cpu_count(), "memory_bytes": mem, "gpu": gpu, "kernel": platform.release(), "filesystem": df}
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        return child(sys.argv[2], sys.argv[3:])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--s3rdma", required=True)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--model", default="m/llama")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--loaders", default=",".join(LOADERS))
+    ap.add_argument("--caches", default="warm,cold")
+    ap.add_argument("--tag", default="gpu")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
+                    help="one more s3rdma loader, s3rdma-NAME, with these weights flags (space-separated); added to --loaders")
+    args = ap.parse_args()
+    extra = []
+    for v in args.variant:
+        name, _, flags = v.partition("=")
+        ld = f"s3rdma-{name}"
+        S3RDMA_FLAGS[ld] = flags.split()
+        LOADERS[ld] = {"reads": "O_DIRECT (skips the page cache)" if "--direct" in flags else "page cache", "settings": f"weights --dest device {flags}"}
+        extra.append(ld)
+    args.scratch = os.path.join(args.root, "records")
+    os.makedirs(args.scratch, exist_ok=True)
+    files = sorted(glob.glob(os.path.join(args.root, "s3rdma-bench", args.model, "*.safetensors")))
+    if not files:
+        raise SystemExit(f"no shards under {args.root}/s3rdma-bench/{args.model}: write them with s3rdma weights --synth")
+    loaders = args.loaders.split(",") + extra
+    unknown = [ld for ld in loaders if ld not in LOADERS]
+    if unknown:
+        raise SystemExit(f"unknown loaders {unknown}: choose from {sorted(LOADERS)} or add one with --variant")
+    caches = args.caches.split(",")
+    runs = []
+    for rnd in range(1, args.rounds + 1):
+        for cache in caches:
+            for ld in loaders:
+                how = None
+                if cache == "cold":
+                    how = evict(files)
+                else:
+                    warm(files)
+                res_before = resident(files)
+                r, proc_s = run_one(ld, args, files)
+                row = {"round": rnd, "cache": cache, "loader": ld, "evicted_by": how, "resident_bytes_before": res_before, "process_s": proc_s, **r}
+                if "load_s" in r:
+                    row["gbps"] = r["bytes"] / r["load_s"] / 1e9
+                runs.append(row)
+                print(f"round {rnd} {cache:4} {ld:26} " + (f"{r['load_s']:7.3f} s  process {proc_s:6.2f} s" if "load_s" in r else f"FAILED: {r['error']}"), flush=True)
+    commit = next((r.get("tool_commit") for r in runs if r.get("tool_commit")), None)
+    rec = {
+        "schema_version": 1,
+        "benchmark": "peers-weights",
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "tag": args.tag,
+        "s3rdma_commit": commit,
+        "host": host(),
+        "model": {"dir": os.path.join(args.root, "s3rdma-bench", args.model), "shards": len(files), "bytes": sum(os.path.getsize(f) for f in files)},
+        "loaders": {ld: {**LOADERS[ld], "version": commit if ld.startswith("s3rdma") else version(PACKAGES[ld])} for ld in loaders},
+        "torch": version("torch"),
+        "runs": runs,
+    }
+    os.makedirs("results", exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = f"results/peers-weights-{stamp}-{args.tag}.json"
+    with open(out + ".tmp", "w") as f:
+        json.dump(rec, f, indent=1)
+    os.replace(out + ".tmp", out)
+    base = {}
+    print(f"\nrecord: {out}")
+    print(f"{'loader':26} {'cache':5} {'median s':>9} {'GB/s':>6} {'process s':>9} {'vs s3rdma-default':>17}  reads through")
+    for cache in caches:
+        for ld in loaders:
+            ok = [r for r in runs if r["loader"] == ld and r["cache"] == cache and "load_s" in r]
+            if not ok:
+                print(f"{ld:26} {cache:5} {'FAILED':>9}")
+                continue
+            med = statistics.median(r["load_s"] for r in ok)
+            proc = statistics.median(r["process_s"] for r in ok)
+            base.setdefault(cache, med if ld == "s3rdma-default" else None)
+            ratio = f"{med / base[cache]:.2f}x time" if base.get(cache) else "-"
+            print(f"{ld:26} {cache:5} {med:9.3f} {ok[0]['bytes'] / med / 1e9:6.2f} {proc:9.2f} {ratio:>17}  {LOADERS[ld]['reads']}")
+
+
+if __name__ == "__main__":
+    main()
