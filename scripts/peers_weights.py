@@ -137,7 +137,7 @@ def run_one(loader, args, files):
         res = rec["results"]
         env_ = rec.get("environment", {})
         chosen = {"io_threads": env_.get("store", {}).get("io_threads"), "device_path": env_.get("device_path")}
-        return {"load_s": res["summary"]["wall_s"]["median"], "bytes": res["bytes"], "tool_commit": rec.get("tool", {}).get("commit"), "chosen": chosen}, proc_s
+        return {"load_s": res["summary"]["wall_s"]["median"], "bytes": res["bytes"], "tool_commit": rec.get("tool", {}).get("git_commit"), "chosen": chosen}, proc_s
     if loader == "fastsafetensors-buffered":
         env["FASTSAFETENSORS_ODIRECT"] = "0"
     if loader == "runai":

@@ -2,12 +2,17 @@
 //! is left out, the value comes from the host's cores and memory, and the
 //! record says which value was used and why. A flag always wins.
 //!
-//! The rules come from the H200 measurements in issue 22 (16 cores, 128 GiB,
-//! a 16 GB model in 4 shards into GPU memory): `--io-threads 4 --stage-chunk
-//! 64MiB --bounce-buffers 8` loaded it at 33–34 GB/s warm where the old fixed
-//! defaults (1 thread, 8 MiB x 4) reached 21 GB/s. Both knobs only add reads
-//! in flight, so they scale with what the machine can serve: threads with
-//! cores, pinned staging with memory.
+//! The rules come from H200 measurements (16 cores, 128 GiB, a 16 GB model in
+//! 4 shards into GPU memory, warm page cache; records
+//! `results/peers-weights-20261201T211802Z-gpu.json` and
+//! `results/peers-weights-20261201T212252Z-gpu.json`): what speeds a staged
+//! load is reads in flight, and each 64 MiB bounce buffer is read by 4
+//! threads in 16 MiB pieces. 64 MiB x 4 with 4 threads loaded in 0.517 s
+//! (31 GB/s) where the old fixed defaults (1 thread, 8 MiB x 4) took 1.17 s;
+//! 64 MiB x 8 was no faster (0.534 s) but pinning its 2 GiB added 0.6 s to
+//! the process (2.42 s against 1.83 s); 16 and 32 MiB buffers were slower
+//! (1.18 s, 0.77–0.79 s). So threads scale with cores, and the deep staging
+//! needs memory to spare for 256 MiB of pinned memory per stream.
 
 use serde::Serialize;
 
@@ -25,7 +30,7 @@ pub struct Chosen<T> {
 const PLANNED_STREAMS: usize = 4;
 
 /// Host memory from which staging gets the deep setting: at 64 GiB, 4
-/// streams x 8 x 64 MiB of pinned memory is 1/32 of it.
+/// streams x 4 x 64 MiB of pinned memory is 1/64 of it.
 const DEEP_STAGING_MIN_MEMORY: u64 = 64 << 30;
 
 /// `--io-threads`: the flag, else cores / 4 (the planned streams), between 1 and 8.
@@ -43,11 +48,11 @@ pub fn io_threads(flag: Option<u32>) -> Chosen<u32> {
 }
 
 /// Staged device reads: `(--stage-chunk bytes, --bounce-buffers)`, each the
-/// flag or the rule: 64 MiB x 8 on hosts with at least 64 GiB of memory
-/// (512 MiB of pinned memory per stream), 8 MiB x 4 below.
+/// flag or the rule: 64 MiB x 4 on hosts with at least 64 GiB of memory
+/// (256 MiB of pinned memory per stream), 8 MiB x 4 below.
 pub fn staging(chunk: Option<u64>, buffers: Option<u32>) -> (Chosen<u64>, Chosen<u32>) {
     let deep = (chunk.is_none() || buffers.is_none()) && total_memory() >= DEEP_STAGING_MIN_MEMORY;
-    let (rule, c, b) = if deep { ("auto: host memory >= 64 GiB: 64 MiB x 8", 64 << 20, 8) } else { ("auto: host memory < 64 GiB: 8 MiB x 4", 8 << 20, 4) };
+    let (rule, c, b) = if deep { ("auto: host memory >= 64 GiB: 64 MiB x 4", 64 << 20, 4) } else { ("auto: host memory < 64 GiB: 8 MiB x 4", 8 << 20, 4) };
     let chunk = chunk.map_or(Chosen { value: c, source: rule }, |v| Chosen { value: v, source: "flag" });
     let buffers = buffers.map_or(Chosen { value: b, source: rule }, |v| Chosen { value: v, source: "flag" });
     (chunk, buffers)
@@ -78,10 +83,10 @@ mod tests {
         assert!(t.source.starts_with("auto"));
         let (c, b) = staging(None, None);
         let deep = total_memory() >= DEEP_STAGING_MIN_MEMORY;
-        assert_eq!((c.value, b.value), if deep { (64 << 20, 8) } else { (8 << 20, 4) });
+        assert_eq!((c.value, b.value), if deep { (64 << 20, 4) } else { (8 << 20, 4) });
         // One flag given: the other still comes from the rule.
         let (c, b) = staging(Some(32 << 20), None);
         assert_eq!((c.value, c.source), (32 << 20, "flag"));
-        assert_eq!(b.value, if deep { 8 } else { 4 });
+        assert_eq!(b.value, 4);
     }
 }

@@ -262,7 +262,7 @@ pub struct MemArgs {
     #[arg(long, default_value_t = 0)]
     pub device: usize,
     /// Staged device reads: pinned bounce buffers per stream (half fill while
-    /// half copy). Default: 8 on hosts with 64 GiB of memory or more, else 4.
+    /// half copy). Default: 4.
     #[arg(long, value_parser = parse_bounce)]
     pub bounce_buffers: Option<u32>,
     /// Staged device reads: bytes per bounce buffer (one ranged read each).
