@@ -1,20 +1,18 @@
-//! `s3rdma report` over the committed `results/*.json` prints exactly the
-//! tables it printed before the bench-session refactor: the expected files
-//! were written by the build of commit 8ca402b (`report results/*.json` and
-//! `--format csv`), so any change to how records are read shows here.
+//! `s3rdma report` over the records committed in `results/` at commit 8ca402b
+//! (listed in `tests/fixtures/report-expected/files.txt`; records added since
+//! do not change the snapshot) prints exactly the tables it printed before the
+//! bench-session refactor: the expected files were written by the build of
+//! that commit (`report <files>` and `--format csv`), so any change to how
+//! records are read shows here.
 
 use std::path::Path;
 use std::process::Command;
 
 fn report(format: &str) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut files: Vec<String> = std::fs::read_dir(root.join("results"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .map(|p| format!("results/{}", p.file_name().unwrap().to_string_lossy()))
-        .collect();
-    files.sort();
+    let list = std::fs::read_to_string(root.join("tests/fixtures/report-expected/files.txt")).unwrap();
+    let files: Vec<&str> = list.lines().filter(|l| !l.is_empty()).collect();
+    assert_eq!(files.len(), 36, "the snapshot's record list");
     let o = Command::new(env!("CARGO_BIN_EXE_s3rdma")).arg("report").args(["--format", format]).args(&files).current_dir(root).output().expect("run s3rdma");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stdout).unwrap()
