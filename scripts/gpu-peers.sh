@@ -12,7 +12,9 @@
 # (install them first: see the device README). Prints short tables last.
 # Env: ROUNDS (2), SKIP_WEIGHTS, SKIP_CKPT, CKPT_SIZE (16GiB), LOADERS, CACHES,
 #      VARIANTS (more s3rdma loaders, "name=flags;name=flags"; default: the old
-#      fixed defaults and deep O_DIRECT / page-cache queues for cold reads).
+#      fixed defaults and deep O_DIRECT / page-cache queues for cold reads),
+#      CKPT_PEERS (set: also scripts/peers_ckpt.py, torch.save / DCP save,
+#      load and async_save beside s3rdma flat/async, at CKPT_PEERS_SIZE, 4GiB).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry}
@@ -49,4 +51,7 @@ for row in r["results"]["rows"]:
     print(f'{row["method"]:7} {row["op"]:8} {row["bytes"]/1e9:6.2f} {row["stall_s"]["median"]:8.3f} {row["wall_s"]["median"]:15.3f} {row["throughput_gbps"]["median"]:6.2f} {vs}')
 PY
 fi
-ls results/peers-weights-* results/ckpt-*gpu-async* 2>/dev/null
+if [ -n "${CKPT_PEERS:-}" ]; then
+  python3 scripts/peers_ckpt.py --s3rdma "$S" --dir "$ROOT/ckpt-peers" --size "${CKPT_PEERS_SIZE:-4GiB}" --rounds "${CKPT_PEERS_ROUNDS:-1}" --tag gpu
+fi
+ls results/peers-ckpt-* results/peers-weights-* results/ckpt-*gpu-async* 2>/dev/null
