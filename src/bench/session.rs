@@ -122,6 +122,10 @@ pub struct Session {
     output: OutputArgs,
     /// The store's warnings before any transfer ([`ObjectStore::preflight`] of size 0), printed by rank 0.
     pub warnings: Vec<String>,
+    /// A bench that stages device memory its own way (not through
+    /// [`Session::buffer`]'s bounce buffers) says how here, and the record's
+    /// `environment.device_path` shows this instead of the bounce-buffer settings.
+    pub device_path: Option<Value>,
     require_rdma: bool,
     windows: std::sync::atomic::AtomicU64,
 }
@@ -371,6 +375,7 @@ impl Session {
             host: sysinfo::System::host_name().unwrap_or_default(),
             output: spec.output.clone(),
             warnings,
+            device_path: None,
             require_rdma: spec.witness.require_rdma,
             windows: Default::default(),
         }))
@@ -499,6 +504,11 @@ impl Session {
     /// The environment every record carries: memory, store, witness, ranks.
     fn environment(&self) -> Value {
         let mut env = self.mem.describe(self.gpu.as_ref(), self.store.writes_device());
+        if let Some(path) = &self.device_path
+            && !env["device_path"].is_null()
+        {
+            env["device_path"] = path.clone();
+        }
         env["store"] = self.store.describe();
         env["witness"] = self.witness.describe();
         env["ranks"] = json!({"world": self.me.world, "launcher": self.me.launcher, "run_id": self.me.run_id, "local_world": self.me.local_world});

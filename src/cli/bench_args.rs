@@ -94,7 +94,7 @@ pub struct CkptArgs {
     /// `--keep` run left (same --workload/--sizes/--seed/--ranks), verifies it and leaves it.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "save,restore")]
     pub ops: Vec<CkptOp>,
-    /// Bytes per chunk object of a flat checkpoint (below 4 GiB: one RDMA registration).
+    /// Bytes per chunk object of a flat or async checkpoint, 1MiB to below 4GiB (one RDMA registration).
     #[arg(long, value_parser = parse_chunk, default_value = "1GiB")]
     pub chunk: u64,
     /// Chunk objects in flight per rank.

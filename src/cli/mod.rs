@@ -33,7 +33,7 @@ pub enum Command {
     Fetch(FetchArgs),
     /// Bring-up check: PASS only when the server's counters prove RDMA carried the bytes.
     Verify(VerifyArgs),
-    /// Checkpoint save and restore from GPU memory: flat chunked vs serialize-then-put, verified, per rank.
+    /// Checkpoint save and restore from GPU memory: flat chunked, async (stall = snapshot) and serialize-then-put, verified, per rank.
     Ckpt(CkptArgs),
     /// Build the datasets `tokens` and `train` read: token shards, raw image shards, JPEG tar shards.
     #[command(subcommand)]
@@ -261,13 +261,14 @@ pub struct MemArgs {
     /// GPU ordinal for --dest pinned|device.
     #[arg(long, default_value_t = 0)]
     pub device: usize,
-    /// Staged device reads: pinned bounce buffers per stream (half fill while
-    /// half copy). Default: 4.
+    /// Staged device reads (fetch, weights, tokens, train; ckpt stages through
+    /// --chunk-sized buffers): pinned bounce buffers per stream (half fill
+    /// while half copy), an even number from 2 to 64. Default: 4.
     #[arg(long, value_parser = parse_bounce)]
     pub bounce_buffers: Option<u32>,
     /// Staged device reads: bytes per bounce buffer (one ranged read each).
-    /// Default: 64MiB on hosts with 64 GiB of memory or more, else 8MiB.
-    #[arg(long, value_parser = parse_part_size)]
+    /// 64KiB to 1GiB. Default: 64MiB on hosts with 64 GiB of memory or more, else 8MiB.
+    #[arg(long, value_parser = parse_stage_chunk)]
     pub stage_chunk: Option<u64>,
 }
 
@@ -414,6 +415,15 @@ fn parse_part_size(s: &str) -> Result<u64, String> {
     let n = parse_bytes(s)?;
     if n < MIN_PART_SIZE {
         return Err(format!("part size '{s}' is below the 64KiB minimum: use e.g. 8MiB"));
+    }
+    Ok(n)
+}
+
+/// `--stage-chunk`: 64 KiB to 1 GiB (each bounce buffer is pinned memory).
+fn parse_stage_chunk(s: &str) -> Result<u64, String> {
+    let n = parse_bytes(s)?;
+    if !(MIN_PART_SIZE..=1 << 30).contains(&n) {
+        return Err(format!("stage chunk '{s}' must be between 64KiB and 1GiB (one pinned bounce buffer): use e.g. 64MiB"));
     }
     Ok(n)
 }

@@ -222,6 +222,11 @@ fn ckpt_bad_inputs_are_usage_errors() {
         (vec!["ckpt", "--methods", "pickle"], "invalid value 'pickle'"),
         (vec!["ckpt", "--run-id", "a/b", "--sizes", "1MiB"], "--run-id 'a/b'"),
         (vec!["ckpt", "--dest", "device", "--sizes", "1MiB"], "--dest device"),
+        // Refused from the flags, before a tensor list of that size is built
+        // (it grows with the size: 2PiB ran the machine out of memory).
+        (vec!["ckpt", "--sizes", "2PiB", "--methods", "async", "--dest", "host"], "lower --sizes"),
+        (vec!["ckpt", "--sizes", "18446744073709551615", "--dest", "host"], "lower --sizes"),
+        (vec!["ckpt", "--stage-chunk", "1"], "stage chunk '1' must be between 64KiB and 1GiB"),
     ] {
         let o = s3rdma(&args, tmp.path());
         let code = if needle == "--dest device" { 1 } else { 2 };

@@ -89,18 +89,30 @@ fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
     Ok(out)
 }
 
+/// The largest state's bytes per rank, from the flags alone (`--sizes` split
+/// over `world`; a `--workload`'s packed size).
+fn per_rank_bytes(args: &CkptArgs, world: usize) -> u64 {
+    let sizes = if args.sizes.is_empty() && args.workload.is_empty() { vec![1 << 30] } else { args.sizes.clone() };
+    let synthetic = sizes.iter().map(|s| s / world as u64).max().unwrap_or(0);
+    let workload = if args.workload.iter().any(|w| w == "resnet50") { fmt::pack(&fmt::resnet50()).1 } else { 0 };
+    synthetic.max(workload)
+}
+
 /// Refuse a run whose buffers cannot fit, before allocating anything: per
 /// rank the state, the flat buffer and the restore buffer (3x its bytes) in
 /// `--dest` memory, plus for serialize-then-put a host copy and the blob (2x
 /// in host memory) and for an async save its pinned snapshot (1x); all ranks
 /// of this host together.
-fn check_memory(args: &CkptArgs, specs: &[StateSpec], world: usize) -> Result<()> {
-    let per_rank = specs.iter().map(|s| fmt::pack(&s.tensors).1).max().unwrap_or(0);
+/// `per_rank`: the largest state's bytes per rank (checked before the
+/// tensor lists are built: a synthetic list grows with the size, so an
+/// absurd `--sizes` must be refused first).
+fn check_memory(args: &CkptArgs, per_rank: u64, world: usize) -> Result<()> {
     let serial = if args.methods.contains(&CkptMethod::SerializeThenPut) { 2 } else { 0 };
     let snapshot = u64::from(args.methods.contains(&CkptMethod::Async) && args.ops.contains(&CkptOp::Save));
+    // Saturating: --sizes can be as large as u64 allows.
     let (dev, host) = match args.mem.dest() {
-        Dest::Device => (3 * per_rank, (serial + snapshot) * per_rank),
-        _ => (0, (3 + serial + snapshot) * per_rank),
+        Dest::Device => (per_rank.saturating_mul(3), per_rank.saturating_mul(serial + snapshot)),
+        _ => (0, per_rank.saturating_mul(3 + serial + snapshot)),
     };
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
@@ -108,7 +120,7 @@ fn check_memory(args: &CkptArgs, specs: &[StateSpec], world: usize) -> Result<()
     let need = host.saturating_mul(world as u64);
     if avail > 0 && need > avail / 10 * 9 {
         return Err(Error::Usage(format!(
-            "{world} rank(s) x {} of state need about {} of host memory, {} is available: lower --sizes or --ranks{}",
+            "{world} rank(s) x {} of state need about {} of host memory, and a run may use at most 90 % of the {} available: lower --sizes or --ranks{}",
             gb(per_rank),
             gb(need),
             gb(avail),
@@ -121,7 +133,7 @@ fn check_memory(args: &CkptArgs, specs: &[StateSpec], world: usize) -> Result<()
     {
         let per_gpu = world.div_ceil(info.devices.len()) as u64;
         let gpu_mem = info.devices.iter().map(|d| d.1).min().unwrap_or(0);
-        if dev * per_gpu > gpu_mem / 100 * 95 {
+        if dev.saturating_mul(per_gpu) > gpu_mem / 100 * 95 {
             return Err(Error::Usage(format!(
                 "{per_gpu} rank(s) per GPU x {} (state + flat + restore buffers) exceed the {} of GPU memory: lower --sizes or --ranks",
                 gb(dev),
@@ -146,8 +158,8 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     if Rank::from_env(args.group.run_id.as_deref())?.is_none() {
         // Bad sizes or memory fail once, here, not once per rank.
         let world = args.ranks.unwrap_or(1) as usize;
-        let specs = states(&args, world)?;
-        check_memory(&args, &specs, world)?;
+        check_memory(&args, per_rank_bytes(&args, world), world)?;
+        states(&args, world)?;
     }
     let spec = SessionSpec {
         group: Some(&args.group),
@@ -160,12 +172,21 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         no_bucket,
         ..SessionSpec::new("ckpt", &args.store, &args.witness, &args.mem, &args.output)
     };
-    let Some(s) = Session::start(spec).await? else { return Ok(()) };
+    let Some(mut s) = Session::start(spec).await? else { return Ok(()) };
     let me = s.me.clone();
     let specs = states(&args, me.world)?;
     let dest = s.mem.dest();
     let gpu = s.gpu.clone();
     let store = s.store.clone();
+    // ckpt stages device memory through --chunk-sized pinned buffers, one per
+    // chunk in flight (not the bounce buffers of --stage-chunk/--bounce-buffers).
+    s.device_path = Some(serde_json::json!({
+        "mode": if store.writes_device() { "direct" } else { "staged" },
+        "staging": "one pinned buffer of --chunk bytes per chunk in flight",
+        "chunk_bytes": args.chunk,
+        "buffers": args.concurrency,
+    }));
+    let s = s;
     // serialize-then-put is the shape of torch.save + one PUT: one stream, plain HTTP.
     let serial = s.open_variant(|a| {
         a.part_concurrency = 1;
@@ -295,7 +316,11 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     let windows: Vec<(String, WitnessReport)> = rows
         .iter()
         .flat_map(|r| {
-            r.repeats.iter().filter_map(move |rep| rep.witness.clone().map(|w| (format!("{} {:?} {:?} repeat {}", r.state, r.method, r.op, rep.repeat), w)))
+            r.repeats.iter().filter_map(move |rep| {
+                rep.witness
+                    .clone()
+                    .map(|w| (format!("{} {} {} repeat {}", r.state, results::method_name(r.method), format!("{:?}", r.op).to_lowercase(), rep.repeat), w))
+            })
         })
         .collect();
     let params = json!({"workloads": args.workload, "sizes_bytes": args.sizes, "methods": args.methods, "ops": args.ops,

@@ -182,11 +182,7 @@ pub(crate) fn print_table(rows: &[Row], backend: &str, location: &str, dest: Des
         let w = &r.wall_s;
         t.add_row([
             r.state.clone(),
-            match r.method {
-                CkptMethod::Flat => "flat".into(),
-                CkptMethod::SerializeThenPut => "serialize-then-put".to_string(),
-                CkptMethod::Async => "async".into(),
-            },
+            method_name(r.method).to_string(),
             format!("{:?}", r.op).to_lowercase(),
             r.ranks.to_string(),
             format!("{:.2}", r.bytes as f64 / 1e9),
@@ -241,5 +237,14 @@ pub(crate) fn summarize(
         witness_verdict: verdict,
         verified,
         repeats: reps,
+    }
+}
+
+/// A method's name as `--methods` spells it.
+pub(crate) fn method_name(m: CkptMethod) -> &'static str {
+    match m {
+        CkptMethod::Flat => "flat",
+        CkptMethod::SerializeThenPut => "serialize-then-put",
+        CkptMethod::Async => "async",
     }
 }
