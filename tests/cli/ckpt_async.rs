@@ -51,19 +51,6 @@ fn an_async_save_stalls_for_its_snapshot_and_restores_verified() {
     }
 }
 
-fn walk(dir: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p.to_string_lossy().into_owned());
-        }
-    }
-    out
-}
-
 /// Killed while persisting (after the snapshot, with chunks in flight): no
 /// manifest, so a restore refuses the checkpoint as incomplete.
 #[test]

@@ -228,19 +228,6 @@ fn verify_faults_on_the_put_and_the_get() {
     matrix("verify GET", &a, &s.endpoint, "GET", 0, read_faults(), |name, o| names_the_cause("verify GET", name, o));
 }
 
-fn walk(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p.to_string_lossy().into_owned());
-        }
-    }
-    out
-}
-
 /// The bound: a 2 GiB save in 64 MiB chunks against a server that
 /// stalls every PUT ends within attempts x --read-timeout + 5 s of its first
 /// PUT (before fail-fast: 55-218 s, every chunk running its attempts).

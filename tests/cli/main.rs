@@ -34,6 +34,20 @@ fn s3rdma(args: &[&str], cwd: &Path) -> Output {
         .expect("run s3rdma")
 }
 
+/// Every file under `dir`, recursively (paths as strings; none when it is missing).
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p.to_string_lossy().into_owned());
+        }
+    }
+    out
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
