@@ -58,10 +58,15 @@ pub fn staging(chunk: Option<u64>, buffers: Option<u32>) -> (Chosen<u64>, Chosen
     (chunk, buffers)
 }
 
+/// Total host memory, read once (it does not change during a run; buffers
+/// are allocated per stream and each asks).
 fn total_memory() -> u64 {
-    let mut sys = sysinfo::System::new();
-    sys.refresh_memory();
-    sys.total_memory()
+    static TOTAL: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *TOTAL.get_or_init(|| {
+        let mut sys = sysinfo::System::new();
+        sys.refresh_memory();
+        sys.total_memory()
+    })
 }
 
 #[cfg(test)]

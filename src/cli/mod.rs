@@ -187,13 +187,14 @@ impl StoreArgs {
     /// The store configuration these flags describe (the one conversion; the
     /// store never sees flags).
     pub fn config(&self) -> crate::store::StoreConfig {
+        let io_threads = auto::io_threads(self.io_threads);
         crate::store::StoreConfig {
             backend: self.backend,
             bucket: self.bucket.clone(),
             root: self.root.clone(),
             direct: self.direct,
-            io_threads: auto::io_threads(self.io_threads).value,
-            io_threads_source: auto::io_threads(self.io_threads).source,
+            io_threads: io_threads.value,
+            io_threads_source: io_threads.source,
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
             access_key: self.access_key.clone(),

@@ -74,8 +74,7 @@ fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
             }
         }
     }
-    let sizes = if args.sizes.is_empty() && args.workload.is_empty() { vec![1 << 30] } else { args.sizes.clone() };
-    for s in sizes {
+    for s in synthetic_sizes(args) {
         let tensors = fmt::synthetic_adam(s / world as u64).map_err(|e| match e {
             Error::Usage(_) if world > 1 => Error::Usage(format!(
                 "--sizes {} over {world} ranks is {} bytes per rank: a synthetic checkpoint needs at least 1MiB per rank ({world} ranks)",
@@ -89,11 +88,15 @@ fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
     Ok(out)
 }
 
+/// `--sizes`, or 1 GiB when neither it nor `--workload` is given.
+fn synthetic_sizes(args: &CkptArgs) -> Vec<u64> {
+    if args.sizes.is_empty() && args.workload.is_empty() { vec![1 << 30] } else { args.sizes.clone() }
+}
+
 /// The largest state's bytes per rank, from the flags alone (`--sizes` split
 /// over `world`; a `--workload`'s packed size).
 fn per_rank_bytes(args: &CkptArgs, world: usize) -> u64 {
-    let sizes = if args.sizes.is_empty() && args.workload.is_empty() { vec![1 << 30] } else { args.sizes.clone() };
-    let synthetic = sizes.iter().map(|s| s / world as u64).max().unwrap_or(0);
+    let synthetic = synthetic_sizes(args).iter().map(|s| s / world as u64).max().unwrap_or(0);
     let workload = if args.workload.iter().any(|w| w == "resnet50") { fmt::pack(&fmt::resnet50()).1 } else { 0 };
     synthetic.max(workload)
 }
