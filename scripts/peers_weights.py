@@ -6,8 +6,10 @@ cold, into GPU memory. Writes one record to results/ and prints a table.
     python3 scripts/peers_weights.py --s3rdma .carry/s3rdma --root /tmp/w --model m/llama --rounds 2
 
 Each load runs in a fresh process (the loader's own timed window: first file
-open to every tensor on the GPU, CUDA already initialised; and the whole
-process, exec to exit). Rounds interleave the loaders, warm then cold, so a
+open to every tensor on the GPU, CUDA already initialised; exec to ready:
+spawn to every tensor usable, interpreter, imports and CUDA start included
+(s3rdma: the record's `results.ready`, from the kernel's process start); and
+the whole process, exec to exit). Rounds interleave the loaders, warm then cold, so a
 drift of the machine hits every loader alike. Cold: the page cache is emptied
 before the load (`echo 3 > /proc/sys/vm/drop_caches` as root, else
 posix_fadvise(DONTNEED) on every shard; the record says which) and checked
@@ -86,7 +88,9 @@ def child(loader, files):
     torch.cuda.synchronize()
     load_s = time.perf_counter() - t0
     nbytes = sum(t.numel() * t.element_size() for t in sd.values())
-    print(json.dumps({"load_s": load_s, "bytes": nbytes, "tensors": len(sd)}))
+    # ready_at: wall clock when the tensors were usable; the parent subtracts
+    # its clock before the spawn (exec-to-ready, interpreter and CUDA start included).
+    print(json.dumps({"load_s": load_s, "bytes": nbytes, "tensors": len(sd), "ready_at": time.time()}))
 
 
 def evict(files):
@@ -107,11 +111,42 @@ def evict(files):
 
 
 def resident(files):
-    """Bytes of `files` in the page cache per fincore (None when it is missing)."""
+    """Bytes of `files` in the page cache: fincore, else mincore(2) through
+    ctypes (the GPU machine has no fincore); None when neither works."""
     try:
         out = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES", *files], capture_output=True, text=True, check=True).stdout
         return sum(int(x) for x in out.split())
     except (OSError, subprocess.CalledProcessError, ValueError):
+        pass
+    try:
+        import ctypes
+        import mmap
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        page, total = mmap.PAGESIZE, 0
+        for p in files:
+            n = os.path.getsize(p)
+            if n == 0:
+                continue
+            fd = os.open(p, os.O_RDONLY)
+            try:
+                addr = libc.mmap(None, n, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+                if addr in (None, ctypes.c_void_p(-1).value):
+                    return None
+                vec = ctypes.create_string_buffer((n + page - 1) // page)
+                rc = libc.mincore(addr, n, vec)
+                libc.munmap(addr, n)
+                if rc != 0:
+                    return None
+                total += sum(b & 1 for b in vec.raw) * page
+            finally:
+                os.close(fd)
+        return total
+    except (OSError, AttributeError):
         return None
 
 
@@ -137,16 +172,21 @@ def run_one(loader, args, files):
         res = rec["results"]
         env_ = rec.get("environment", {})
         chosen = {"io_threads": env_.get("store", {}).get("io_threads"), "device_path": env_.get("device_path")}
-        return {"load_s": res["summary"]["wall_s"]["median"], "bytes": res["bytes"], "tool_commit": rec.get("tool", {}).get("git_commit"), "chosen": chosen}, proc_s
+        ready = res.get("ready", {})
+        return {"load_s": res["summary"]["wall_s"]["median"], "bytes": res["bytes"], "tool_commit": rec.get("tool", {}).get("git_commit"), "chosen": chosen,
+                "ready_s": ready.get("ready_s"), "ready_steps": ready}, proc_s
     if loader == "fastsafetensors-buffered":
         env["FASTSAFETENSORS_ODIRECT"] = "0"
     if loader == "runai":
         env["RUNAI_STREAMER_CONCURRENCY"] = "64"
+    spawned = time.time()
     p = subprocess.run([sys.executable, __file__, "--child", loader, *files], capture_output=True, text=True, env=env)
     proc_s = time.perf_counter() - t0
     if p.returncode != 0:
         return {"error": p.stderr.strip()[-400:]}, proc_s
-    return json.loads(p.stdout.strip().splitlines()[-1]), proc_s
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["ready_s"] = r.pop("ready_at") - spawned
+    return r, proc_s
 
 
 def version(mod):
@@ -211,7 +251,7 @@ def main():
                 if "load_s" in r:
                     row["gbps"] = r["bytes"] / r["load_s"] / 1e9
                 runs.append(row)
-                print(f"round {rnd} {cache:4} {ld:26} " + (f"{r['load_s']:7.3f} s  process {proc_s:6.2f} s" if "load_s" in r else f"FAILED: {r['error']}"), flush=True)
+                print(f"round {rnd} {cache:4} {ld:26} " + (f"{r['load_s']:7.3f} s  ready {r.get('ready_s') or float('nan'):6.2f} s  process {proc_s:6.2f} s" if "load_s" in r else f"FAILED: {r['error']}"), flush=True)
     commit = next((r.get("tool_commit") for r in runs if r.get("tool_commit")), None)
     rec = {
         "schema_version": 1,
@@ -233,7 +273,7 @@ def main():
     os.replace(out + ".tmp", out)
     base = {}
     print(f"\nrecord: {out}")
-    print(f"{'loader':26} {'cache':5} {'median s':>9} {'GB/s':>6} {'process s':>9} {'vs s3rdma-default':>17}  reads through")
+    print(f"{'loader':26} {'cache':5} {'median s':>9} {'GB/s':>6} {'ready s':>8} {'process s':>9} {'vs s3rdma-default':>17}  reads through")
     for cache in caches:
         for ld in loaders:
             ok = [r for r in runs if r["loader"] == ld and r["cache"] == cache and "load_s" in r]
@@ -242,9 +282,11 @@ def main():
                 continue
             med = statistics.median(r["load_s"] for r in ok)
             proc = statistics.median(r["process_s"] for r in ok)
+            readies = [r["ready_s"] for r in ok if r.get("ready_s") is not None]
+            ready = f"{statistics.median(readies):8.2f}" if readies else f"{'-':>8}"
             base.setdefault(cache, med if ld == "s3rdma-default" else None)
             ratio = f"{med / base[cache]:.2f}x time" if base.get(cache) else "-"
-            print(f"{ld:26} {cache:5} {med:9.3f} {ok[0]['bytes'] / med / 1e9:6.2f} {proc:9.2f} {ratio:>17}  {LOADERS[ld]['reads']}")
+            print(f"{ld:26} {cache:5} {med:9.3f} {ok[0]['bytes'] / med / 1e9:6.2f} {ready} {proc:9.2f} {ratio:>17}  {LOADERS[ld]['reads']}")
 
 
 if __name__ == "__main__":

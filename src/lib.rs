@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod clock;
 pub mod error;
 pub mod format;
 pub mod ingest;

@@ -4,6 +4,7 @@ use clap::Parser;
 use s3rdma::cli::Cli;
 
 fn main() {
+    s3rdma::clock::mark_main();
     let cli = Cli::parse();
     let default = match cli.verbose {
         // Our warnings only: dependencies' go through -v and RUST_LOG.

@@ -13,6 +13,7 @@
 use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 
@@ -237,6 +238,8 @@ pub struct Gpu {
     pub name: String,
     /// Device memory in bytes.
     pub total_mem: u64,
+    /// When the open began and ended (driver load, `cuInit`, primary context).
+    pub opened: (Instant, Instant),
     dev: sys::CUdevice,
     ctx: sys::CUcontext,
 }
@@ -248,6 +251,9 @@ unsafe impl Sync for Gpu {}
 
 static ACTIVE_GPU: OnceLock<Arc<Gpu>> = OnceLock::new();
 static OPEN_GPUS: Mutex<Vec<Arc<Gpu>>> = Mutex::new(Vec::new());
+/// Opens started by [`Gpu::open_in_background`], by ordinal.
+#[allow(clippy::type_complexity)]
+static OPENING: Mutex<Vec<(usize, std::thread::JoinHandle<Result<Arc<Gpu>, String>>)>> = Mutex::new(Vec::new());
 
 impl Gpu {
     /// Open GPU `ordinal` (its primary context) and bind it to this thread.
@@ -257,10 +263,26 @@ impl Gpu {
     /// (checked before cudarc's first call, which would panic), no such
     /// device, or a driver call fails.
     pub fn open(ordinal: usize) -> Result<Arc<Gpu>, String> {
+        let opening = {
+            let mut o = OPENING.lock().unwrap_or_else(|e| e.into_inner());
+            o.iter().position(|(n, _)| *n == ordinal).map(|i| o.swap_remove(i).1)
+        };
+        if let Some(h) = opening {
+            let g = h.join().map_err(|_| format!("opening GPU {ordinal} panicked"))??;
+            g.bind()?;
+            return Ok(g);
+        }
+        Self::open_now(ordinal)
+    }
+
+    /// [`Gpu::open`] on this thread, never waiting for a background open
+    /// (the background thread itself runs this).
+    fn open_now(ordinal: usize) -> Result<Arc<Gpu>, String> {
         if let Some(g) = OPEN_GPUS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|g| g.ordinal == ordinal) {
             g.bind()?;
             return Ok(g.clone());
         }
+        let t0 = Instant::now();
         let info = cuda_probe()?;
         let Some((name, total_mem)) = info.devices.get(ordinal).cloned() else {
             return Err(format!("--device {ordinal}: this host has {} GPU(s), numbered from 0", info.devices.len()));
@@ -268,11 +290,27 @@ impl Gpu {
         let dev = result::device::get(ordinal as i32).map_err(|e| cuda_err("cuDeviceGet", e))?;
         // SAFETY: dev is valid; the primary context is released in Drop.
         let ctx = unsafe { result::primary_ctx::retain(dev) }.map_err(|e| cuda_err("cuDevicePrimaryCtxRetain", e))?;
-        let g = Arc::new(Gpu { ordinal, name, total_mem, dev, ctx });
+        let g = Arc::new(Gpu { ordinal, name, total_mem, opened: (t0, Instant::now()), dev, ctx });
         g.bind()?;
         let _ = ACTIVE_GPU.set(g.clone());
         OPEN_GPUS.lock().unwrap_or_else(|e| e.into_inner()).push(g.clone());
         Ok(g)
+    }
+
+    /// Start opening GPU `ordinal` on a thread of its own (driver load,
+    /// `cuInit`, primary context: a few hundred milliseconds), so that work
+    /// needing no GPU (opening the store, reading headers) runs meanwhile;
+    /// the next [`Gpu::open`] of that ordinal waits for it and returns its
+    /// result, errors included. Does nothing when it is open or opening, or
+    /// when no thread can be started (the later open then does the work).
+    pub fn open_in_background(ordinal: usize) {
+        let mut o = OPENING.lock().unwrap_or_else(|e| e.into_inner());
+        if o.iter().any(|(n, _)| *n == ordinal) || OPEN_GPUS.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|g| g.ordinal == ordinal) {
+            return;
+        }
+        if let Ok(h) = std::thread::Builder::new().name(format!("open-gpu-{ordinal}")).spawn(move || Gpu::open_now(ordinal)) {
+            o.push((ordinal, h));
+        }
     }
 
     /// Make this GPU's context current on the calling thread.

@@ -27,7 +27,7 @@
 //!
 //! Exit codes are decided by [`exit_status`] only (README "Exit codes").
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -81,6 +81,11 @@ pub struct SessionSpec<'a> {
     pub create_bucket: bool,
     /// Turns a missing bucket into the bench's own message (e.g. "ingest a dataset first").
     pub no_bucket: fn(StoreError) -> Error,
+    /// Leave the GPU opening in the background past [`Session::start`] until
+    /// the first [`Session::gpu`] or [`Session::buffers`] (weights reads its
+    /// headers meanwhile: issue 22 item 3). Over rdma the GPU is still open
+    /// before the store (its workers bind the context when they start).
+    pub defer_gpu: bool,
 }
 
 impl<'a> SessionSpec<'a> {
@@ -88,7 +93,19 @@ impl<'a> SessionSpec<'a> {
     /// message when it is missing), one rdma worker; override fields with
     /// struct-update syntax.
     pub fn new(bench: &'static str, store: &'a StoreArgs, witness: &'a WitnessArgs, mem: &'a MemArgs, output: &'a OutputArgs) -> Self {
-        SessionSpec { bench, store, witness, mem, group: None, output, world: World::Single, rdma_threads: 1, create_bucket: false, no_bucket: store_error }
+        SessionSpec {
+            bench,
+            store,
+            witness,
+            mem,
+            group: None,
+            output,
+            world: World::Single,
+            rdma_threads: 1,
+            create_bucket: false,
+            no_bucket: store_error,
+            defer_gpu: false,
+        }
     }
 }
 
@@ -105,8 +122,8 @@ pub struct Session {
     pub me: Rank,
     /// Memory flags with this rank's GPU assigned.
     pub mem: MemArgs,
-    /// The GPU `--dest pinned|device` opened (before the store, so rdma workers can bind it).
-    pub gpu: Option<Arc<Gpu>>,
+    /// The GPU `--dest pinned|device` opens, once resolved ([`Session::gpu`]).
+    gpu: OnceLock<Option<Arc<Gpu>>>,
     /// The store, counting bytes per transfer path.
     pub store: Arc<dyn ObjectStore>,
     counted: Arc<Counted>,
@@ -313,7 +330,18 @@ impl Session {
         let dest = mem.dest();
         mem.dest_arg = Some(dest);
         mem.device = ranks::gpu_for(&me, dest, mem.device);
-        let gpu = mem.open_gpu()?;
+        // The GPU opens on its own thread while the witness and the store
+        // start (with `defer_gpu`, also while the bench reads what needs no
+        // GPU); joined before the bucket is created, so a missing GPU leaves
+        // nothing behind. rdma workers bind it when they start: over rdma it
+        // is joined before the store opens.
+        if dest != Dest::Host {
+            Gpu::open_in_background(mem.device);
+        }
+        let gpu = OnceLock::new();
+        if dest == Dest::Host || spec.store.backend == Backend::Rdma {
+            let _ = gpu.set(mem.open_gpu()?);
+        }
         let witness = Witness::new(&spec.witness.config(spec.store))?;
         let started = chrono::Utc::now();
         let mut store_args = spec.store.config();
@@ -347,6 +375,9 @@ impl Session {
                 return conclude(&record, spec.output, started, print, None, true, Verdict::Unverified, &reason).map(|()| None);
             }
             return exit_status(None, true, Verdict::Unverified, &reason).map(|()| None);
+        }
+        if !spec.defer_gpu && gpu.get().is_none() {
+            let _ = gpu.set(mem.open_gpu()?);
         }
         // Rank 0 creates or checks the bucket; the others meet it there (joining waits for it).
         if me.is_root() {
@@ -388,9 +419,35 @@ impl Session {
     ///
     /// Errors: the allocator's message.
     pub fn buffer(&self, len: usize) -> std::result::Result<Buffer, String> {
+        let gpu = self.gpu().map_err(|e| e.to_string())?;
         let (chunk, buffers) = self.mem.staging();
         let bounce = if self.store.writes_device() { 0 } else { buffers.value as usize };
-        Buffer::for_dest(self.mem.dest(), self.gpu.as_ref(), len, bounce, chunk.value as usize)
+        Buffer::for_dest(self.mem.dest(), gpu.as_ref(), len, bounce, chunk.value as usize)
+    }
+
+    /// [`Session::buffer`]s of `lens` bytes, allocated side by side on one
+    /// thread each (pinning and zeroing run in parallel in the kernel and
+    /// driver), in `lens`' order.
+    ///
+    /// Errors: the first allocator message.
+    pub fn buffers(&self, lens: &[usize]) -> std::result::Result<Vec<Buffer>, String> {
+        self.gpu().map_err(|e| e.to_string())?;
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = lens.iter().map(|&n| sc.spawn(move || self.buffer(n))).collect();
+            hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a buffer allocation panicked".into()))).collect()
+        })
+    }
+
+    /// The GPU that `--dest pinned|device` uses (`None` for host memory),
+    /// waiting for its background open when it is not resolved yet.
+    ///
+    /// Errors: the driver's (no CUDA, no such device), with the fix.
+    pub fn gpu(&self) -> Result<Option<Arc<Gpu>>> {
+        if let Some(g) = self.gpu.get() {
+            return Ok(g.clone());
+        }
+        let g = self.mem.open_gpu()?;
+        Ok(self.gpu.get_or_init(|| g).clone())
     }
 
     /// A second client for the same bucket, configured by `edit` from this
@@ -503,7 +560,7 @@ impl Session {
 
     /// The environment every record carries: memory, store, witness, ranks.
     fn environment(&self) -> Value {
-        let mut env = self.mem.describe(self.gpu.as_ref(), self.store.writes_device());
+        let mut env = self.mem.describe(self.gpu.get().cloned().flatten().as_ref(), self.store.writes_device());
         if let Some(path) = &self.device_path
             && !env["device_path"].is_null()
         {

@@ -217,8 +217,14 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         println!("wrote synthetic {name}: {bytes} tensor bytes in {shards} shard(s) under '{}' at {}", args.model, store.location());
         return Ok(());
     }
-    let spec = SessionSpec { rdma_threads: args.concurrency, no_bucket, ..SessionSpec::new("weights", &args.store, &args.witness, &args.mem, &args.output) };
+    let spec = SessionSpec {
+        rdma_threads: args.concurrency,
+        no_bucket,
+        defer_gpu: true,
+        ..SessionSpec::new("weights", &args.store, &args.witness, &args.mem, &args.output)
+    };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
+    let session_at = Instant::now();
     let store = s.store.clone();
     let dest = s.mem.dest();
     let t_head = Instant::now();
@@ -229,12 +235,14 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     for w in layout.iter().flat_map(|s| store.preflight(s.object_bytes)).collect::<std::collections::BTreeSet<_>>() {
         eprintln!("warning: {w}");
     }
-    // One buffer per shard, allocated before any timed window.
-    let mut bufs: Vec<Buffer> = layout
-        .iter()
-        .map(|l| s.buffer(l.data_bytes() as usize))
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", dest.name())))?;
+    let headers_at = Instant::now();
+    // One buffer per shard, allocated side by side before any timed window
+    // (the GPU's background open is joined here).
+    let gpu = s.gpu()?;
+    let lens: Vec<usize> = layout.iter().map(|l| l.data_bytes() as usize).collect();
+    let mut bufs = s.buffers(&lens).map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", dest.name())))?;
+    let buffers_at = Instant::now();
+    let mut ready_at = None;
     let mut repeats = Vec::new();
     let mut stats = crate::store::StoreStats::default();
     for rep in 1..=args.repeats {
@@ -243,6 +251,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         let t0 = Instant::now();
         let (bytes, windows) = load(&store, &layout, &mut bufs, args.store.window, args.concurrency as usize).await?;
         let wall_s = t0.elapsed().as_secs_f64();
+        ready_at.get_or_insert_with(Instant::now);
         let smp = sampler.finish();
         let closed = s.close_window(window, Direction::Read, bytes, ()).await?;
         stats.add(&closed.stats);
@@ -271,7 +280,17 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         .map(|v| Error::Mismatch(format!("--verify: {} of {} tensors differ, first: {}", v.mismatched.len(), v.tensors_checked, v.mismatched[0])));
     let params = json!({"model": args.model, "window_bytes": args.store.window, "concurrency": args.concurrency,
                         "repeats": args.repeats, "verify": args.verify});
+    let at = crate::clock::since_start;
+    let ready = TimeToReady {
+        exec_to_main_s: crate::clock::exec_to_main_s(),
+        session_started_s: at(session_at),
+        headers_read_s: at(headers_at),
+        gpu_open_s: gpu.as_ref().map(|g| (at(g.opened.0), at(g.opened.1))),
+        buffers_allocated_s: at(buffers_at),
+        ready_s: at(ready_at.expect("repeats >= 1")),
+    };
     let results = WeightsResults {
+        ready,
         shards: layout.len(),
         tensors,
         bytes: total,
@@ -326,6 +345,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         }
         println!("weights '{}' from {backend} ({location}), headers {:.3} s", args.model, header_s);
         println!("{t}");
+        println!("{}", results.ready.line());
     })
     .await
 }
@@ -351,9 +371,48 @@ pub struct WeightsSummary {
     pub client_cpu_cores: Spread,
 }
 
+/// When the tensors were first usable, as the user waits for them: points
+/// in time in seconds since the process started ([`crate::clock`]; the
+/// start itself is the kernel's, to one clock tick). Issue 22 item 3.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimeToReady {
+    /// Process start to `main` (loader, runtime start); `None` when
+    /// `/proc/self/stat` could not be read (the points below then count from `main`).
+    pub exec_to_main_s: Option<f64>,
+    /// The session had started: store open, bucket checked.
+    pub session_started_s: f64,
+    /// Every shard's header had been read.
+    pub headers_read_s: f64,
+    /// When the GPU's open (driver load, `cuInit`, primary context) began and
+    /// ended, on its own thread; `None` for host memory.
+    pub gpu_open_s: Option<(f64, f64)>,
+    /// Every shard's buffer (and its pinned bounce buffers) had been allocated.
+    pub buffers_allocated_s: f64,
+    /// The first repeat's load had ended: the tensors were usable.
+    pub ready_s: f64,
+}
+
+impl TimeToReady {
+    /// One line for the terminal: each step's end and the GPU's open.
+    pub fn line(&self) -> String {
+        let gpu = self.gpu_open_s.map_or(String::new(), |(a, b)| format!(", GPU open {a:.3}–{b:.3}"));
+        format!(
+            "ready {:.3} s after the process started (main {}, session {:.3}, headers {:.3}{gpu}, buffers {:.3}, loaded {:.3})",
+            self.ready_s,
+            self.exec_to_main_s.map_or("?".into(), |m| format!("{m:.3}")),
+            self.session_started_s,
+            self.headers_read_s,
+            self.buffers_allocated_s,
+            self.ready_s
+        )
+    }
+}
+
 /// A `weights` run's `results`.
 #[derive(Debug, Clone, Serialize)]
 pub struct WeightsResults {
+    /// Process start to tensors usable, step by step (the first repeat).
+    pub ready: TimeToReady,
     /// Shards of the model.
     pub shards: usize,
     /// Tensors in the model.

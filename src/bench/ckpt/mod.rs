@@ -179,7 +179,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     let me = s.me.clone();
     let specs = states(&args, me.world)?;
     let dest = s.mem.dest();
-    let gpu = s.gpu.clone();
+    let gpu = s.gpu()?;
     let store = s.store.clone();
     // ckpt stages device memory through --chunk-sized pinned buffers, one per
     // chunk in flight (not the bounce buffers of --stage-chunk/--bounce-buffers).

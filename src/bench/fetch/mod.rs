@@ -399,7 +399,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     outcome.environment = vec![("warnings", json!(warnings))];
     outcome.stats = stats;
     let dest = session.mem.dest();
-    let gpu = session.gpu.as_ref().map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
+    let gpu = session.gpu()?.map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
     session
         .finish(outcome, || {
             println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.backend().name(), store.location(), store.bucket(), dest.name(),);

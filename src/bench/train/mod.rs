@@ -90,7 +90,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let me = session.me.clone();
     let mem = session.mem.clone();
     let dest = mem.dest();
-    let gpu = session.gpu.clone();
+    let gpu = session.gpu()?;
     let store = session.store.clone();
     let batch = args.batch_size as usize;
     let crop = args.crop;

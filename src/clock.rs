@@ -1,0 +1,80 @@
+//! Seconds since this process started: what a user waits from `exec`, not
+//! only a bench's timed window (issue 22 item 3, "exec-to-ready").
+//!
+//! The kernel's start time of the process (`/proc/self/stat` field 22,
+//! `starttime`, in clock ticks since boot; proc(5)) is compared with
+//! `CLOCK_BOOTTIME`, the clock it counts on, once, when [`mark_main`] runs;
+//! every later point is that offset plus a monotonic [`Instant`] difference.
+//! Resolution of the offset: one clock tick (10 ms at the usual 100 Hz).
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+/// (main's first instant, seconds from process start to it when readable).
+static MAIN: OnceLock<(Instant, Option<f64>)> = OnceLock::new();
+
+/// Note the start of `main` (the first call wins; later calls do nothing).
+pub fn mark_main() {
+    MAIN.get_or_init(|| (Instant::now(), exec_to_now()));
+}
+
+/// Seconds from the process's start (fork/exec, as the kernel counts it) to
+/// [`mark_main`]; `None` when `/proc/self/stat` cannot be read or main was
+/// never marked.
+pub fn exec_to_main_s() -> Option<f64> {
+    MAIN.get().and_then(|m| m.1)
+}
+
+/// Seconds from the process's start to `at`: [`exec_to_main_s`] (0 when
+/// unknown) plus `at` minus main's start. Before [`mark_main`], main's start
+/// is taken to be now.
+pub fn since_start(at: Instant) -> f64 {
+    let (main, offset) = *MAIN.get_or_init(|| (Instant::now(), exec_to_now()));
+    offset.unwrap_or(0.0) + at.saturating_duration_since(main).as_secs_f64() - main.saturating_duration_since(at).as_secs_f64()
+}
+
+/// Seconds since the process started, from the kernel's counters.
+fn exec_to_now() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let ticks = start_ticks(&stat)?;
+    // SAFETY: sysconf and clock_gettime only write the timespec given.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    if hz <= 0 || unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+        return None;
+    }
+    let now = ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9;
+    Some((now - ticks as f64 / hz as f64).max(0.0))
+}
+
+/// Field 22 (`starttime`) of a `/proc/<pid>/stat` line. The command name
+/// (field 2) is in parentheses and may itself hold spaces or `)`, so fields
+/// are counted from the last `)`.
+fn start_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After ")" come fields 3.. ; starttime is field 22, the 20th of those.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn start_ticks_counts_fields_after_the_last_parenthesis() {
+        let line = "4242 (a b) c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000000 100 18446744073709551615";
+        assert_eq!(start_ticks(line), Some(987654));
+        assert_eq!(start_ticks("no parens at all"), None);
+        assert_eq!(start_ticks("1 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn this_process_started_before_now_and_the_offset_is_plausible() {
+        mark_main();
+        let off = exec_to_main_s().expect("/proc/self/stat is readable on Linux");
+        // The test binary started at most a few minutes ago (a slow CI machine).
+        assert!((0.0..600.0).contains(&off), "offset {off}");
+        let later = since_start(Instant::now());
+        assert!(later >= off, "{later} < {off}");
+    }
+}
