@@ -173,6 +173,9 @@ def run_one(loader, args, files):
         env_ = rec.get("environment", {})
         chosen = {"io_threads": env_.get("store", {}).get("io_threads"), "device_path": env_.get("device_path")}
         ready = res.get("ready", {})
+        stats = env_.get("store_stats", {}).get("in_windows", {})
+        chosen["direct_read_bytes"] = stats.get("direct_read_bytes")
+        chosen["direct_fallback_bytes"] = stats.get("direct_fallback_bytes")
         return {"load_s": res["summary"]["wall_s"]["median"], "bytes": res["bytes"], "tool_commit": rec.get("tool", {}).get("git_commit"), "chosen": chosen,
                 "ready_s": ready.get("ready_s"), "ready_steps": ready}, proc_s
     if loader == "fastsafetensors-buffered":
@@ -224,6 +227,9 @@ def main():
         name, _, flags = v.partition("=")
         ld = f"s3rdma-{name}"
         S3RDMA_FLAGS[ld] = flags.split()
+        # --direct: O_DIRECT from the commit that aligns staged reads
+        # (store::read_plan); before it, weights' unaligned data sections read
+        # through the page cache. The s3rdma record's store_stats says which.
         LOADERS[ld] = {"reads": "O_DIRECT (skips the page cache)" if "--direct" in flags else "page cache", "settings": f"weights --dest device {flags}"}
         extra.append(ld)
     args.scratch = os.path.join(args.root, "records")

@@ -55,6 +55,26 @@ pub struct Row {
     /// `fetch --series`: [seconds, GB/s] of the row's first repeat.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub series: Option<Vec<[f64; 2]>>,
+    /// The server when it ran on the measuring host, which then bounds and
+    /// shares what was measured ([`server_of`]); `None` for remote servers,
+    /// local disk, or records that cannot tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+}
+
+/// What a record says about a server on its own host: the process
+/// (`environment.store.server.local_process.process`, or the rdma store's
+/// `control_plane`), "on this host"; records written before that field, with
+/// a loopback endpoint: "loopback server" (issue 22 item 7).
+pub fn server_of(record: &Value) -> Option<String> {
+    let store = &record["environment"]["store"];
+    let store = if store["control_plane"].is_object() { &store["control_plane"] } else { store };
+    if let Some(p) = store["server"]["local_process"]["process"].as_str() {
+        return Some(format!("{p} on this host"));
+    }
+    let endpoint = store["endpoint"].as_str()?;
+    let host = endpoint.split_once("://").map_or(endpoint, |(_, r)| r).split(['/', ':']).next().unwrap_or("");
+    (host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())).then(|| "loopback server".to_string())
 }
 
 impl Row {
@@ -122,6 +142,7 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
     let witness = record.get("rdma_witness").cloned().unwrap_or(Value::Null);
     let overall = verdict_of(&witness);
     let ours = record.get("schema_version").is_some();
+    let server = server_of(record);
     let base = |dims: BTreeMap<String, String>, metric: &str, value: Spread| Row {
         benchmark: benchmark.clone(),
         backend: backend.clone(),
@@ -136,6 +157,7 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         verdict: overall.clone(),
         data_mismatch: false,
         series: None,
+        server: server.clone(),
     };
     // Settings that change the figure but are not a bench's own dimension:
     // where the bytes went, and how the store was driven.
@@ -417,13 +439,13 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
         }
         ReportFormat::Csv => {
             let mut s = String::from(
-                "benchmark,backend,dims,metric,median,min,max,wall_s_median,cpu_cores,gbps_per_core,ratio_to_baseline,verdict,unproven_rdma,file\n",
+                "benchmark,backend,dims,metric,median,min,max,wall_s_median,cpu_cores,gbps_per_core,ratio_to_baseline,verdict,unproven_rdma,file,server\n",
             );
             for r in &rows {
                 let dims: Vec<String> = r.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
                 s += &format!(
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                     csv(&r.benchmark),
                     csv(&r.backend),
                     csv(&dims.join(";")),
@@ -437,7 +459,8 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                     opt(ratio(&r.clone())),
                     csv(&r.verdict),
                     r.unproven_rdma(),
-                    csv(&r.file)
+                    csv(&r.file),
+                    csv(r.server.as_deref().unwrap_or(""))
                 );
             }
             s
@@ -461,7 +484,7 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                     if args.baseline.is_some() { " ratio |" } else { "" }
                 );
                 s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if args.baseline.is_some() { "---|" } else { "" });
-                for r in these {
+                for r in &these {
                     let dims: Vec<String> = dim_names.iter().map(|k| md(r.dims.get(k).map_or("-", String::as_str))).collect();
                     let mut flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", md(&r.verdict)) } else { md(&r.verdict) };
                     if r.data_mismatch {
@@ -469,7 +492,7 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                     }
                     s += &format!(
                         "| {} | {} | {} | {} | {} | {} |{} {flag} | {} |\n",
-                        md(&r.backend),
+                        md(&r.server.as_ref().map_or(r.backend.clone(), |sv| format!("{} ({sv})", r.backend))),
                         dims.join(" | "),
                         fmt_spread(&r.value),
                         r.wall_s.as_ref().map_or("-".into(), fmt_spread),
@@ -478,6 +501,10 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                         if args.baseline.is_some() { format!(" {} |", ratio(r).map_or("-".into(), |x| format!("{x:.2}x"))) } else { String::new() },
                         md(&r.file)
                     );
+                }
+                if these.iter().any(|r| r.server.is_some()) {
+                    s += "\nA backend marked \"on this host\" or \"loopback server\" was measured against a server on the measuring machine: \
+                          it shares that machine's CPU, and a test server (s3s-fs reads files in 4 KiB pieces, about 0.6–0.7 GB/s) bounds the figure.\n";
                 }
                 s += "\n";
             }

@@ -50,6 +50,11 @@ pub struct SamplerReport {
     pub host_cpu_cores: f64,
     /// Logical CPUs of the host.
     pub host_logical_cpus: usize,
+    /// CPU in cores of the store's server process when it runs on this host
+    /// (`/proc/<pid>/stat` utime + stime over the window; [`watch_server`]);
+    /// `None` for a remote server or none. Beside `client_cpu_cores` it says
+    /// which side of a loopback run did the work.
+    pub server_cpu_cores: Option<f64>,
     /// Bytes received on all interfaces but loopback.
     pub nic_rx_bytes: u64,
     /// Bytes sent on all interfaces but loopback.
@@ -58,8 +63,20 @@ pub struct SamplerReport {
     pub nics: BTreeMap<String, NicDelta>,
 }
 
+/// The server process on this host whose CPU every [`Sampler`] also
+/// measures ([`watch_server`]).
+static SERVER_PID: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+
+/// Measure process `pid`'s CPU in every later window too (`server_cpu_cores`):
+/// the session calls it when the store's server runs on this host. The first
+/// call wins.
+pub fn watch_server(pid: i32) {
+    let _ = SERVER_PID.set(pid);
+}
+
 /// A running measurement window; [`Sampler::finish`] closes it.
 pub struct Sampler {
+    server0: Option<(i32, f64)>,
     t0: Instant,
     cpu0: (f64, f64),
     sys: System,
@@ -72,7 +89,8 @@ impl Sampler {
         let mut sys = System::new();
         sys.refresh_cpu_usage();
         let net0 = nic_totals();
-        Sampler { t0: Instant::now(), cpu0: process_cpu_s(), sys, net0 }
+        let server0 = SERVER_PID.get().and_then(|&pid| Some((pid, crate::store::server::process_cpu_s(pid)?)));
+        Sampler { server0, t0: Instant::now(), cpu0: process_cpu_s(), sys, net0 }
     }
 
     /// Close the window and report.
@@ -104,6 +122,10 @@ impl Sampler {
             client_cpu_cores: if wall_s > 0.0 { (user + sys) / wall_s } else { 0.0 },
             host_cpu_cores,
             host_logical_cpus: ncpu,
+            server_cpu_cores: self
+                .server0
+                .and_then(|(pid, c0)| Some((crate::store::server::process_cpu_s(pid)? - c0) / wall_s))
+                .filter(|c| c.is_finite() && *c >= 0.0),
             nic_rx_bytes: rx,
             nic_tx_bytes: tx,
             nics,

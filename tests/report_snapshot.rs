@@ -3,7 +3,9 @@
 //! do not change the snapshot) prints exactly the tables it printed before the
 //! bench-session refactor: the expected files were written by the build of
 //! that commit (`report <files>` and `--format csv`), so any change to how
-//! records are read shows here.
+//! records are read shows here. One intended change since: http rows against
+//! a server on the measuring host say so ("http (loopback server)", a note
+//! under their table, a `server` CSV column; issue 22 item 7).
 
 use std::path::Path;
 use std::process::Command;

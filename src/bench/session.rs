@@ -109,6 +109,25 @@ impl<'a> SessionSpec<'a> {
     }
 }
 
+/// When the store's server is a process on this host (a loopback
+/// endpoint: `environment.store.server.local_process`), every window also
+/// measures its CPU ([`crate::sampler::watch_server`]); returns the line rank
+/// 0 prints under the table, saying the figures include that server (issue 22 item 7).
+fn watch_local_server(store: &dyn ObjectStore) -> Option<String> {
+    let d = store.describe();
+    let server = d.get("server").or_else(|| d.get("control_plane").and_then(|c| c.get("server")));
+    let local = server.and_then(|s| s.get("local_process")).filter(|l| !l.is_null())?;
+    if let Some(pid) = local["pid"].as_i64() {
+        crate::sampler::watch_server(pid as i32);
+    }
+    Some(format!(
+        "server: {} at {} runs on this host (pid {}): it shares this host's CPU, so the figures include it (record: environment.store.server; its CPU per window: server_cpu_cores)",
+        local["process"].as_str().unwrap_or("?"),
+        server.and_then(|s| s["endpoint"].as_str()).unwrap_or("?"),
+        local["pid"]
+    ))
+}
+
 /// The default [`SessionSpec::no_bucket`]: the store's own message.
 pub fn store_error(e: StoreError) -> Error {
     e.into()
@@ -143,6 +162,8 @@ pub struct Session {
     /// [`Session::buffer`]'s bounce buffers) says how here, and the record's
     /// `environment.device_path` shows this instead of the bounce-buffer settings.
     pub device_path: Option<Value>,
+    /// The line about a server on this host, printed under the table.
+    server_note: Option<String>,
     require_rdma: bool,
     windows: std::sync::atomic::AtomicU64,
 }
@@ -357,6 +378,7 @@ impl Session {
         };
         let counted = Arc::new(counted);
         let store: Arc<dyn ObjectStore> = counted.clone();
+        let server_note = watch_local_server(store.as_ref());
         if spec.witness.require_rdma
             && let Some(why) = store.transport_unavailable()
         {
@@ -407,6 +429,7 @@ impl Session {
             output: spec.output.clone(),
             warnings,
             device_path: None,
+            server_note,
             require_rdma: spec.witness.require_rdma,
             windows: Default::default(),
         }))
@@ -644,6 +667,9 @@ impl Session {
             print();
             println!("witness: {} ({reason})", verdict.as_str());
             if let Some(line) = stats_line {
+                println!("{line}");
+            }
+            if let Some(line) = &self.server_note {
                 println!("{line}");
             }
             if !retries.is_empty() {

@@ -128,4 +128,7 @@ impl ObjectStore for Counted {
     fn writes_device(&self) -> bool {
         self.inner.writes_device()
     }
+    fn direct_alignment(&self) -> Option<u64> {
+        self.inner.direct_alignment()
+    }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use serde_json::json;
 
-use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, blocking, check_capacity, check_key, check_source, resolve_range};
+use super::{ObjectMeta, ObjectStore, StoreStats, Transfer, TransferPath, blocking, check_capacity, check_key, check_source, resolve_range};
 use crate::error::StoreError;
 use crate::mem::{Buffer, HOST_ALIGN};
 use crate::store::{Backend, StoreConfig};
@@ -70,6 +70,10 @@ pub struct LocalStore {
     direct: bool,
     io_threads: usize,
     io_threads_source: &'static str,
+    /// Bytes read with O_DIRECT, and bytes read through the page cache while
+    /// `--direct` was asked (offset or destination not 4 KiB-aligned).
+    direct_bytes: AtomicU64,
+    direct_fallback_bytes: AtomicU64,
 }
 
 impl LocalStore {
@@ -85,6 +89,8 @@ impl LocalStore {
             direct: args.direct,
             io_threads: args.io_threads as usize,
             io_threads_source: args.io_threads_source,
+            direct_bytes: Default::default(),
+            direct_fallback_bytes: Default::default(),
         })
     }
 
@@ -179,6 +185,10 @@ impl LocalStore {
         if done < len {
             return Err(StoreError::ShortBody { key: key.into(), location: self.location(), got: done as u64, expected: len as u64 });
         }
+        if self.direct {
+            let counter = if direct { &self.direct_bytes } else { &self.direct_fallback_bytes };
+            counter.fetch_add(len as u64, Ordering::Relaxed);
+        }
         Ok(len as u64)
     }
 
@@ -236,6 +246,30 @@ impl ObjectStore for LocalStore {
     fn describe(&self) -> serde_json::Value {
         json!({"backend": "local", "root": self.root, "bucket": self.bucket, "direct": self.direct,
                "io_block_bytes": IO_BLOCK, "io_threads": self.io_threads, "io_threads_from": self.io_threads_source})
+    }
+    /// With `--direct`: `direct_read_bytes` (O_DIRECT) and
+    /// `direct_fallback_bytes` (read through the page cache because the file
+    /// offset or the destination was not 4 KiB-aligned, e.g. a safetensors data
+    /// section, which starts at 8 + header length).
+    fn stats(&self) -> StoreStats {
+        let mut s = StoreStats::default();
+        if self.direct {
+            s.0.insert("direct_read_bytes".into(), self.direct_bytes.load(Ordering::Relaxed));
+            s.0.insert("direct_fallback_bytes".into(), self.direct_fallback_bytes.load(Ordering::Relaxed));
+        }
+        s
+    }
+    fn direct_alignment(&self) -> Option<u64> {
+        self.direct.then_some(HOST_ALIGN as u64)
+    }
+    fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {
+        let fallback = in_windows.get("direct_fallback_bytes");
+        (fallback > 0).then(|| {
+            format!(
+                "--direct: {fallback} of {} bytes read through the page cache, not O_DIRECT: their file offsets were not 4 KiB-aligned (store_stats.direct_fallback_bytes)",
+                fallback + in_windows.get("direct_read_bytes")
+            )
+        })
     }
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {

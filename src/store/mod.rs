@@ -12,6 +12,7 @@ pub mod counted;
 pub mod http;
 pub mod local;
 pub mod rdma;
+pub mod server;
 
 use std::fmt;
 use std::ops::Range;
@@ -292,6 +293,12 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn read_window(&self) -> Option<u64> {
         Some(8 << 20)
     }
+    /// The file-offset alignment this store's reads need to bypass the page
+    /// cache (local `--direct`: 4096), so the staged pipeline can start each
+    /// read on it ([`read_plan`]); `None` when reads have no such need.
+    fn direct_alignment(&self) -> Option<u64> {
+        None
+    }
     /// True when `get_into` can write device memory itself (GPU-Direct);
     /// otherwise [`read_into`] stages device reads through pinned bounce buffers.
     fn writes_device(&self) -> bool {
@@ -393,6 +400,27 @@ pub fn chunks(range: Range<u64>, chunk: u64) -> Vec<Range<u64>> {
     out
 }
 
+/// The staged pipeline's reads of `range`: `(read, skip)` pairs, where
+/// `read` is the range to read into a bounce buffer of `chunk` bytes and
+/// `skip` the bytes at its front that belong to no destination (0 but for an
+/// O_DIRECT store). With `align` (the store's [`ObjectStore::direct_alignment`])
+/// and an unaligned `range.start`, every read starts on `align`, `skip` bytes
+/// early, and carries at most `chunk - align` bytes of the range, so read plus
+/// skip fit the buffer: a safetensors data section (it starts at 8 + header
+/// length) is then still read with O_DIRECT. The reads cover `range` exactly
+/// once, in order.
+pub fn read_plan(range: Range<u64>, chunk: u64, align: Option<u64>) -> Vec<(Range<u64>, u64)> {
+    let skip = align.filter(|&a| a > 1).map_or(0, |a| range.start % a);
+    let step = match align {
+        Some(a) if skip > 0 => (chunk / a).saturating_sub(1) * a,
+        _ => 0,
+    };
+    if skip == 0 || step == 0 {
+        return chunks(range, chunk).into_iter().map(|r| (r, 0)).collect();
+    }
+    chunks(range, step).into_iter().map(|r| (r.start - skip..r.end, skip)).collect()
+}
+
 /// The staged pipeline: the object is read in bounce-buffer-sized ranged
 /// reads, one in flight per bounce buffer (`--bounce-buffers`), and each
 /// buffer's host-to-device copy is queued on its own stream the moment its
@@ -422,7 +450,7 @@ pub async fn staged_read(
         return Err(StoreError::Config("staged device reads need at least 2 bounce buffers (--bounce-buffers)".into()));
     }
     let chunk = dst.bounce[0].len() as u64;
-    let plan = chunks(range.clone(), chunk);
+    let plan = read_plan(range.clone(), chunk, store.direct_alignment());
     let path = match store.backend() {
         Backend::Local => TransferPath::Local,
         _ => TransferPath::HttpStaged,
@@ -443,14 +471,15 @@ pub async fn staged_read(
                 failed = Some(cuda(e));
                 break;
             }
-            let r = plan[next].clone();
+            let (r, skip) = plan[next].clone();
             next += 1;
             inflight.push(async move {
                 let t = store.get_into(key, Some(r.clone()), &mut b).await;
-                (i, b, r, t)
+                // The destination's part: the read without its skipped front.
+                (i, b, r.start + skip..r.end, skip as usize, t)
             });
         }
-        let Some((i, b, r, t)) = futures::StreamExt::next(&mut inflight).await else { break };
+        let Some((i, b, r, skip, t)) = futures::StreamExt::next(&mut inflight).await else { break };
         match t {
             Ok(t) if failed.is_none() => {
                 if r.start == range.start {
@@ -458,7 +487,7 @@ pub async fn staged_read(
                     first_byte = t.first_byte;
                 }
                 let len = (r.end - r.start) as usize;
-                let src = &b.as_host().expect("bounce buffers are pinned")[..len];
+                let src = &b.as_host().expect("bounce buffers are pinned")[skip..skip + len];
                 if let Err(e) = dst.copy_in_async_from(i, src, at + (r.start - range.start) as usize) {
                     failed = Some(cuda(e));
                 }
@@ -567,6 +596,29 @@ pub fn check_capacity(key: &str, len: u64, at: usize, dst: &Buffer) -> Result<()
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn read_plan_aligns_direct_reads_and_covers_the_range_once() {
+        let mib = 1u64 << 20;
+        // No alignment need, or an aligned start: plain chunks, nothing skipped.
+        assert_eq!(read_plan(100..300, 128, None), vec![(100..228, 0), (228..300, 0)]);
+        assert_eq!(read_plan(8192..8192 + 3 * mib, mib, Some(4096)).len(), 3);
+        // A safetensors data section: 8 + 5088-byte header.
+        let start = 5096u64;
+        let range = start..start + 200 * mib + 17;
+        let plan = read_plan(range.clone(), 64 * mib, Some(4096));
+        let mut next = range.start;
+        for (read, skip) in &plan {
+            assert_eq!(read.start % 4096, 0, "{read:?} starts unaligned");
+            assert_eq!(*skip, start % 4096);
+            assert!(read.end - read.start <= 64 * mib, "{read:?} overflows the bounce buffer");
+            assert_eq!(read.start + skip, next, "a gap or overlap at {next}");
+            next = read.end;
+        }
+        assert_eq!(next, range.end);
+        // A chunk of one alignment unit cannot shift: plain chunks.
+        assert_eq!(read_plan(5..9000, 4096, Some(4096))[0], (5..4101, 0));
+    }
+
     use super::*;
 
     #[test]

@@ -42,6 +42,13 @@ fn weights_synthetic_sharded_model_loads_and_verifies_on_local_and_http() {
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["results"]["shards"], 3);
+    // The server is this test process, on loopback: the record names it and
+    // measures its CPU in every window (issue 22 item 7).
+    let server = &rec["environment"]["store"]["server"];
+    assert_eq!(server["loopback"], true, "{server}");
+    assert_eq!(server["local_process"]["pid"].as_u64(), Some(u64::from(std::process::id())), "{server}");
+    let cores = rec["results"]["repeats"][0]["sampler"]["server_cpu_cores"].as_f64();
+    assert!(cores.is_some_and(|c| c > 0.0), "the server served the load: {cores:?}");
     assert_eq!(rec["results"]["verified"]["ok"], true);
     let b = rec["results"]["baselines"].as_array().unwrap();
     assert_eq!(b.len(), 2);
@@ -170,4 +177,35 @@ fn weights_refuses_structurally_broken_files_and_says_what_they_are() {
     f.extend(vec![0u8; 8]);
     let (_, err) = run("", Some(f));
     assert!(err.contains("invalid shape, data type, or offset for tensor"), "{err}");
+}
+
+/// `results.ready`: the steps from process start to tensors usable, in
+/// order; and `--direct` into host memory from a safetensors data section
+/// (offset 8 + header length, not 4 KiB-aligned) is counted and said to go
+/// through the page cache, never recorded as O_DIRECT.
+#[test]
+fn weights_records_time_to_ready_and_what_direct_really_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m", "--shard-size", "40MB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = s3rdma(&["weights", "--model", "m", "--repeats", "2", "--direct", "--json"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &rec["results"]["ready"];
+    let at = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("ready.{k} missing: {r}"));
+    let steps = [at("exec_to_main_s"), at("session_started_s"), at("headers_read_s"), at("buffers_allocated_s"), at("ready_s")];
+    assert!(steps.windows(2).all(|w| w[0] <= w[1]), "steps out of order: {steps:?}");
+    assert!(steps[0] >= 0.0 && steps[4] < 60.0, "{steps:?}");
+    assert!(r["gpu_open_s"].is_null(), "host memory opens no GPU");
+    // The first repeat's load ends the steps: ready - buffers is its wall time (plus window bookkeeping).
+    let first = rec["results"]["repeats"][0]["wall_s"].as_f64().unwrap();
+    assert!(steps[4] - steps[3] >= first, "{} < {first}", steps[4] - steps[3]);
+    let bytes = rec["results"]["bytes"].as_u64().unwrap();
+    let stats = &rec["environment"]["store_stats"]["in_windows"];
+    assert_eq!(stats["direct_fallback_bytes"].as_u64(), Some(2 * bytes), "{stats}");
+    assert_eq!(stats["direct_read_bytes"].as_u64(), Some(0), "{stats}");
+    let o = s3rdma(&["weights", "--model", "m", "--direct"], tmp.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(&format!("--direct: {bytes} of {bytes} bytes read through the page cache, not O_DIRECT")), "{out}");
+    assert!(out.contains("ready ") && out.contains(" s after the process started"), "{out}");
 }

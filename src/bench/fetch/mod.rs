@@ -439,6 +439,7 @@ mod tests {
             client_cpu_cores: 0.5,
             host_cpu_cores: 1.0,
             host_logical_cpus: 2,
+            server_cpu_cores: None,
             nic_rx_bytes: 0,
             nic_tx_bytes: 0,
             nics: Default::default(),

@@ -526,7 +526,7 @@ impl ObjectStore for HttpStore {
                "addressing": "path-style", "part_size_bytes": self.part_size,
                "part_concurrency": self.part_concurrency, "response_checksums": self.checksums,
                "request_checksums": "when-required", "attempts": self.attempts,
-               "get_path": if self.direct.is_some() { "direct" } else { "sdk" }})
+               "get_path": if self.direct.is_some() { "direct" } else { "sdk" }, "server": super::server::describe(&self.endpoint)})
     }
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {

@@ -1,0 +1,145 @@
+//! Which server answered, when it runs on this host: the process listening
+//! on the endpoint's port (issue 22 item 7). A figure measured against a test
+//! server on loopback (s3s-fs reads files in 4 KiB pieces, about 0.6–0.7 GB/s
+//! on the H200 machine: docs/http-peers.md) measures that server, and the
+//! record has to say so; its CPU beside the client's shows which side worked.
+//!
+//! Linux only, from procfs (proc(5)): `/proc/net/tcp` and `/proc/net/tcp6`
+//! list listening sockets with their port (hex) and inode; the process holding
+//! that inode has a `socket:[inode]` link under `/proc/<pid>/fd`. Written here
+//! because no maintained crate maps a port to its process without root.
+
+use serde::Serialize;
+
+/// A server process on this host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LocalServer {
+    /// Process id.
+    pub pid: i32,
+    /// `/proc/<pid>/comm`, e.g. `s3s-fs`, `nginx`, `minio`.
+    pub process: String,
+}
+
+/// What the record says about the server at `endpoint` (an http(s) URL):
+/// `{"endpoint", "host", "port", "loopback", "local_process": {pid, process} | null}`.
+/// `local_process` is found only for loopback endpoints (127.0.0.0/8, ::1,
+/// `localhost`), and only when this user may read the server's `/proc/<pid>/fd`.
+pub fn describe(endpoint: &str) -> serde_json::Value {
+    let (host, port) = host_port(endpoint);
+    let loopback = is_loopback(&host);
+    let local = if loopback { port.and_then(listener) } else { None };
+    serde_json::json!({"endpoint": endpoint, "host": host, "port": port, "loopback": loopback, "local_process": local})
+}
+
+/// Host and port of an http(s) URL (the scheme's default port when none is given).
+fn host_port(endpoint: &str) -> (String, Option<u16>) {
+    let (scheme, rest) = endpoint.split_once("://").unwrap_or(("http", endpoint));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    let default = match scheme {
+        "https" => Some(443),
+        "http" => Some(80),
+        _ => None,
+    };
+    if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6.split_once(']').unwrap_or((v6, ""));
+        let port = after.strip_prefix(':').map_or(default, |p| p.parse().ok());
+        return (h.to_string(), port);
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) => (h.to_string(), p.parse().ok()),
+        None => (authority.to_string(), default),
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The process listening on TCP `port` on this host, if it can be seen.
+pub fn listener(port: u16) -> Option<LocalServer> {
+    let inodes: Vec<u64> =
+        ["/proc/net/tcp", "/proc/net/tcp6"].iter().filter_map(|p| std::fs::read_to_string(p).ok()).flat_map(|t| listening_inodes(&t, port)).collect();
+    if inodes.is_empty() {
+        return None;
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| wanted.iter().any(|w| l.as_os_str() == w.as_str())) {
+                let process = std::fs::read_to_string(entry.path().join("comm")).map(|c| c.trim().to_string()).unwrap_or_default();
+                return Some(LocalServer { pid, process });
+            }
+        }
+    }
+    None
+}
+
+/// Inodes of the sockets in LISTEN state (`st` 0A) on `port` in one
+/// `/proc/net/tcp{,6}` table: fields `sl local_address rem_address st ... inode`
+/// (the 10th), the local address as `HEXADDR:HEXPORT`.
+fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let p = u16::from_str_radix(f.get(1)?.rsplit_once(':')?.1, 16).ok()?;
+            (p == port && *f.get(3)? == "0A").then(|| f.get(9)?.parse().ok())?
+        })
+        .collect()
+}
+
+/// CPU-seconds (user + system) process `pid` has used, from `/proc/<pid>/stat`
+/// fields 14 and 15 (clock ticks); `None` when it cannot be read.
+pub fn process_cpu_s(pid: i32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // After ")" come fields 3..: utime is field 14, stime 15 (indices 11, 12 here).
+    let (u, s): (u64, u64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| (u + s) as f64 / hz as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_and_port_of_endpoints() {
+        assert_eq!(host_port("http://127.0.0.1:9000"), ("127.0.0.1".into(), Some(9000)));
+        assert_eq!(host_port("https://s3.example.com/"), ("s3.example.com".into(), Some(443)));
+        assert_eq!(host_port("http://[::1]:9556/x"), ("::1".into(), Some(9556)));
+        assert_eq!(host_port("http://user:pw@localhost:81"), ("localhost".into(), Some(81)));
+        assert!(is_loopback("127.0.0.2") && is_loopback("::1") && is_loopback("LOCALHOST"));
+        assert!(!is_loopback("10.0.0.1") && !is_loopback("minio.local"));
+    }
+
+    #[test]
+    fn listening_inodes_reads_only_listeners_on_the_port() {
+        let t = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+                 0: 0100007F:2328 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0 100 0 0 10 0\n\
+                 1: 0100007F:2328 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 4343 1 0 20 4 30 10 -1\n\
+                 2: 00000000:0050 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4444 1 0 100 0 0 10 0\n";
+        assert_eq!(listening_inodes(t, 9000), vec![4242]);
+        assert_eq!(listening_inodes(t, 80), vec![4444]);
+        assert!(listening_inodes(t, 443).is_empty());
+    }
+
+    #[test]
+    fn finds_this_process_listening_and_its_cpu() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let found = listener(port).expect("this process listens on the port");
+        assert_eq!(found.pid, std::process::id() as i32);
+        let d = describe(&format!("http://127.0.0.1:{port}"));
+        assert_eq!(d["loopback"], true);
+        assert_eq!(d["local_process"]["pid"], std::process::id());
+        assert_eq!(describe("http://10.1.2.3:9000")["local_process"], serde_json::Value::Null);
+        assert!(process_cpu_s(std::process::id() as i32).is_some_and(|c| c > 0.0));
+    }
+}
