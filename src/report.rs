@@ -72,9 +72,7 @@ pub fn server_of(record: &Value) -> Option<String> {
     if let Some(p) = store["server"]["local_process"]["process"].as_str() {
         return Some(format!("{p} on this host"));
     }
-    let endpoint = store["endpoint"].as_str()?;
-    let host = endpoint.split_once("://").map_or(endpoint, |(_, r)| r).split(['/', ':']).next().unwrap_or("");
-    (host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())).then(|| "loopback server".to_string())
+    crate::store::server::is_loopback_endpoint(store["endpoint"].as_str()?).then(|| "loopback server".to_string())
 }
 
 impl Row {

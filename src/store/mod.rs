@@ -408,7 +408,8 @@ pub fn chunks(range: Range<u64>, chunk: u64) -> Vec<Range<u64>> {
 /// early, and carries at most `chunk - align` bytes of the range, so read plus
 /// skip fit the buffer: a safetensors data section (it starts at 8 + header
 /// length) is then still read with O_DIRECT. The reads cover `range` exactly
-/// once, in order.
+/// once, in order; the store's byte counters include the skipped fronts (less
+/// than `align` bytes per read).
 pub fn read_plan(range: Range<u64>, chunk: u64, align: Option<u64>) -> Vec<(Range<u64>, u64)> {
     let skip = align.filter(|&a| a > 1).map_or(0, |a| range.start % a);
     let step = match align {

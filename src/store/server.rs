@@ -21,14 +21,31 @@ pub struct LocalServer {
 }
 
 /// What the record says about the server at `endpoint` (an http(s) URL):
-/// `{"endpoint", "host", "port", "loopback", "local_process": {pid, process} | null}`.
-/// `local_process` is found only for loopback endpoints (127.0.0.0/8, ::1,
-/// `localhost`), and only when this user may read the server's `/proc/<pid>/fd`.
+/// `{"endpoint", "host", "port", "loopback", "on_this_host", "local_process": {pid, process} | null}`.
+/// `on_this_host`: loopback (127.0.0.0/8, ::1 and its IPv4-mapped form,
+/// `localhost`), `0.0.0.0`, or an address of this machine. `local_process` is
+/// looked for only then, and found only when this user may read the server's
+/// `/proc/<pid>/fd`.
 pub fn describe(endpoint: &str) -> serde_json::Value {
     let (host, port) = host_port(endpoint);
     let loopback = is_loopback(&host);
-    let local = if loopback { port.and_then(listener) } else { None };
-    serde_json::json!({"endpoint": endpoint, "host": host, "port": port, "loopback": loopback, "local_process": local})
+    let on_this_host = loopback || port.is_some_and(|p| resolves_here(&host, p));
+    let local = if on_this_host { port.and_then(listener) } else { None };
+    serde_json::json!({"endpoint": endpoint, "host": host, "port": port, "loopback": loopback, "on_this_host": on_this_host, "local_process": local})
+}
+
+/// True when `endpoint`'s host is a loopback name or address (what a record
+/// written before `local_process` existed can still tell).
+pub fn is_loopback_endpoint(endpoint: &str) -> bool {
+    is_loopback(&host_port(endpoint).0)
+}
+
+/// True when `host` resolves to an address of this machine: `0.0.0.0`/`::`,
+/// or one a socket can bind to (only local addresses can be bound).
+fn resolves_here(host: &str, port: u16) -> bool {
+    use std::net::ToSocketAddrs;
+    let Ok(addrs) = (host, port).to_socket_addrs() else { return false };
+    addrs.into_iter().any(|a| a.ip().is_unspecified() || std::net::UdpSocket::bind((a.ip(), 0)).is_ok())
 }
 
 /// Host and port of an http(s) URL (the scheme's default port when none is given).
@@ -53,7 +70,7 @@ fn host_port(endpoint: &str) -> (String, Option<u16>) {
 }
 
 fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// The process listening on TCP `port` on this host, if it can be seen.
@@ -115,7 +132,9 @@ mod tests {
         assert_eq!(host_port("https://s3.example.com/"), ("s3.example.com".into(), Some(443)));
         assert_eq!(host_port("http://[::1]:9556/x"), ("::1".into(), Some(9556)));
         assert_eq!(host_port("http://user:pw@localhost:81"), ("localhost".into(), Some(81)));
-        assert!(is_loopback("127.0.0.2") && is_loopback("::1") && is_loopback("LOCALHOST"));
+        assert!(is_loopback("127.0.0.2") && is_loopback("::1") && is_loopback("LOCALHOST") && is_loopback("::ffff:127.0.0.1"));
+        assert!(is_loopback_endpoint("http://[::1]:9000") && is_loopback_endpoint("https://LOCALHOST:9000"));
+        assert!(resolves_here("0.0.0.0", 80) && resolves_here("127.0.0.1", 80) && !resolves_here("192.0.2.77", 80));
         assert!(!is_loopback("10.0.0.1") && !is_loopback("minio.local"));
     }
 
