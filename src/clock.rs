@@ -36,24 +36,32 @@ pub fn since_start(at: Instant) -> f64 {
 /// Seconds since the process started, from the kernel's counters.
 fn exec_to_now() -> Option<f64> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let ticks = start_ticks(&stat)?;
-    // SAFETY: sysconf and clock_gettime only write the timespec given.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks = stat_field(&stat, 22)?;
+    let hz = ticks_per_s()?;
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    if hz <= 0 || unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+    // SAFETY: clock_gettime only writes the timespec given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
         return None;
     }
     let now = ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9;
-    Some((now - ticks as f64 / hz as f64).max(0.0))
+    Some((now - ticks as f64 / hz).max(0.0))
 }
 
-/// Field 22 (`starttime`) of a `/proc/<pid>/stat` line. The command name
-/// (field 2) is in parentheses and may itself hold spaces or `)`, so fields
-/// are counted from the last `)`.
-fn start_ticks(stat: &str) -> Option<u64> {
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), the unit of
+/// `/proc/<pid>/stat`'s times; `None` when the system does not say.
+pub(crate) fn ticks_per_s() -> Option<f64> {
+    // SAFETY: sysconf reads a constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then_some(hz as f64)
+}
+
+/// Field `n` of a `/proc/<pid>/stat` line, numbered as proc(5) numbers them
+/// (1 = pid), as a number. The command name (field 2) is in parentheses and
+/// may itself hold spaces or `)`, so fields are counted from the last `)`;
+/// `n` must be 3 or more.
+pub(crate) fn stat_field(stat: &str, n: usize) -> Option<u64> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    // After ")" come fields 3.. ; starttime is field 22, the 20th of those.
-    rest.split_whitespace().nth(19)?.parse().ok()
+    rest.split_whitespace().nth(n.checked_sub(3)?)?.parse().ok()
 }
 
 #[cfg(test)]
@@ -61,11 +69,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn start_ticks_counts_fields_after_the_last_parenthesis() {
+    fn stat_fields_are_counted_after_the_last_parenthesis() {
         let line = "4242 (a b) c)) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000000 100 18446744073709551615";
-        assert_eq!(start_ticks(line), Some(987654));
-        assert_eq!(start_ticks("no parens at all"), None);
-        assert_eq!(start_ticks("1 (x) S 1 2"), None);
+        assert_eq!(stat_field(line, 22), Some(987654));
+        assert_eq!(stat_field(line, 14), Some(1), "utime");
+        assert_eq!(stat_field("no parens at all", 22), None);
+        assert_eq!(stat_field("1 (x) S 1 2", 22), None);
+        assert_eq!(stat_field(line, 2), None, "the name is not a number field");
     }
 
     #[test]

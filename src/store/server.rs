@@ -113,13 +113,8 @@ fn listening_inodes(table: &str, port: u16) -> Vec<u64> {
 /// fields 14 and 15 (clock ticks); `None` when it cannot be read.
 pub fn process_cpu_s(pid: i32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // After ")" come fields 3..: utime is field 14, stime 15 (indices 11, 12 here).
-    let (u, s): (u64, u64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
-    // SAFETY: sysconf reads a constant.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (hz > 0).then(|| (u + s) as f64 / hz as f64)
+    let (u, s) = (crate::clock::stat_field(&stat, 14)?, crate::clock::stat_field(&stat, 15)?);
+    Some((u + s) as f64 / crate::clock::ticks_per_s()?)
 }
 
 #[cfg(test)]
