@@ -25,10 +25,18 @@ Loaders, at each one's documented best settings for one GPU:
     reads (FASTSAFETENSORS_ODIRECT=0: page cache).
   - runai-model-streamer SafetensorsStreamer, RUNAI_STREAMER_CONCURRENCY=64,
     no memory limit (its reads skip the page cache where O_DIRECT works).
+  - disk-odirect-qN: no loader, the disk itself: every shard read with
+    O_DIRECT in 16 MiB preads by N threads (N reads in flight) into host
+    memory, nothing copied to the GPU: the rate a cold load can approach
+    (issue 22, item 2), measured in the same run, same files, same cache state.
+
+The record is rewritten (temporary name, then rename) after every load, so a
+run cut short keeps what it measured.
 """
 
 import argparse
 import datetime
+import functools
 import glob
 import json
 import os
@@ -45,7 +53,55 @@ LOADERS = {
     "fastsafetensors": {"reads": "O_DIRECT (skips the page cache)", "settings": "SafeTensorsFileLoader(nogds=True, max_threads=16), default reads"},
     "fastsafetensors-buffered": {"reads": "page cache", "settings": "as fastsafetensors, FASTSAFETENSORS_ODIRECT=0"},
     "runai": {"reads": "O_DIRECT where it works (skips the page cache)", "settings": "SafetensorsStreamer, RUNAI_STREAMER_CONCURRENCY=64, no memory limit"},
+    "disk-odirect-q16": {"reads": "O_DIRECT (the disk alone, into host memory)", "settings": "16 threads, 16 MiB preads, no GPU copy"},
+    "disk-odirect-q64": {"reads": "O_DIRECT (the disk alone, into host memory)", "settings": "64 threads, 16 MiB preads, no GPU copy"},
 }
+
+# Block of one O_DIRECT pread of the disk probe.
+DISK_BLOCK = 16 << 20
+
+
+def disk_read(files, threads):
+    """Read every file whole with O_DIRECT, `threads` preads of DISK_BLOCK in
+    flight (os.preadv releases the GIL); returns bytes read."""
+    import mmap
+    import threading
+
+    jobs = [(f, off) for f in files for off in range(0, os.path.getsize(f), DISK_BLOCK)]
+    lock = threading.Lock()
+    total = [0]
+    errors = []
+
+    def worker():
+        buf = mmap.mmap(-1, DISK_BLOCK)  # page-aligned, as O_DIRECT needs
+        fds = {}
+        try:
+            while True:
+                with lock:
+                    if not jobs:
+                        return
+                    f, off = jobs.pop()
+                fd = fds.get(f)
+                if fd is None:
+                    fd = fds[f] = os.open(f, os.O_RDONLY | os.O_DIRECT)
+                n = os.preadv(fd, [buf], off)
+                with lock:
+                    total[0] += n
+        except OSError as e:
+            errors.append(e)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+            buf.close()
+
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise SystemExit(f"disk probe: {errors[0]}")
+    return total[0]
 
 # Flags of each s3rdma loader (--variant adds more).
 S3RDMA_FLAGS = {"s3rdma-tuned": ["--io-threads", "4", "--stage-chunk", "64MiB", "--bounce-buffers", "8"]}
@@ -56,6 +112,11 @@ PACKAGES = {"safetensors": "safetensors", "fastsafetensors": "fastsafetensors", 
 
 def child(loader, files):
     """One load in this process; prints {"load_s", "bytes", "tensors"} as JSON."""
+    if loader.startswith("disk-odirect-q"):
+        t0 = time.perf_counter()
+        n = disk_read(files, int(loader.rsplit("q", 1)[1]))
+        print(json.dumps({"load_s": time.perf_counter() - t0, "bytes": n, "tensors": 0, "ready_at": time.time()}))
+        return
     import torch
 
     torch.cuda.init()
@@ -201,6 +262,7 @@ def version(mod):
         return None
 
 
+@functools.lru_cache(maxsize=1)
 def host():
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -219,6 +281,7 @@ def main():
     ap.add_argument("--loaders", default=",".join(LOADERS))
     ap.add_argument("--caches", default="warm,cold")
     ap.add_argument("--tag", default="gpu")
+    ap.add_argument("--results-dir", default="results", help="where the record goes")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
                     help="one more s3rdma loader, s3rdma-NAME, with these weights flags (space-separated); added to --loaders")
     args = ap.parse_args()
@@ -243,6 +306,9 @@ def main():
         raise SystemExit(f"unknown loaders {unknown}: choose from {sorted(LOADERS)} or add one with --variant")
     caches = args.caches.split(",")
     runs = []
+    os.makedirs(args.results_dir, exist_ok=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = os.path.join(args.results_dir, f"peers-weights-{stamp}-{args.tag}.json")
     for rnd in range(1, args.rounds + 1):
         for cache in caches:
             for ld in loaders:
@@ -258,6 +324,13 @@ def main():
                     row["gbps"] = r["bytes"] / r["load_s"] / 1e9
                 runs.append(row)
                 print(f"round {rnd} {cache:4} {ld:26} " + (f"{r['load_s']:7.3f} s  ready {r.get('ready_s') or float('nan'):6.2f} s  process {proc_s:6.2f} s" if "load_s" in r else f"FAILED: {r['error']}"), flush=True)
+                write_record(out, args, files, loaders, runs)
+    print(f"\nrecord: {out}")
+    table(runs, loaders, caches)
+
+
+def write_record(out, args, files, loaders, runs):
+    """The record so far, written to a temporary name and renamed into place."""
     commit = next((r.get("tool_commit") for r in runs if r.get("tool_commit")), None)
     rec = {
         "schema_version": 1,
@@ -267,19 +340,26 @@ def main():
         "s3rdma_commit": commit,
         "host": host(),
         "model": {"dir": os.path.join(args.root, "s3rdma-bench", args.model), "shards": len(files), "bytes": sum(os.path.getsize(f) for f in files)},
-        "loaders": {ld: {**LOADERS[ld], "version": commit if ld.startswith("s3rdma") else version(PACKAGES[ld])} for ld in loaders},
+        "loaders": {ld: {**LOADERS[ld], "version": commit if ld.startswith("s3rdma") else version(PACKAGES[ld]) if ld in PACKAGES else None} for ld in loaders},
         "torch": version("torch"),
         "runs": runs,
     }
-    os.makedirs("results", exist_ok=True)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    out = f"results/peers-weights-{stamp}-{args.tag}.json"
     with open(out + ".tmp", "w") as f:
         json.dump(rec, f, indent=1)
     os.replace(out + ".tmp", out)
+
+
+def table(runs, loaders, caches):
+    """Medians per loader and cache state, with each one's time against
+    s3rdma-default and, cold, against the disk's own O_DIRECT rate."""
     base = {}
-    print(f"\nrecord: {out}")
-    print(f"{'loader':26} {'cache':5} {'median s':>9} {'GB/s':>6} {'ready s':>8} {'process s':>9} {'vs s3rdma-default':>17}  reads through")
+    disk = {}
+    for cache in caches:
+        own = [r["load_s"] for r in runs if r["cache"] == cache and r["loader"] == "s3rdma-default" and "load_s" in r]
+        base[cache] = statistics.median(own) if own else None
+        rates = [r["bytes"] / r["load_s"] for r in runs if r["cache"] == cache and r["loader"].startswith("disk-") and "load_s" in r]
+        disk[cache] = max(rates) if rates else None
+    print(f"{'loader':26} {'cache':5} {'median s':>9} {'GB/s':>6} {'ready s':>8} {'process s':>9} {'vs s3rdma-default':>17} {'of disk':>7}  reads through")
     for cache in caches:
         for ld in loaders:
             ok = [r for r in runs if r["loader"] == ld and r["cache"] == cache and "load_s" in r]
@@ -290,9 +370,9 @@ def main():
             proc = statistics.median(r["process_s"] for r in ok)
             readies = [r["ready_s"] for r in ok if r.get("ready_s") is not None]
             ready = f"{statistics.median(readies):8.2f}" if readies else f"{'-':>8}"
-            base.setdefault(cache, med if ld == "s3rdma-default" else None)
             ratio = f"{med / base[cache]:.2f}x time" if base.get(cache) else "-"
-            print(f"{ld:26} {cache:5} {med:9.3f} {ok[0]['bytes'] / med / 1e9:6.2f} {ready} {proc:9.2f} {ratio:>17}  {LOADERS[ld]['reads']}")
+            of_disk = f"{ok[0]['bytes'] / med / disk[cache]:7.2f}" if disk.get(cache) else f"{'-':>7}"
+            print(f"{ld:26} {cache:5} {med:9.3f} {ok[0]['bytes'] / med / 1e9:6.2f} {ready} {proc:9.2f} {ratio:>17} {of_disk}  {LOADERS[ld]['reads']}")
 
 
 if __name__ == "__main__":
