@@ -63,20 +63,20 @@ pub struct SamplerReport {
     pub nics: BTreeMap<String, NicDelta>,
 }
 
-/// The server process on this host whose CPU every [`Sampler`] also
+/// The server processes on this host whose CPU every [`Sampler`] also
 /// measures ([`watch_server`]).
-static SERVER_PID: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+static SERVER_PIDS: std::sync::OnceLock<Vec<i32>> = std::sync::OnceLock::new();
 
-/// Measure process `pid`'s CPU in every later window too (`server_cpu_cores`):
-/// the session calls it when the store's server runs on this host. The first
-/// call wins.
-pub fn watch_server(pid: i32) {
-    let _ = SERVER_PID.set(pid);
+/// Measure the processes `pids` (one server: nginx's master and workers) in
+/// every later window too, summed (`server_cpu_cores`): the session calls it
+/// when the store's server runs on this host. The first call wins.
+pub fn watch_server(pids: Vec<i32>) {
+    let _ = SERVER_PIDS.set(pids);
 }
 
 /// A running measurement window; [`Sampler::finish`] closes it.
 pub struct Sampler {
-    server0: Option<(i32, f64)>,
+    server0: Option<(&'static [i32], f64)>,
     t0: Instant,
     cpu0: (f64, f64),
     sys: System,
@@ -89,7 +89,7 @@ impl Sampler {
         let mut sys = System::new();
         sys.refresh_cpu_usage();
         let net0 = nic_totals();
-        let server0 = SERVER_PID.get().and_then(|&pid| Some((pid, crate::store::server::process_cpu_s(pid)?)));
+        let server0 = SERVER_PIDS.get().and_then(|pids| Some((pids.as_slice(), crate::store::server::processes_cpu_s(pids)?)));
         Sampler { server0, t0: Instant::now(), cpu0: process_cpu_s(), sys, net0 }
     }
 
@@ -124,7 +124,7 @@ impl Sampler {
             host_logical_cpus: ncpu,
             server_cpu_cores: self
                 .server0
-                .and_then(|(pid, c0)| Some((crate::store::server::process_cpu_s(pid)? - c0) / wall_s))
+                .and_then(|(pids, c0)| Some((crate::store::server::processes_cpu_s(pids)? - c0) / wall_s))
                 .filter(|c| c.is_finite() && *c >= 0.0),
             nic_rx_bytes: rx,
             nic_tx_bytes: tx,

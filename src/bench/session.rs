@@ -117,14 +117,20 @@ fn watch_local_server(store: &dyn ObjectStore) -> Option<String> {
     let d = store.describe();
     let server = d.get("server").or_else(|| d.get("control_plane").and_then(|c| c.get("server")));
     let local = server.and_then(|s| s.get("local_process")).filter(|l| !l.is_null())?;
-    if let Some(pid) = local["pid"].as_i64() {
-        crate::sampler::watch_server(pid as i32);
+    let pids: Vec<i32> = local["pids"]
+        .as_array()
+        .map_or_else(|| local["pid"].as_i64().map(|p| p as i32).into_iter().collect(), |a| a.iter().filter_map(|p| p.as_i64()).map(|p| p as i32).collect());
+    let who = match pids.as_slice() {
+        [one] => format!("pid {one}"),
+        many => format!("{} processes, pids {}", many.len(), many.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
+    };
+    if !pids.is_empty() {
+        crate::sampler::watch_server(pids);
     }
     Some(format!(
-        "server: {} at {} runs on this host (pid {}): it shares this host's CPU, so the figures include it (record: environment.store.server; its CPU per window: server_cpu_cores)",
+        "server: {} at {} runs on this host ({who}): it shares this host's CPU, so the figures include it (record: environment.store.server; its CPU per window, all its processes: server_cpu_cores)",
         local["process"].as_str().unwrap_or("?"),
         server.and_then(|s| s["endpoint"].as_str()).unwrap_or("?"),
-        local["pid"]
     ))
 }
 

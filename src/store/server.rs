@@ -11,17 +11,21 @@
 
 use serde::Serialize;
 
-/// A server process on this host.
+/// A server on this host: every process holding its listening socket.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LocalServer {
-    /// Process id.
+    /// The lowest of `pids` (nginx: its master).
     pub pid: i32,
-    /// `/proc/<pid>/comm`, e.g. `s3s-fs`, `nginx`, `minio`.
+    /// Every process holding the listening socket, ascending: one for s3s-fs
+    /// or MinIO, the master and its workers for nginx (the workers serve, so
+    /// the server's CPU is the sum over all of them).
+    pub pids: Vec<i32>,
+    /// `/proc/<pid>/comm` of `pid`, e.g. `s3s-fs`, `nginx`, `minio`.
     pub process: String,
 }
 
 /// What the record says about the server at `endpoint` (an http(s) URL):
-/// `{"endpoint", "host", "port", "loopback", "on_this_host", "local_process": {pid, process} | null}`.
+/// `{"endpoint", "host", "port", "loopback", "on_this_host", "local_process": {pid, pids, process} | null}`.
 /// `on_this_host`: loopback (127.0.0.0/8, ::1 and its IPv4-mapped form,
 /// `localhost`), `0.0.0.0`, or an address of this machine. `local_process` is
 /// looked for only then, and found only when this user may read the server's
@@ -73,7 +77,7 @@ fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
-/// The process listening on TCP `port` on this host, if it can be seen.
+/// The processes listening on TCP `port` on this host, if they can be seen.
 pub fn listener(port: u16) -> Option<LocalServer> {
     let inodes: Vec<u64> =
         ["/proc/net/tcp", "/proc/net/tcp6"].iter().filter_map(|p| std::fs::read_to_string(p).ok()).flat_map(|t| listening_inodes(&t, port)).collect();
@@ -81,17 +85,19 @@ pub fn listener(port: u16) -> Option<LocalServer> {
         return None;
     }
     let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
-        for fd in fds.flatten() {
-            if std::fs::read_link(fd.path()).is_ok_and(|l| wanted.iter().any(|w| l.as_os_str() == w.as_str())) {
-                let process = std::fs::read_to_string(entry.path().join("comm")).map(|c| c.trim().to_string()).unwrap_or_default();
-                return Some(LocalServer { pid, process });
-            }
-        }
-    }
-    None
+    let mut pids: Vec<i32> = std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<i32>().ok()?;
+            let mut fds = std::fs::read_dir(entry.path().join("fd")).ok()?.flatten();
+            fds.any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| wanted.iter().any(|w| l.as_os_str() == w.as_str()))).then_some(pid)
+        })
+        .collect();
+    pids.sort_unstable();
+    let pid = *pids.first()?;
+    let process = std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|c| c.trim().to_string()).unwrap_or_default();
+    Some(LocalServer { pid, pids, process })
 }
 
 /// Inodes of the sockets in LISTEN state (`st` 0A) on `port` in one
@@ -115,6 +121,12 @@ pub fn process_cpu_s(pid: i32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (u, s) = (crate::clock::stat_field(&stat, 14)?, crate::clock::stat_field(&stat, 15)?);
     Some((u + s) as f64 / crate::clock::ticks_per_s()?)
+}
+
+/// [`process_cpu_s`] summed over `pids`; `None` unless every one can be read
+/// (a process that ended between two readings would make the difference wrong).
+pub fn processes_cpu_s(pids: &[i32]) -> Option<f64> {
+    pids.iter().map(|&p| process_cpu_s(p)).sum()
 }
 
 #[cfg(test)]
@@ -155,5 +167,25 @@ mod tests {
         assert_eq!(d["local_process"]["pid"], std::process::id());
         assert_eq!(describe("http://10.1.2.3:9000")["local_process"], serde_json::Value::Null);
         assert!(process_cpu_s(std::process::id() as i32).is_some_and(|c| c > 0.0));
+    }
+
+    #[test]
+    fn finds_every_process_holding_the_listener() {
+        use std::os::fd::AsRawFd;
+        // A child that inherits the listening socket, as nginx's workers do.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        // SAFETY: clears FD_CLOEXEC on a descriptor this test owns.
+        assert_eq!(unsafe { libc::fcntl(l.as_raw_fd(), libc::F_SETFD, 0) }, 0);
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let me = std::process::id() as i32;
+        let found = listener(port).expect("both processes listen on the port");
+        let _ = child.kill();
+        let _ = child.wait();
+        // Contains, not equals: a process another test spawns meanwhile inherits the socket too.
+        assert!(found.pids.contains(&me) && found.pids.contains(&(child.id() as i32)), "{found:?}");
+        assert!(found.pids.is_sorted() && found.pid == found.pids[0]);
+        assert!(processes_cpu_s(&[me]).is_some_and(|c| c > 0.0));
+        assert_eq!(processes_cpu_s(&[me, i32::MAX]), None);
     }
 }
