@@ -34,8 +34,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::cli::{GroupArgs, MemArgs, OutputArgs, StoreArgs, WitnessArgs};
-use crate::error::{Error, Result, StoreError};
+use crate::cli::{GroupArgs, MemArgs, OutputArgs};
+use crate::error::{Error, Result};
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::ranks::{self, Coordination, Group, Rank};
 use crate::record::RunRecord;
@@ -46,98 +46,6 @@ use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
 /// Most ranks this binary starts on one host itself (`--ranks`, `--procs`):
 /// each is a process with its own runtime; 1,024 already needs a large host.
 pub const MAX_LOCAL_RANKS: usize = 1024;
-
-/// How many processes a bench wants and what a launcher's count means to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum World {
-    /// One process (weights, tokens, verify).
-    Single,
-    /// `--ranks N`: N processes; a launcher's own count wins (with a warning when they differ).
-    Ranks(Option<u32>),
-    /// `--procs a,b,..`: the largest count; a launcher must start at least that many.
-    AtLeast(usize),
-}
-
-/// What a bench tells the session before it starts.
-#[derive(Debug, Clone)]
-pub struct SessionSpec<'a> {
-    /// Subcommand name: the record's `benchmark`.
-    pub bench: &'static str,
-    /// Store flags.
-    pub store: &'a StoreArgs,
-    /// Witness flags.
-    pub witness: &'a WitnessArgs,
-    /// Memory flags.
-    pub mem: &'a MemArgs,
-    /// Rank-meeting flags (`None`: defaults, for single-process benches).
-    pub group: Option<&'a GroupArgs>,
-    /// Where the record goes.
-    pub output: &'a OutputArgs,
-    /// Processes wanted.
-    pub world: World,
-    /// rdma: worker threads (one client each) when `--rdma-threads` is not given: the bench's widest fan-out.
-    pub rdma_threads: u32,
-    /// Create the bucket when it is missing (rank 0 only).
-    pub create_bucket: bool,
-    /// Turns a missing bucket into the bench's own message (e.g. "ingest a dataset first").
-    pub no_bucket: fn(StoreError) -> Error,
-    /// Leave the GPU opening in the background past [`Session::start`] until
-    /// the first [`Session::gpu`] or [`Session::buffers`] (weights reads its
-    /// headers meanwhile: issue 22 item 3). Over rdma the GPU is still open
-    /// before the store (its workers bind the context when they start).
-    pub defer_gpu: bool,
-}
-
-impl<'a> SessionSpec<'a> {
-    /// A single-process bench on an existing bucket (the store's own
-    /// message when it is missing), one rdma worker; override fields with
-    /// struct-update syntax.
-    pub fn new(bench: &'static str, store: &'a StoreArgs, witness: &'a WitnessArgs, mem: &'a MemArgs, output: &'a OutputArgs) -> Self {
-        SessionSpec {
-            bench,
-            store,
-            witness,
-            mem,
-            group: None,
-            output,
-            world: World::Single,
-            rdma_threads: 1,
-            create_bucket: false,
-            no_bucket: store_error,
-            defer_gpu: false,
-        }
-    }
-}
-
-/// When the store's server is a process on this host (a loopback
-/// endpoint: `environment.store.server.local_process`), every window also
-/// measures its CPU ([`crate::sampler::watch_server`]); returns the line rank
-/// 0 prints under the table, saying the figures include that server (issue 22 item 7).
-fn watch_local_server(store: &dyn ObjectStore) -> Option<String> {
-    let d = store.describe();
-    let server = d.get("server").or_else(|| d.get("control_plane").and_then(|c| c.get("server")));
-    let local = server.and_then(|s| s.get("local_process")).filter(|l| !l.is_null())?;
-    let pids: Vec<i32> = local["pids"]
-        .as_array()
-        .map_or_else(|| local["pid"].as_i64().map(|p| p as i32).into_iter().collect(), |a| a.iter().filter_map(|p| p.as_i64()).map(|p| p as i32).collect());
-    let who = match pids.as_slice() {
-        [one] => format!("pid {one}"),
-        many => format!("{} processes, pids {}", many.len(), many.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
-    };
-    if !pids.is_empty() {
-        crate::sampler::watch_server(pids);
-    }
-    Some(format!(
-        "server: {} at {} runs on this host ({who}): it shares this host's CPU, so the figures include it (record: environment.store.server; its CPU per window, all its processes: server_cpu_cores)",
-        local["process"].as_str().unwrap_or("?"),
-        server.and_then(|s| s["endpoint"].as_str()).unwrap_or("?"),
-    ))
-}
-
-/// The default [`SessionSpec::no_bucket`]: the store's own message.
-pub fn store_error(e: StoreError) -> Error {
-    e.into()
-}
 
 /// One run of one bench in this process (one rank of it).
 pub struct Session {
@@ -687,4 +595,7 @@ impl Session {
 }
 
 mod end;
+mod spec;
 pub use end::{conclude, exit_status};
+use spec::watch_local_server;
+pub use spec::{SessionSpec, World, store_error};

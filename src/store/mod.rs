@@ -13,6 +13,9 @@ pub mod http;
 pub mod local;
 pub mod rdma;
 pub mod server;
+mod staged;
+
+pub use staged::{read_plan, staged_read};
 
 use std::fmt;
 use std::ops::Range;
@@ -400,119 +403,6 @@ pub fn chunks(range: Range<u64>, chunk: u64) -> Vec<Range<u64>> {
     out
 }
 
-/// The staged pipeline's reads of `range`: `(read, skip)` pairs, where
-/// `read` is the range to read into a bounce buffer of `chunk` bytes and
-/// `skip` the bytes at its front that belong to no destination (0 but for an
-/// O_DIRECT store). With `align` (the store's [`ObjectStore::direct_alignment`])
-/// and an unaligned `range.start`, every read starts on `align`, `skip` bytes
-/// early, and carries at most `chunk - align` bytes of the range, so read plus
-/// skip fit the buffer: a safetensors data section (it starts at 8 + header
-/// length) is then still read with O_DIRECT. The reads cover `range` exactly
-/// once, in order; the store's byte counters include the skipped fronts (less
-/// than `align` bytes per read).
-pub fn read_plan(range: Range<u64>, chunk: u64, align: Option<u64>) -> Vec<(Range<u64>, u64)> {
-    let skip = align.filter(|&a| a > 1).map_or(0, |a| range.start % a);
-    let step = match align {
-        Some(a) if skip > 0 => (chunk / a).saturating_sub(1) * a,
-        _ => 0,
-    };
-    if skip == 0 || step == 0 {
-        return chunks(range, chunk).into_iter().map(|r| (r, 0)).collect();
-    }
-    chunks(range, step).into_iter().map(|r| (r.start - skip..r.end, skip)).collect()
-}
-
-/// The staged pipeline: the object is read in bounce-buffer-sized ranged
-/// reads, one in flight per bounce buffer (`--bounce-buffers`), and each
-/// buffer's host-to-device copy is queued on its own stream the moment its
-/// read lands, so transport reads and PCIe copies overlap with no barrier
-/// between them. A bounce buffer is refilled only after its stream has
-/// finished the previous copy out of it.
-/// (The earlier form read half the buffers at a time in lock-step groups:
-/// half as many GETs in flight, and each group waited for its slowest.)
-pub async fn staged_read(
-    store: &dyn ObjectStore,
-    key: &str,
-    range: Option<Range<u64>>,
-    dst: &mut crate::mem::DeviceBuffer,
-    at: usize,
-) -> Result<Transfer, StoreError> {
-    let cuda = |e: String| StoreError::Other { op: "GET", key: key.into(), location: store.location(), detail: e };
-    let range = match range {
-        Some(r) => r,
-        None => 0..store.head(key).await?.size,
-    };
-    let len = range.end - range.start;
-    if len + at as u64 > dst.device_ptr().1 as u64 {
-        return Err(StoreError::BufferTooSmall { key: key.into(), needed: len + at as u64, capacity: dst.device_ptr().1 as u64 });
-    }
-    let n = dst.bounce.len();
-    if n < 2 {
-        return Err(StoreError::Config("staged device reads need at least 2 bounce buffers (--bounce-buffers)".into()));
-    }
-    let chunk = dst.bounce[0].len() as u64;
-    let plan = read_plan(range.clone(), chunk, store.direct_alignment());
-    let path = match store.backend() {
-        Backend::Local => TransferPath::Local,
-        _ => TransferPath::HttpStaged,
-    };
-    let t0 = std::time::Instant::now();
-    let mut first_byte = None;
-    // The bounce buffers travel with their reads (each read owns its buffer),
-    // and come back to `dst` whatever happens.
-    let mut idle: Vec<(usize, Buffer)> = std::mem::take(&mut dst.bounce).into_iter().enumerate().rev().collect();
-    let mut inflight = futures::stream::FuturesUnordered::new();
-    let mut next = 0;
-    let mut failed: Option<StoreError> = None;
-    loop {
-        while failed.is_none() && next < plan.len() {
-            let Some((i, mut b)) = idle.pop() else { break };
-            if let Err(e) = dst.wait(i) {
-                idle.push((i, b));
-                failed = Some(cuda(e));
-                break;
-            }
-            let (r, skip) = plan[next].clone();
-            next += 1;
-            inflight.push(async move {
-                let t = store.get_into(key, Some(r.clone()), &mut b).await;
-                // The destination's part: the read without its skipped front.
-                (i, b, r.start + skip..r.end, skip as usize, t)
-            });
-        }
-        let Some((i, b, r, skip, t)) = futures::StreamExt::next(&mut inflight).await else { break };
-        match t {
-            Ok(t) if failed.is_none() => {
-                if r.start == range.start {
-                    // The first chunk's GET starts at t0.
-                    first_byte = t.first_byte;
-                }
-                let len = (r.end - r.start) as usize;
-                let src = &b.as_host().expect("bounce buffers are pinned")[skip..skip + len];
-                if let Err(e) = dst.copy_in_async_from(i, src, at + (r.start - range.start) as usize) {
-                    failed = Some(cuda(e));
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                failed.get_or_insert(e);
-            }
-        }
-        idle.push((i, b));
-    }
-    idle.sort_by_key(|(i, _)| *i);
-    dst.bounce = idle.into_iter().map(|(_, b)| b).collect();
-    let mut waited = Ok(());
-    for i in 0..n {
-        waited = waited.and(dst.wait(i));
-    }
-    if let Some(e) = failed {
-        return Err(e);
-    }
-    waited.map_err(cuda)?;
-    Ok(Transfer { bytes: len, path, first_byte: first_byte.or(Some(t0.elapsed())) })
-}
-
 /// Open the store `args` names, bound to `args.bucket`. Nothing is sent over
 /// the network here; the first call finds out whether the endpoint answers.
 ///
@@ -597,29 +487,6 @@ pub fn check_capacity(key: &str, len: u64, at: usize, dst: &Buffer) -> Result<()
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn read_plan_aligns_direct_reads_and_covers_the_range_once() {
-        let mib = 1u64 << 20;
-        // No alignment need, or an aligned start: plain chunks, nothing skipped.
-        assert_eq!(read_plan(100..300, 128, None), vec![(100..228, 0), (228..300, 0)]);
-        assert_eq!(read_plan(8192..8192 + 3 * mib, mib, Some(4096)).len(), 3);
-        // A safetensors data section: 8 + 5088-byte header.
-        let start = 5096u64;
-        let range = start..start + 200 * mib + 17;
-        let plan = read_plan(range.clone(), 64 * mib, Some(4096));
-        let mut next = range.start;
-        for (read, skip) in &plan {
-            assert_eq!(read.start % 4096, 0, "{read:?} starts unaligned");
-            assert_eq!(*skip, start % 4096);
-            assert!(read.end - read.start <= 64 * mib, "{read:?} overflows the bounce buffer");
-            assert_eq!(read.start + skip, next, "a gap or overlap at {next}");
-            next = read.end;
-        }
-        assert_eq!(next, range.end);
-        // A chunk of one alignment unit cannot shift: plain chunks.
-        assert_eq!(read_plan(5..9000, 4096, Some(4096))[0], (5..4101, 0));
-    }
-
     use super::*;
 
     #[test]

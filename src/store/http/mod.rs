@@ -14,6 +14,7 @@
 //! checksum validation per `--response-checksums`.
 
 pub mod direct;
+mod errors;
 pub mod sdk_retries;
 
 use std::ops::Range;
@@ -24,7 +25,7 @@ use aws_sdk_s3::Client;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation, StalledStreamProtectionConfig};
-use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration};
 use bytes::Bytes;
@@ -32,7 +33,7 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
 use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
-use crate::error::{StoreError, never_connected, root_cause};
+use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
 use direct::{DirectError, DirectGet};
@@ -126,123 +127,6 @@ impl HttpStore {
             direct,
             sdk_retries,
         })
-    }
-
-    /// Map an SDK error to a [`StoreError`] naming the bucket or key, the endpoint and the fix.
-    fn map_err<E>(&self, op: &'static str, key: &str, err: SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> StoreError
-    where
-        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
-    {
-        let location = self.endpoint.clone();
-        match &err {
-            SdkError::TimeoutError(_) => self.timed_out(op, key, ""),
-            SdkError::DispatchFailure(d) if d.is_timeout() => self.timed_out(op, key, &root_cause(&err)),
-            SdkError::DispatchFailure(_) if never_connected(&err) => StoreError::Unreachable { location, detail: root_cause(&err) },
-            // rustls's words for an HTTP answer to its TLS handshake.
-            SdkError::DispatchFailure(_) if location.starts_with("https://") && root_cause(&err).contains("InvalidContentType") => StoreError::Config(format!(
-                "{location} answered the TLS handshake in plain HTTP: that port speaks http://, so pass --endpoint http://{}",
-                location.trim_start_matches("https://")
-            )),
-            SdkError::DispatchFailure(_) => self.broken(op, key, root_cause(&err)),
-            SdkError::ServiceError(ctx) if ctx.err().message().is_none() && ctx.err().code().is_none() => {
-                let status = ctx.raw().status().as_u16();
-                let msg = match body_snippet(ctx.raw().body().bytes()) {
-                    b if b == "(empty)" => "no message (the answer has no body)".to_string(),
-                    b => format!("the answer is not S3's error XML; it reads: {b}"),
-                };
-                self.map_status(op, key, status, "", Some(&msg))
-            }
-            SdkError::ServiceError(ctx) => self.map_status(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), ctx.err().message()),
-            SdkError::ResponseError(ctx) => StoreError::Other {
-                op,
-                key: key.into(),
-                location,
-                detail: format!(
-                    "the HTTP {} answer could not be read as S3 XML ({}); it reads: {}",
-                    ctx.raw().status().as_u16(),
-                    root_cause(&err),
-                    body_snippet(ctx.raw().body().bytes())
-                ),
-            },
-            _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err) },
-        }
-    }
-
-    /// A connection that broke after it was made, after every attempt.
-    fn broken(&self, op: &'static str, key: &str, cause: String) -> StoreError {
-        StoreError::Broken { op, key: key.into(), location: self.endpoint.clone(), detail: format!("{cause}; {} attempt(s) (--attempts)", self.attempts) }
-    }
-
-    /// A request that got no answer in time: which one, how long, which settings.
-    fn timed_out(&self, op: &'static str, key: &str, cause: &str) -> StoreError {
-        let (ct, rt) = (humantime::format_duration(self.connect_timeout), humantime::format_duration(self.read_timeout));
-        // The SDK's HTTP client says which wait ran out ("HTTP read timeout
-        // occurred after 1s", "HTTP connect timeout ...").
-        let wait = if cause.contains("read timeout") {
-            format!("connected, but no response within {rt} (--read-timeout)")
-        } else if cause.contains("connect timeout") {
-            format!("no connection within {ct} (--connect-timeout)")
-        } else {
-            format!("no connection within {ct} (--connect-timeout) or no response within {rt} (--read-timeout)")
-        };
-        StoreError::Timeout { op, key: key.into(), location: self.endpoint.clone(), detail: format!("{wait}, {} attempt(s) (--attempts)", self.attempts) }
-    }
-
-    /// Map an error status (and the S3 error code and message, when the body had
-    /// them) to a [`StoreError`]; shared by the SDK and the direct GET path.
-    fn map_status(&self, op: &'static str, key: &str, status: u16, code: &str, message: Option<&str>) -> StoreError {
-        let location = self.endpoint.clone();
-        match (status, code) {
-            (_, "NoSuchBucket") => StoreError::NoSuchBucket { bucket: self.bucket.clone(), location },
-            (_, "NoSuchKey") | (404, _) => StoreError::NotFound { bucket: self.bucket.clone(), key: key.into(), location },
-            (_, "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied") | (401 | 403, _) => {
-                let what = if code.is_empty() { format!("HTTP {status}") } else { code.to_string() };
-                let msg = message.map(|m| format!(": {m}")).unwrap_or_default();
-                StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}") }
-            }
-            _ => StoreError::Other {
-                op,
-                key: key.into(),
-                location,
-                detail: format!(
-                    "HTTP {status}{}{code}: {}{}",
-                    if code.is_empty() { "" } else { " " },
-                    message.unwrap_or("no message"),
-                    // Server errors were retried: say how often, and which flag says so.
-                    if status >= 500 { format!(" ({} attempt(s), --attempts)", self.attempts) } else { String::new() }
-                ),
-            },
-        }
-    }
-
-    /// A ranged GET answered with `got` bytes where `want` were asked for:
-    /// short is [`StoreError::ShortBody`], long is named as such.
-    fn wrong_length(&self, key: &str, got: u64, want: u64) -> StoreError {
-        if got < want {
-            return self.short(key, got, want);
-        }
-        StoreError::Other {
-            op: "GET",
-            key: key.into(),
-            location: self.endpoint.clone(),
-            detail: format!("the server announced {got} bytes for a ranged GET of {want}"),
-        }
-    }
-
-    /// Map a direct-path error (see [`DirectError`]).
-    fn map_direct(&self, key: &str, e: DirectError) -> StoreError {
-        match e {
-            DirectError::Status { status, code, message, .. } => self.map_status("GET", key, status, &code, Some(&message)),
-            DirectError::Io(detail) if detail.starts_with("connect to ") => StoreError::Unreachable { location: self.endpoint.clone(), detail },
-            DirectError::Io(detail) | DirectError::Closed(detail) => self.broken("GET", key, detail),
-            DirectError::Timeout(detail) => StoreError::Timeout {
-                op: "GET",
-                key: key.into(),
-                location: self.endpoint.clone(),
-                detail: format!("{detail}, {} attempt(s) (--attempts)", self.attempts),
-            },
-            DirectError::Protocol(detail) => StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail },
-        }
     }
 
     /// One ranged GET of `dst.len()` bytes at `offset`, streamed into `dst`.
@@ -373,10 +257,6 @@ impl HttpStore {
         Ok(first)
     }
 
-    fn short(&self, key: &str, got: u64, expected: u64) -> StoreError {
-        StoreError::ShortBody { key: key.into(), location: self.endpoint.clone(), got, expected }
-    }
-
     async fn upload_part(&self, key: &str, upload_id: &str, n: i32, chunk: &[u8]) -> Result<CompletedPart, StoreError> {
         // One copy per part: the SDK wants an owned body and the caller's
         // buffer is borrowed. Zero-copy needs an owned, shareable buffer
@@ -457,19 +337,6 @@ fn check_endpoint(e: &str) -> Result<String, StoreError> {
     }
     // The parsed form: scheme and host lowercased, a default port dropped.
     Ok(url.as_str().trim_end_matches('/').to_string())
-}
-
-/// The first 200 characters of an answer's body, for messages (`(empty)`,
-/// or `(streamed)` when the client did not keep it).
-fn body_snippet(body: Option<&[u8]>) -> String {
-    match body {
-        None => "(streamed)".into(),
-        Some([]) => "(empty)".into(),
-        Some(b) => {
-            let text = String::from_utf8_lossy(&b[..b.len().min(200)]).replace(['\n', '\r'], " ");
-            format!("'{}'{}", text.trim(), if b.len() > 200 { "..." } else { "" })
-        }
-    }
 }
 
 /// A multipart upload not yet completed. Dropped unfinished (its PUT's
