@@ -331,14 +331,22 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
 /// The verdict `report` shows for a row its record's counters do not prove.
 pub const UNPROVEN: &str = "unproven";
 
-/// Read every file (a record each) into rows; `http-peers` tables and other
-/// non-records are skipped with a note on stderr.
+/// Read every file (a record each) into rows; files that are not JSON,
+/// `http-peers` tables and other non-records are skipped with a note on stderr.
 pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for f in files {
         let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
         let body = std::fs::read(f).map_err(|e| Error::Usage(format!("{}: {e}: pass result files (results/*.json)", f.display())))?;
-        let v: Value = serde_json::from_slice(&body).map_err(|e| Error::Usage(format!("{}: not JSON ({e}): pass result records", f.display())))?;
+        // A damaged file among many (a run killed while a script copied it)
+        // costs its rows, not the whole report.
+        let v: Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("note: {} is not JSON ({e}): skipped", f.display());
+                continue;
+            }
+        };
         if v.get("benchmark").is_none() || v.get("backend").is_none() {
             eprintln!("note: {} is not a run record of one backend (no \"benchmark\"/\"backend\"): skipped", f.display());
             continue;

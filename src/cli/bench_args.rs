@@ -233,8 +233,9 @@ pub struct WeightsArgs {
     #[command(flatten)]
     /// Where the record goes.
     pub output: OutputArgs,
-    /// Key prefix of the model: `<model>/model.safetensors` or `<model>/model.safetensors.index.json` + shards.
-    #[arg(long)]
+    /// Key prefix of the model: `<model>/model.safetensors` or
+    /// `<model>/model.safetensors.index.json` + shards ('' for the bucket's root).
+    #[arg(long, value_parser = super::parse_key_prefix)]
     pub model: String,
     /// Shards read at once (each shard's windows go one after another into its buffer).
     #[arg(long, value_parser = parse_positive, default_value_t = 4)]
@@ -295,7 +296,7 @@ pub struct IngestWeightsArgs {
     #[arg(long)]
     pub src: PathBuf,
     /// Key prefix to write the model under (what `weights --model` then reads).
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse_key_prefix)]
     pub model: String,
 }
 

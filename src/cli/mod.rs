@@ -455,6 +455,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// `--io-threads`: 1 to 64. More threads than that per read only contend
 /// (a helper's 100000 threads dropped a 300 MiB fetch from 10.7 to 2.3 GB/s).
 pub fn parse_io_threads(s: &str) -> Result<u32, String> {
+    if s.trim().parse::<u64>().is_ok_and(|n| n > 64) {
+        return Err(format!("{} threads per read is more than 64: each takes 16 MiB pieces, so 64 already covers 1 GiB reads; lower it", s.trim()));
+    }
     match parse_positive(s)? {
         n if n > 64 => Err(format!("{n} threads per read is more than 64: each takes 16 MiB pieces, so 64 already covers 1 GiB reads; lower it")),
         n => Ok(n),
@@ -470,6 +473,24 @@ pub fn parse_positive(s: &str) -> Result<u32, String> {
     }
 }
 
+/// A key prefix such as `--model models/llama`, returned without leading or
+/// trailing '/' (empty: the bucket's root); what is left must make a key once
+/// `/<name>` is added ([`crate::store::check_key`]'s rules), so a bad one is a
+/// usage error before anything runs.
+pub fn parse_key_prefix(s: &str) -> Result<String, String> {
+    let p = s.trim_matches('/');
+    if p.is_empty() {
+        return Ok(String::new());
+    }
+    match crate::store::check_key(&format!("{p}/x")) {
+        Ok(()) => Ok(p.to_string()),
+        Err(crate::error::StoreError::InvalidKey { why, .. }) => {
+            Err(format!("'{s}' is not a key prefix ({why}): use one such as models/llama, no leading '/', no empty, '.' or '..' segments"))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn parse_tag(s: &str) -> Result<String, String> {
     if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
         Ok(s.to_string())
@@ -481,6 +502,21 @@ fn parse_tag(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_prefixes_and_thread_counts_are_checked() {
+        assert_eq!(parse_key_prefix("models/llama").unwrap(), "models/llama");
+        assert_eq!(parse_key_prefix("/models/llama/").unwrap(), "models/llama");
+        assert_eq!(parse_key_prefix("").unwrap(), "");
+        for bad in ["../x", "m/../x", "a//b", "a/./b"] {
+            let e = parse_key_prefix(bad).unwrap_err();
+            assert!(e.contains("is not a key prefix") && e.contains("models/llama"), "{bad:?}: {e}");
+        }
+        assert!(parse_io_threads("99999999999").unwrap_err().contains("more than 64"));
+        assert!(parse_io_threads("65").unwrap_err().contains("more than 64"));
+        assert_eq!(parse_io_threads("64").unwrap(), 64);
+        assert!(parse_io_threads("four").unwrap_err().contains("not a whole number"));
+    }
 
     #[test]
     fn sizes_parse_in_both_unit_systems() {

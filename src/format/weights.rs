@@ -143,21 +143,35 @@ async fn get_host(store: &dyn ObjectStore, key: &str, range: std::ops::Range<u64
 /// Errors: neither file exists (naming both keys), a malformed index or header.
 pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<ShardLayout>> {
     let index_key = key_in(prefix, INDEX);
-    let shard_keys: Vec<String> = match store.head(&index_key).await {
+    // The index's tensor -> shard file map, when there is an index.
+    let weight_map: Option<std::collections::BTreeMap<String, String>> = match store.head(&index_key).await {
         Ok(m) => {
             let bytes = get_host(store, &index_key, 0..m.size.max(1)).await?;
             let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Error::Runtime(format!("'{index_key}' is not valid JSON: {e}")))?;
             let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::Runtime(format!("'{index_key}' has no weight_map object")))?;
-            let files: std::collections::BTreeSet<&str> = map.values().filter_map(|f| f.as_str()).collect();
-            files.into_iter().map(|f| key_in(prefix, f)).collect()
+            let mut out = std::collections::BTreeMap::new();
+            for (tensor, file) in map {
+                let file = file.as_str().ok_or_else(|| Error::Runtime(format!("'{index_key}' maps '{tensor}' to {file}, not to a file name")))?;
+                out.insert(tensor.clone(), file.to_string());
+            }
+            Some(out)
         }
-        Err(StoreError::NotFound { .. }) => vec![key_in(prefix, SINGLE)],
+        Err(StoreError::NotFound { .. }) => None,
         Err(e) => return Err(e.into()),
+    };
+    let shard_keys: Vec<String> = match &weight_map {
+        Some(map) => map.values().collect::<std::collections::BTreeSet<_>>().into_iter().map(|f| key_in(prefix, f)).collect(),
+        None => vec![key_in(prefix, SINGLE)],
     };
     let mut out = Vec::new();
     for key in shard_keys {
         let size = match store.head(&key).await {
             Ok(m) => m.size,
+            Err(StoreError::NotFound { bucket, location, .. }) if weight_map.is_some() => {
+                return Err(Error::Runtime(format!(
+                    "'{index_key}' names the shard '{key}', which is not in bucket '{bucket}' at {location}: copy every shard the index lists, or fix the index"
+                )));
+            }
             Err(StoreError::NotFound { bucket, location, .. }) => {
                 return Err(Error::Runtime(format!(
                     "no model at '{}' in bucket '{bucket}' at {location}: expected '{key}' (or '{index_key}'); write one with --synth or copy a Hugging Face model there",
@@ -180,7 +194,26 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
         let head = get_host(store, &key, 0..8 + n).await?;
         out.push(parse_header(&key, size, &head)?);
     }
+    if let Some(map) = &weight_map {
+        check_index(&index_key, prefix, map, &out)?;
+    }
     Ok(out)
+}
+
+/// Every tensor the index maps to a shard is in that shard: an index that
+/// disagrees with its shards would otherwise load (and `--verify` would
+/// pass, comparing the shard with itself) a model other than the one named.
+fn check_index(index_key: &str, prefix: &str, map: &std::collections::BTreeMap<String, String>, shards: &[ShardLayout]) -> Result<()> {
+    for (tensor, file) in map {
+        let key = key_in(prefix, file);
+        let shard = shards.iter().find(|s| s.key == key).expect("every file the index names was read");
+        if !shard.tensors.iter().any(|t| &t.name == tensor) {
+            return Err(Error::Runtime(format!(
+                "'{index_key}' maps tensor '{tensor}' to '{key}', which has no such tensor: the index and the shards disagree; copy the model again or fix the index"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Tensor names and shapes of a published architecture, bf16: `llama-3.1-8b`

@@ -409,6 +409,13 @@ pub fn chunks(range: Range<u64>, chunk: u64) -> Vec<Range<u64>> {
 /// Errors: [`StoreError::Config`] for missing or malformed settings.
 pub fn open(args: &StoreConfig) -> Result<Box<dyn ObjectStore>, StoreError> {
     check_bucket_name(&args.bucket)?;
+    if args.direct && args.backend != Backend::Local {
+        // Said, not ignored: a record of an http run must not look like an O_DIRECT one.
+        return Err(StoreError::Config(format!(
+            "--direct opens local files with O_DIRECT; the {} backend reads no local files: drop --direct",
+            args.backend.name()
+        )));
+    }
     match args.backend {
         Backend::Local => Ok(Box::new(local::LocalStore::new(args)?)),
         Backend::Http => Ok(Box::new(http::HttpStore::new(args)?)),

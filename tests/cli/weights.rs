@@ -209,3 +209,34 @@ fn weights_records_time_to_ready_and_what_direct_really_read() {
     assert!(out.contains(&format!("--direct: {bytes} of {bytes} bytes read through the page cache, not O_DIRECT")), "{out}");
     assert!(out.contains("ready ") && out.contains(" s after the process started"), "{out}");
 }
+
+#[test]
+fn weights_refuses_an_index_that_disagrees_with_its_shards_and_a_bad_model_prefix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let res = tmp.path().join("results");
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m/tiny", "--shard-size", "16MB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = tmp.path().join("s3rdma-data/s3rdma-bench/m/tiny");
+    let index_path = dir.join("model.safetensors.index.json");
+    let good = std::fs::read_to_string(&index_path).unwrap();
+    let mut index: Value = serde_json::from_str(&good).unwrap();
+    // One tensor moved to a shard that does not hold it: refused, naming both.
+    let map = index["weight_map"].as_object_mut().unwrap();
+    let (tensor, file) = map.iter().map(|(t, f)| (t.clone(), f.as_str().unwrap().to_string())).next().unwrap();
+    let other = map.values().map(|f| f.as_str().unwrap().to_string()).find(|f| *f != file).unwrap();
+    map.insert(tensor.clone(), Value::from(other.clone()));
+    std::fs::write(&index_path, serde_json::to_string(&index).unwrap()).unwrap();
+    let o = s3rdma(&["weights", "--model", "m/tiny", "--verify"], tmp.path());
+    assert_fails(&o, 1, &format!("maps tensor '{tensor}' to 'm/tiny/{other}', which has no such tensor"), &res);
+    // A shard the index names is missing: the message names the index, not "no model".
+    std::fs::write(&index_path, &good).unwrap();
+    std::fs::remove_file(dir.join(&file)).unwrap();
+    let o = s3rdma(&["weights", "--model", "m/tiny/"], tmp.path());
+    assert_fails(&o, 1, &format!("'m/tiny/model.safetensors.index.json' names the shard 'm/tiny/{file}'"), &res);
+    // A prefix no key can have is a usage error before anything runs.
+    let o = s3rdma(&["weights", "--model", "../x"], tmp.path());
+    assert_fails(&o, 2, "'../x' is not a key prefix", &res);
+    // --direct where there are no local files to open: said, not ignored.
+    let o = s3rdma(&["weights", "--backend", "http", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--direct"], tmp.path());
+    assert_fails(&o, 2, "the http backend reads no local files: drop --direct", &res);
+}
