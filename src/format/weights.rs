@@ -282,6 +282,13 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
     let mut rng = SmallRng::from_os_rng();
     let mut weight_map = BTreeMap::new();
     let mut total = 0u64;
+    if count == 1 {
+        // An earlier model's index would win over the new single file.
+        match store.delete(&key_in(prefix, INDEX)).await {
+            Ok(()) | Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     for (s, members) in plan.iter().enumerate() {
         let file = if count == 1 { SINGLE.to_string() } else { format!("model-{:05}-of-{count:05}.safetensors", s + 1) };
         let sizes: Vec<usize> = members.iter().map(|&m| shapes[m].1.iter().product::<usize>() * 2).collect();
@@ -312,7 +319,37 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
         buf.as_host_mut().expect("host").copy_from_slice(&text);
         store.put_from(&key_in(prefix, INDEX), &buf).await?;
     }
+    remove_stale_shards(store, prefix, &weight_map).await?;
     Ok((total, count))
+}
+
+/// After a synthetic model is written under `prefix`: remove the shards an
+/// earlier one left there (Hugging Face names, `model.safetensors` or
+/// `model-NNNNN-of-NNNNN.safetensors`, directly under `prefix`) that the new
+/// model does not use, so the prefix holds one model. Other keys are left alone.
+async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, weight_map: &BTreeMap<String, String>) -> Result<()> {
+    let keep: std::collections::BTreeSet<String> = if weight_map.values().any(|f| f == SINGLE) || weight_map.is_empty() {
+        [key_in(prefix, SINGLE)].into()
+    } else {
+        weight_map.values().map(|f| key_in(prefix, f)).collect()
+    };
+    let base = key_in(prefix, "");
+    for o in store.list(&base).await? {
+        let Some(name) = o.key.strip_prefix(&base) else { continue };
+        let hf_name = name == SINGLE || is_numbered_shard(name);
+        if hf_name && !keep.contains(&o.key) {
+            store.delete(&o.key).await?;
+            eprintln!("synth: removed {} (left by an earlier model)", o.key);
+        }
+    }
+    Ok(())
+}
+
+/// `model-NNNNN-of-NNNNN.safetensors`, Hugging Face's shard names.
+fn is_numbered_shard(name: &str) -> bool {
+    let Some(mid) = name.strip_prefix("model-").and_then(|n| n.strip_suffix(".safetensors")) else { return false };
+    let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
+    mid.split_once("-of-").is_some_and(|(a, b)| digits(a) && digits(b))
 }
 
 #[cfg(test)]

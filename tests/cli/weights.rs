@@ -240,3 +240,21 @@ fn weights_refuses_an_index_that_disagrees_with_its_shards_and_a_bad_model_prefi
     let o = s3rdma(&["weights", "--backend", "http", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--direct"], tmp.path());
     assert_fails(&o, 2, "the http backend reads no local files: drop --direct", &res);
 }
+
+#[test]
+fn synth_over_an_earlier_model_leaves_one_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s3rdma-data/s3rdma-bench/m/x");
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m/x", "--shard-size", "16MB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    // One shard now: the earlier index and its four shards would have won over it.
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m/x"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("synth: removed m/x/model-00001-of-00004.safetensors (left by an earlier model)"), "{}", stderr(&o));
+    let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["model.safetensors", "notes.txt"]);
+    let rec = record(&s3rdma(&["weights", "--model", "m/x", "--verify", "--json"], tmp.path()));
+    assert_eq!((rec["results"]["shards"].as_u64(), rec["results"]["verified"]["ok"].as_bool()), (Some(1), Some(true)));
+}
