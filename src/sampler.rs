@@ -1,5 +1,5 @@
 //! Resource use during a timed window: process CPU (getrusage), whole-host CPU
-//! and NIC byte counters (sysinfo, i.e. /proc/stat and /proc/net/dev).
+//! (/proc/stat) and NIC byte counters (sysinfo, /proc/net/dev).
 //!
 //! CPU is reported in cores = CPU-seconds / wall-seconds, the unit the seeds use
 //! ("0.95 cores" for RDMA, "68.2 cores" for warp).
@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::Serialize;
-use sysinfo::{Networks, System};
+use sysinfo::Networks;
 
 /// Process CPU time so far, from `getrusage(RUSAGE_SELF)`: (user s, system s).
 pub fn process_cpu_s() -> (f64, f64) {
@@ -20,6 +20,21 @@ pub fn process_cpu_s() -> (f64, f64) {
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// The host's busy CPU ticks so far (all CPUs: user, nice, system, irq,
+/// softirq, steal; not idle or iowait) and its logical CPUs, from
+/// `/proc/stat` (proc(5)). Read here, not through sysinfo: sysinfo leaves its
+/// CPU figures unchanged when refreshed within 200 ms
+/// (`MINIMUM_CPU_UPDATE_INTERVAL`), so a window that short (a warm `weights`
+/// load is 0.05–0.5 s) reported the average since boot.
+fn host_cpu_ticks() -> Option<(u64, usize)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let mut lines = stat.lines();
+    let f: Vec<u64> = lines.next()?.strip_prefix("cpu ")?.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let busy = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| f.get(i)).sum();
+    let cpus = lines.take_while(|l| l.starts_with("cpu")).count();
+    Some((busy, cpus))
 }
 
 fn nic_totals() -> BTreeMap<String, (u64, u64)> {
@@ -46,7 +61,8 @@ pub struct SamplerReport {
     pub process_sys_s: f64,
     /// Client CPU in cores: (user + system) / wall.
     pub client_cpu_cores: f64,
-    /// Whole-host CPU in cores: average busy fraction x logical CPUs.
+    /// Whole-host CPU in cores: busy CPU-seconds of all CPUs (`/proc/stat`,
+    /// one clock tick, 10 ms, per CPU coarse) / wall seconds.
     pub host_cpu_cores: f64,
     /// Logical CPUs of the host.
     pub host_logical_cpus: usize,
@@ -79,27 +95,28 @@ pub struct Sampler {
     server0: Option<(&'static [i32], f64)>,
     t0: Instant,
     cpu0: (f64, f64),
-    sys: System,
+    host0: Option<(u64, usize)>,
     net0: BTreeMap<String, (u64, u64)>,
 }
 
 impl Sampler {
     /// Open a window now.
     pub fn start() -> Self {
-        let mut sys = System::new();
-        sys.refresh_cpu_usage();
         let net0 = nic_totals();
         let server0 = SERVER_PIDS.get().and_then(|pids| Some((pids.as_slice(), crate::store::server::processes_cpu_s(pids)?)));
-        Sampler { server0, t0: Instant::now(), cpu0: process_cpu_s(), sys, net0 }
+        Sampler { server0, t0: Instant::now(), cpu0: process_cpu_s(), host0: host_cpu_ticks(), net0 }
     }
 
     /// Close the window and report.
-    pub fn finish(mut self) -> SamplerReport {
+    pub fn finish(self) -> SamplerReport {
         let wall_s = self.t0.elapsed().as_secs_f64();
         let (u1, s1) = process_cpu_s();
-        self.sys.refresh_cpu_usage();
-        let ncpu = self.sys.cpus().len();
-        let host_cpu_cores = self.sys.global_cpu_usage() as f64 / 100.0 * ncpu as f64;
+        let host1 = host_cpu_ticks();
+        let ncpu = host1.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |h| h.1);
+        let host_cpu_cores = match (self.host0, host1, crate::clock::ticks_per_s()) {
+            (Some((b0, _)), Some((b1, _)), Some(hz)) if wall_s > 0.0 => b1.saturating_sub(b0) as f64 / hz / wall_s,
+            _ => 0.0,
+        };
         let mut nics = BTreeMap::new();
         let (mut rx, mut tx) = (0, 0);
         for (name, (r1, t1)) in nic_totals() {
@@ -165,6 +182,26 @@ mod tests {
         assert!(r.wall_s > 0.0);
         assert!((r.client_cpu_cores - cpu / r.wall_s).abs() < 1e-9, "cores = CPU-seconds / wall-seconds");
         assert!(r.host_logical_cpus >= 1);
-        assert!(r.host_cpu_cores >= 0.0 && r.host_cpu_cores <= r.host_logical_cpus as f64 + 0.01);
+        // The host's busy CPU includes this thread's (one clock tick per CPU of slack).
+        let slack = 0.011 * r.host_logical_cpus as f64;
+        assert!(r.host_cpu_cores * r.wall_s >= cpu - slack, "host {} cores x {} s < this process's {cpu} s", r.host_cpu_cores, r.wall_s);
+        assert!(r.host_cpu_cores <= r.host_logical_cpus as f64 * (1.0 + 0.011 / r.wall_s));
+    }
+
+    #[test]
+    fn host_cpu_is_measured_over_a_window_shorter_than_sysinfo_refreshes() {
+        // 0.1 CPU-seconds in a window well under 200 ms (sysinfo's minimum
+        // refresh interval, under which it repeated the since-boot average).
+        let s = Sampler::start();
+        let start = thread_cpu_s();
+        let mut x = 0u64;
+        while thread_cpu_s() - start < 0.1 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let r = s.finish();
+        let slack = 0.011 * r.host_logical_cpus as f64;
+        let busy = r.host_cpu_cores * r.wall_s;
+        assert!(busy >= 0.1 - slack && busy <= r.wall_s * r.host_logical_cpus as f64 + slack, "{busy} busy CPU-s in {} s", r.wall_s);
     }
 }

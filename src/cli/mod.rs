@@ -482,10 +482,13 @@ pub fn parse_key_prefix(s: &str) -> Result<String, String> {
     if p.is_empty() {
         return Ok(String::new());
     }
+    if p.split('/').any(|seg| seg.trim().is_empty() && !seg.is_empty()) {
+        return Err(format!("'{s}' is not a key prefix (a segment of only whitespace): use one such as models/llama"));
+    }
     match crate::store::check_key(&format!("{p}/x")) {
         Ok(()) => Ok(p.to_string()),
         Err(crate::error::StoreError::InvalidKey { why, .. }) => {
-            Err(format!("'{s}' is not a key prefix ({why}): use one such as models/llama, no leading '/', no empty, '.' or '..' segments"))
+            Err(format!("'{s}' is not a key prefix ({why}): use one such as models/llama, with no empty, '.' or '..' segments"))
         }
         Err(e) => Err(e.to_string()),
     }
@@ -508,7 +511,7 @@ mod tests {
         assert_eq!(parse_key_prefix("models/llama").unwrap(), "models/llama");
         assert_eq!(parse_key_prefix("/models/llama/").unwrap(), "models/llama");
         assert_eq!(parse_key_prefix("").unwrap(), "");
-        for bad in ["../x", "m/../x", "a//b", "a/./b"] {
+        for bad in ["../x", "m/../x", "a//b", "a/./b", " ", "m/ /x"] {
             let e = parse_key_prefix(bad).unwrap_err();
             assert!(e.contains("is not a key prefix") && e.contains("models/llama"), "{bad:?}: {e}");
         }

@@ -143,12 +143,19 @@ async fn get_host(store: &dyn ObjectStore, key: &str, range: std::ops::Range<u64
 /// Errors: neither file exists (naming both keys), a malformed index or header.
 pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<ShardLayout>> {
     let index_key = key_in(prefix, INDEX);
-    // The index's tensor -> shard file map, when there is an index.
+    // The index's tensor -> shard file map, when there is an index, and the
+    // tensor bytes it declares (`metadata.total_size`).
+    let mut total_size = None;
     let weight_map: Option<std::collections::BTreeMap<String, String>> = match store.head(&index_key).await {
+        Ok(m) if m.size == 0 => return Err(Error::Runtime(format!("'{index_key}' is empty: copy the model's index again, or remove it for a one-file model"))),
         Ok(m) => {
-            let bytes = get_host(store, &index_key, 0..m.size.max(1)).await?;
+            let bytes = get_host(store, &index_key, 0..m.size).await?;
             let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Error::Runtime(format!("'{index_key}' is not valid JSON: {e}")))?;
             let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::Runtime(format!("'{index_key}' has no weight_map object")))?;
+            if map.is_empty() {
+                return Err(Error::Runtime(format!("'{index_key}' maps no tensors (an empty weight_map): copy the model's index again")));
+            }
+            total_size = v.pointer("/metadata/total_size").and_then(|t| t.as_u64());
             let mut out = std::collections::BTreeMap::new();
             for (tensor, file) in map {
                 let file = file.as_str().ok_or_else(|| Error::Runtime(format!("'{index_key}' maps '{tensor}' to {file}, not to a file name")))?;
@@ -195,7 +202,7 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
         out.push(parse_header(&key, size, &head)?);
     }
     if let Some(map) = &weight_map {
-        check_index(&index_key, prefix, map, &out)?;
+        check_index(&index_key, prefix, map, total_size, &out)?;
     }
     Ok(out)
 }
@@ -203,15 +210,24 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
 /// Every tensor the index maps to a shard is in that shard: an index that
 /// disagrees with its shards would otherwise load (and `--verify` would
 /// pass, comparing the shard with itself) a model other than the one named.
-fn check_index(index_key: &str, prefix: &str, map: &std::collections::BTreeMap<String, String>, shards: &[ShardLayout]) -> Result<()> {
+/// A `metadata.total_size` other than the mapped tensors' bytes is said (a
+/// warning: Hugging Face tools write it, but nothing reads by it).
+fn check_index(index_key: &str, prefix: &str, map: &std::collections::BTreeMap<String, String>, total_size: Option<u64>, shards: &[ShardLayout]) -> Result<()> {
+    let mut mapped = 0;
     for (tensor, file) in map {
         let key = key_in(prefix, file);
         let shard = shards.iter().find(|s| s.key == key).expect("every file the index names was read");
-        if !shard.tensors.iter().any(|t| &t.name == tensor) {
+        let Some(t) = shard.tensors.iter().find(|t| &t.name == tensor) else {
             return Err(Error::Runtime(format!(
                 "'{index_key}' maps tensor '{tensor}' to '{key}', which has no such tensor: the index and the shards disagree; copy the model again or fix the index"
             )));
-        }
+        };
+        mapped += t.nbytes;
+    }
+    if let Some(declared) = total_size.filter(|&d| d != mapped) {
+        eprintln!(
+            "warning: '{index_key}' declares metadata.total_size {declared} bytes, but the tensors it maps hold {mapped}: an index edited by hand or from another model?"
+        );
     }
     Ok(())
 }
@@ -282,13 +298,6 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
     let mut rng = SmallRng::from_os_rng();
     let mut weight_map = BTreeMap::new();
     let mut total = 0u64;
-    if count == 1 {
-        // An earlier model's index would win over the new single file.
-        match store.delete(&key_in(prefix, INDEX)).await {
-            Ok(()) | Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
     for (s, members) in plan.iter().enumerate() {
         let file = if count == 1 { SINGLE.to_string() } else { format!("model-{:05}-of-{count:05}.safetensors", s + 1) };
         let sizes: Vec<usize> = members.iter().map(|&m| shapes[m].1.iter().product::<usize>() * 2).collect();
@@ -323,16 +332,27 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
     Ok((total, count))
 }
 
-/// After a synthetic model is written under `prefix`: remove the shards an
-/// earlier one left there (Hugging Face names, `model.safetensors` or
-/// `model-NNNNN-of-NNNNN.safetensors`, directly under `prefix`) that the new
-/// model does not use, so the prefix holds one model. Other keys are left alone.
+/// After a synthetic model is written under `prefix`: remove what an earlier
+/// one left there that the new model does not use, its index (when the new
+/// model is one file) and its shards (Hugging Face names, `model.safetensors`
+/// or `model-NNNNN-of-NNNNN.safetensors`, directly under `prefix`), so the
+/// prefix holds one model. Other keys are left alone.
 async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, weight_map: &BTreeMap<String, String>) -> Result<()> {
     let keep: std::collections::BTreeSet<String> = if weight_map.values().any(|f| f == SINGLE) || weight_map.is_empty() {
         [key_in(prefix, SINGLE)].into()
     } else {
         weight_map.values().map(|f| key_in(prefix, f)).collect()
     };
+    if keep.contains(&key_in(prefix, SINGLE)) {
+        // An earlier model's index would win over the new single file; removed
+        // only now that the new file is whole, so an interrupted synth leaves
+        // the earlier model loadable.
+        match store.delete(&key_in(prefix, INDEX)).await {
+            Ok(()) => eprintln!("synth: removed {} (left by an earlier model)", key_in(prefix, INDEX)),
+            Err(StoreError::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     let base = key_in(prefix, "");
     for o in store.list(&base).await? {
         let Some(name) = o.key.strip_prefix(&base) else { continue };

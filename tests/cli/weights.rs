@@ -228,6 +228,11 @@ fn weights_refuses_an_index_that_disagrees_with_its_shards_and_a_bad_model_prefi
     std::fs::write(&index_path, serde_json::to_string(&index).unwrap()).unwrap();
     let o = s3rdma(&["weights", "--model", "m/tiny", "--verify"], tmp.path());
     assert_fails(&o, 1, &format!("maps tensor '{tensor}' to 'm/tiny/{other}', which has no such tensor"), &res);
+    // An index that maps nothing, or an empty file, is refused, not loaded as a model of 0 tensors.
+    std::fs::write(&index_path, r#"{"weight_map": {}}"#).unwrap();
+    assert_fails(&s3rdma(&["weights", "--model", "m/tiny"], tmp.path()), 1, "maps no tensors (an empty weight_map)", &res);
+    std::fs::write(&index_path, "").unwrap();
+    assert_fails(&s3rdma(&["weights", "--model", "m/tiny"], tmp.path()), 1, "'m/tiny/model.safetensors.index.json' is empty", &res);
     // A shard the index names is missing: the message names the index, not "no model".
     std::fs::write(&index_path, &good).unwrap();
     std::fs::remove_file(dir.join(&file)).unwrap();
@@ -251,7 +256,9 @@ fn synth_over_an_earlier_model_leaves_one_model() {
     // One shard now: the earlier index and its four shards would have won over it.
     let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m/x"], tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("synth: removed m/x/model-00001-of-00004.safetensors (left by an earlier model)"), "{}", stderr(&o));
+    for gone in ["model-00001-of-00004.safetensors", "model.safetensors.index.json"] {
+        assert!(stderr(&o).contains(&format!("synth: removed m/x/{gone} (left by an earlier model)")), "{}", stderr(&o));
+    }
     let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, ["model.safetensors", "notes.txt"]);
