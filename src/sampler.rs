@@ -154,7 +154,7 @@ impl Sampler {
 mod tests {
     use super::*;
 
-    /// CPU-seconds of the calling thread (RUSAGE_THREAD), for the test below.
+    /// CPU-seconds of the calling thread (RUSAGE_THREAD), for the tests below.
     fn thread_cpu_s() -> f64 {
         // SAFETY: as in process_cpu_s.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -163,19 +163,23 @@ mod tests {
         tv(ru.ru_utime) + tv(ru.ru_stime)
     }
 
-    #[test]
-    fn process_cpu_covers_the_work_done_in_the_window() {
-        // Spin until this thread has burnt 0.3 CPU-seconds, however loaded the
-        // machine is; the process figure must include them.
-        let s = Sampler::start();
+    /// Spin until this thread has burnt `cpu_s` CPU-seconds, however loaded the machine is.
+    fn spin(cpu_s: f64) {
         let start = thread_cpu_s();
         let mut x = 0u64;
-        while thread_cpu_s() - start < 0.3 {
-            for _ in 0..10_000 {
+        while thread_cpu_s() - start < cpu_s {
+            for _ in 0..1_000 {
                 x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
             }
         }
         std::hint::black_box(x);
+    }
+
+    #[test]
+    fn process_cpu_covers_the_work_done_in_the_window() {
+        // 0.3 CPU-seconds of this thread: the process figure must include them.
+        let s = Sampler::start();
+        spin(0.3);
         let r = s.finish();
         let cpu = r.process_user_s + r.process_sys_s;
         assert!(cpu >= 0.29, "process CPU {cpu} s misses the thread's 0.3 s");
@@ -193,12 +197,7 @@ mod tests {
         // 0.1 CPU-seconds in a window well under 200 ms (sysinfo's minimum
         // refresh interval, under which it repeated the since-boot average).
         let s = Sampler::start();
-        let start = thread_cpu_s();
-        let mut x = 0u64;
-        while thread_cpu_s() - start < 0.1 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-        }
-        std::hint::black_box(x);
+        spin(0.1);
         let r = s.finish();
         let slack = 0.011 * r.host_logical_cpus as f64;
         let busy = r.host_cpu_cores * r.wall_s;
