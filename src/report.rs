@@ -331,12 +331,18 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
 /// The verdict `report` shows for a row its record's counters do not prove.
 pub const UNPROVEN: &str = "unproven";
 
-/// Read every file (a record each) into rows; files that are not JSON,
-/// `http-peers` tables and other non-records are skipped with a note on stderr.
+/// Read every file (a record each) into rows; directories, files that are not
+/// JSON, `http-peers` tables and other non-records are skipped with a note on
+/// stderr; a file that cannot be read is a usage error naming it.
 pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for f in files {
         let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+        if f.is_dir() {
+            // `results/*.json` can match a directory; a missing file stays an error (a typo).
+            eprintln!("note: {} is a directory: skipped", f.display());
+            continue;
+        }
         let body = std::fs::read(f).map_err(|e| Error::Usage(format!("{}: {e}: pass result files (results/*.json)", f.display())))?;
         // A damaged file among many (a run killed while a script copied it)
         // costs its rows, not the whole report.

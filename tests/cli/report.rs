@@ -86,11 +86,14 @@ fn report_tables_medians_flags_fallback_and_plots() {
     let cut = tmp.path().join("cut.json");
     let whole = std::fs::read(&files[0]).unwrap();
     std::fs::write(&cut, &whole[..whole.len() / 2]).unwrap();
-    let mut args: Vec<&str> = vec!["report", "--format", "csv", cut.to_str().unwrap()];
+    let dir_json = tmp.path().join("dir.json");
+    std::fs::create_dir_all(&dir_json).unwrap();
+    let mut args: Vec<&str> = vec!["report", "--format", "csv", cut.to_str().unwrap(), dir_json.to_str().unwrap()];
     args.extend(files.iter().map(String::as_str));
     let o = s3rdma(&args, tmp.path());
     assert_eq!(ok(&o).lines().count(), 6, "the same rows as without it");
     assert!(stderr(&o).contains("cut.json is not JSON (") && stderr(&o).contains("): skipped"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("dir.json is a directory: skipped"), "{}", stderr(&o));
     assert_fails(&s3rdma(&["report", cut.to_str().unwrap()], tmp.path()), 2, "no rows", &res);
     assert_fails(&s3rdma(&["report", "--plot", "x.png", &files[0]], tmp.path()), 2, "ending in .svg", &res);
     assert_fails(&s3rdma(&["report", "--plot", "no/such/dir/x.svg", &files[0]], tmp.path()), 2, "does not exist", &res);
