@@ -23,7 +23,7 @@ pub fn process_cpu_s() -> (f64, f64) {
 }
 
 /// The host's busy CPU ticks so far (all CPUs: user, nice, system, irq,
-/// softirq, steal; not idle or iowait) and its logical CPUs, from
+/// softirq, steal; not idle or iowait) and its logical CPUs (`cpuN` lines), from
 /// `/proc/stat` (proc(5)). Read here, not through sysinfo: sysinfo leaves its
 /// CPU figures unchanged when refreshed within 200 ms
 /// (`MINIMUM_CPU_UPDATE_INTERVAL`), so a window that short (a warm `weights`
@@ -95,7 +95,8 @@ pub struct Sampler {
     server0: Option<(&'static [i32], f64)>,
     t0: Instant,
     cpu0: (f64, f64),
-    host0: Option<(u64, usize)>,
+    /// Busy ticks of the host at the start ([`host_cpu_ticks`]).
+    host0: Option<u64>,
     net0: BTreeMap<String, (u64, u64)>,
 }
 
@@ -104,7 +105,7 @@ impl Sampler {
     pub fn start() -> Self {
         let net0 = nic_totals();
         let server0 = SERVER_PIDS.get().and_then(|pids| Some((pids.as_slice(), crate::store::server::processes_cpu_s(pids)?)));
-        Sampler { server0, t0: Instant::now(), cpu0: process_cpu_s(), host0: host_cpu_ticks(), net0 }
+        Sampler { server0, t0: Instant::now(), cpu0: process_cpu_s(), host0: host_cpu_ticks().map(|h| h.0), net0 }
     }
 
     /// Close the window and report.
@@ -114,7 +115,7 @@ impl Sampler {
         let host1 = host_cpu_ticks();
         let ncpu = host1.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |h| h.1);
         let host_cpu_cores = match (self.host0, host1, crate::clock::ticks_per_s()) {
-            (Some((b0, _)), Some((b1, _)), Some(hz)) if wall_s > 0.0 => b1.saturating_sub(b0) as f64 / hz / wall_s,
+            (Some(b0), Some((b1, _)), Some(hz)) if wall_s > 0.0 => b1.saturating_sub(b0) as f64 / hz / wall_s,
             _ => 0.0,
         };
         let mut nics = BTreeMap::new();

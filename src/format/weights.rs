@@ -338,11 +338,7 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
 /// or `model-NNNNN-of-NNNNN.safetensors`, directly under `prefix`), so the
 /// prefix holds one model. Other keys are left alone.
 async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, weight_map: &BTreeMap<String, String>) -> Result<()> {
-    let keep: std::collections::BTreeSet<String> = if weight_map.values().any(|f| f == SINGLE) || weight_map.is_empty() {
-        [key_in(prefix, SINGLE)].into()
-    } else {
-        weight_map.values().map(|f| key_in(prefix, f)).collect()
-    };
+    let keep: std::collections::BTreeSet<String> = weight_map.values().map(|f| key_in(prefix, f)).collect();
     if keep.contains(&key_in(prefix, SINGLE)) {
         // An earlier model's index would win over the new single file; removed
         // only now that the new file is whole, so an interrupted synth leaves

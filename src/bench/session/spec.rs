@@ -77,9 +77,7 @@ pub(super) fn watch_local_server(store: &dyn ObjectStore) -> Option<String> {
     let d = store.describe();
     let server = d.get("server").or_else(|| d.get("control_plane").and_then(|c| c.get("server")));
     let local = server.and_then(|s| s.get("local_process")).filter(|l| !l.is_null())?;
-    let pids: Vec<i32> = local["pids"]
-        .as_array()
-        .map_or_else(|| local["pid"].as_i64().map(|p| p as i32).into_iter().collect(), |a| a.iter().filter_map(|p| p.as_i64()).map(|p| p as i32).collect());
+    let pids: Vec<i32> = local["pids"].as_array().into_iter().flatten().filter_map(|p| p.as_i64()).map(|p| p as i32).collect();
     let who = match pids.as_slice() {
         [one] => format!("pid {one}"),
         many => format!("{} processes, pids {}", many.len(), many.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")),
