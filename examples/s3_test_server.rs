@@ -99,8 +99,10 @@ fn main() {
                     }
                     let h = req.headers();
                     let received = header_u64(h, "x-amz-decoded-content-length").or_else(|| header_u64(h, "content-length")).unwrap_or(0);
+                    // A HEAD answer names the object's length but carries no body.
+                    let head = req.method() == hyper::Method::HEAD;
                     let resp = hyper::service::Service::call(&svc, req).await?;
-                    let sent = header_u64(resp.headers(), "content-length").or_else(|| resp.body().size_hint().exact()).unwrap_or(0);
+                    let sent = if head { 0 } else { header_u64(resp.headers(), "content-length").or_else(|| resp.body().size_hint().exact()).unwrap_or(0) };
                     t.sent.fetch_add(sent, Ordering::SeqCst);
                     t.received.fetch_add(received, Ordering::SeqCst);
                     Ok(resp)

@@ -89,6 +89,8 @@ pub struct OpenWindow {
     stats: StoreStats,
     /// This rank's meeting requests after the opening scrape may have begun.
     coordination: Coordination,
+    /// This rank's RDMA rails at the open, where the store counts them.
+    rails: Option<crate::store::Rails>,
 }
 
 /// Which way a window moved its payload.
@@ -107,6 +109,9 @@ struct Wire<T> {
     stats: StoreStats,
     /// This rank's meeting requests that may have reached the server inside the window.
     coordination: Coordination,
+    /// This rank's rails at the window's open and close.
+    #[serde(default)]
+    rails: Option<witness::RailsWindow>,
     figures: T,
 }
 
@@ -413,7 +418,7 @@ impl Session {
         let n = self.windows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{}-window{n}", self.bench);
         let released = self.group.barrier_then(&format!("{name}-open"), || self.witness.begin()).await?;
-        Ok(OpenWindow { name, scrape: released.root, stats: self.store.stats(), coordination: released.after })
+        Ok(OpenWindow { name, scrape: released.root, stats: self.store.stats(), coordination: released.after, rails: self.store.rails() })
     }
 
     /// Close a window: every rank calls it when its timed work (and any
@@ -445,7 +450,11 @@ impl Session {
         // What of this rank's meeting may lie between the two scrapes.
         let mut inside = w.coordination;
         inside.add(if self.is_root() { &released.before } else { &released.after });
-        let mine = Wire { payload_bytes, stats, coordination: inside, figures };
+        let rails = witness::RailsWindow::between(self.me.rank, w.rails, self.store.rails());
+        if let Some(note) = rails.filter(witness::RailsWindow::lost).map(|r| r.note()) {
+            eprintln!("warning: {note}");
+        }
+        let mine = Wire { payload_bytes, stats, coordination: inside, rails, figures };
         let all: Vec<Wire<T>> = if self.me.world == 1 {
             vec![mine]
         } else {
@@ -472,6 +481,10 @@ impl Session {
             payload.coordination_bytes = meeting.bytes;
             let mut report = self.witness.judge_closed(closed, payload);
             report.coordination_requests = meeting.requests;
+            report.rails = all.iter().filter_map(|r| r.rails).collect();
+            if let Some(note) = witness::rails_note(&report.rails) {
+                report.reason = format!("{}; {note}", report.reason);
+            }
             report
         });
         Ok(Closed { ranks: all.into_iter().map(|r| r.figures).collect(), witness, stats: total })

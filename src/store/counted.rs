@@ -122,6 +122,12 @@ impl ObjectStore for Counted {
     fn transport_unavailable(&self) -> Option<String> {
         self.inner.transport_unavailable()
     }
+    fn rails(&self) -> Option<super::Rails> {
+        self.inner.rails()
+    }
+    fn rdma_engine(&self) -> Option<super::rdma::RdmaEngine> {
+        self.inner.rdma_engine()
+    }
     fn read_window(&self) -> Option<u64> {
         self.inner.read_window()
     }

@@ -159,6 +159,17 @@ impl fmt::Display for TransferPath {
     }
 }
 
+/// RDMA rails of the library, total and usable now
+/// (`miniocpp_rdma_nic_count` / `miniocpp_rdma_healthy_nic_count`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rails {
+    /// Rails the host can carry traffic on (0 when RDMA is unavailable).
+    pub total: u32,
+    /// Of those, the rails in rotation now: fewer than `total` means a rail
+    /// failed a transfer or lost its port.
+    pub healthy: u32,
+}
+
 /// What one data call moved.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Transfer {
@@ -286,6 +297,17 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// no window could be `rdma-verified`, so `--require-rdma` stops before
     /// any. `None` for most backends.
     fn transport_unavailable(&self) -> Option<String> {
+        None
+    }
+    /// The transport's rails (RDMA NICs) now, total and healthy, where the
+    /// backend can count them (rdma with the libs3rdma generation); read at
+    /// each window's open and close, so a rail lost mid-run is seen.
+    fn rails(&self) -> Option<Rails> {
+        None
+    }
+    /// The RDMA library under this store, where there is one (the rdma
+    /// backend): its generation, version and availability.
+    fn rdma_engine(&self) -> Option<rdma::RdmaEngine> {
         None
     }
     /// Bytes one ranged read should cover to keep this store's transport

@@ -29,9 +29,11 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result, root_cause};
 use crate::store::Backend;
 
+mod rails;
 mod recheck;
 pub(crate) mod scrape;
 mod verdict;
+pub use rails::{RailsWindow, rails_note};
 pub use recheck::{Proof, proof_of};
 pub use scrape::*;
 pub use verdict::*;

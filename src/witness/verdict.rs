@@ -153,6 +153,10 @@ pub struct WitnessReport {
     pub counters: Deltas,
     /// RDMA NIC error counter deltas.
     pub fabric: FabricReport,
+    /// Every rank's RDMA rails at the window's open and close, where the
+    /// library counts them; a rail lost in the window is named in `reason`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rails: Vec<super::RailsWindow>,
 }
 
 /// Judge a window from the counter deltas (or why there are none).
@@ -181,6 +185,7 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
         rdma_share: None,
         counters: Deltas::default(),
         fabric,
+        rails: Vec::new(),
     };
     if expect == Expect::Local {
         r.verdict = Verdict::NotApplicable;

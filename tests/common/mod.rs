@@ -88,12 +88,16 @@ fn start_server(traffic: Option<std::sync::Arc<Traffic>>) -> S3Server {
                 let counting = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                     let (svc, traffic) = (svc.clone(), traffic.clone());
                     let h = req.headers();
-                    let lib = h.get("user-agent").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("fake-miniocpp"));
+                    // The library's own requests: the test double's, or the real minio-cpp's.
+                    let lib = h.get("user-agent").and_then(|v| v.to_str().ok()).is_some_and(|v| v.contains("fake-miniocpp") || v.contains("minio-cpp"));
+                    // A HEAD answer names the object's length but carries no body.
+                    let head = req.method() == hyper::Method::HEAD;
                     let received = header_u64(h, "x-amz-decoded-content-length").or_else(|| header_u64(h, "content-length")).unwrap_or(0);
                     async move {
                         let resp = hyper::service::Service::call(&svc, req).await?;
                         if let Some(t) = traffic {
-                            let sent = header_u64(resp.headers(), "content-length").or_else(|| resp.body().size_hint().exact()).unwrap_or(0);
+                            let sent =
+                                if head { 0 } else { header_u64(resp.headers(), "content-length").or_else(|| resp.body().size_hint().exact()).unwrap_or(0) };
                             let (s, r) = if lib { (&t.lib_sent, &t.lib_received) } else { (&t.other_sent, &t.other_received) };
                             s.fetch_add(sent, SeqCst);
                             r.fetch_add(received, SeqCst);
@@ -268,3 +272,19 @@ pub fn fake_lib() -> PathBuf {
     .clone()
 }
 pub mod faultproxy;
+
+/// The real libminiocpp (minio-cpp v0.6.0 or later, RDMA through libs3rdma),
+/// from `S3RDMA_TEST_MINIOCPP`: scripts/test.sh builds it with
+/// scripts/build-libminiocpp.sh from `S3RDMA_MINIOCPP_SRC`. Without it a test
+/// returns `None` after printing how to provide it; under `CI=true` it fails
+/// instead, so CI can never pass without running these tests.
+pub fn real_lib(test: &str) -> Option<PathBuf> {
+    let lib = std::env::var_os("S3RDMA_TEST_MINIOCPP").map(PathBuf::from).filter(|p| p.exists());
+    if lib.is_none() {
+        let how = "build it with `scripts/build-libminiocpp.sh <minio-cpp checkout> target/libminiocpp <dir holding httplib.h>` \
+                   and set S3RDMA_TEST_MINIOCPP=target/libminiocpp/libminiocpp.so (scripts/test.sh does both when S3RDMA_MINIOCPP_SRC names a checkout)";
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{test}: the real libminiocpp is missing under CI=true: {how}");
+        eprintln!("SKIP {test}: the real libminiocpp is not built: {how}");
+    }
+    lib
+}

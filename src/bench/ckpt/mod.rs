@@ -200,6 +200,8 @@ pub async fn run(args: CkptArgs) -> Result<()> {
 
     let mut rows: Vec<Row> = Vec::new();
     let mut mismatch: Option<String> = None;
+    // The store counters' growth over every timed window (the record's in_windows).
+    let mut in_windows = crate::store::StoreStats::default();
     for spec in &specs {
         let key = format!("{}/{}/rank{:05}", args.prefix, spec.name, me.rank);
         let state = State::new(spec, dest, gpu.as_ref(), args.seed, me.rank)?;
@@ -283,6 +285,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                     fig.host_cpu_cores = smp.host_cpu_cores;
                     let dir = if op == CkptOp::Save { Direction::Write } else { Direction::Read };
                     let closed = s.close_window(window, dir, fig.bytes, fig).await?;
+                    in_windows.add(&closed.stats);
                     if method != CkptMethod::SerializeThenPut && op == CkptOp::Save {
                         collect_old_generations(store.as_ref(), &key, Some(&generation)).await?;
                     }
@@ -333,6 +336,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     let results = CkptResults { rows };
     let mut outcome = Outcome::new(params, &results, windows);
     outcome.failure = mismatch.map(Error::Mismatch);
+    outcome.stats = in_windows;
     let (backend, location) = (store.backend().name(), store.location());
     s.finish(outcome, || print_table(&results.rows, backend, &location, dest, me.world)).await
 }

@@ -3,18 +3,25 @@
 //! Numbered steps, each PASS / WARN / FAIL / SKIP with the fix for anything
 //! but PASS, then a table (size, memory, request, verdict, RDMA share) and one
 //! RESULT line (the original suite's `11-verify-rdma.py` shape, seeds/000).
-//! Per `--sizes` entry: a GPU-Direct probe (PUT from and ranged GET into GPU
-//! memory, the path cuObject can carry) when a GPU is usable, and a
-//! host-memory probe (PUT, whole-object GET), labelled as such. On the rdma
-//! backend the RESULT is a GPU-Direct PASS only when the server's counters
-//! account every GPU probe as RDMA on both sides and the bytes match; without
-//! a GPU it never says GPU-Direct, and says why. For http and local it checks
-//! the round trips and the metrics; RDMA is not applicable.
+//! Step 1 checks what the library generation loaded needs (libs3rdma: verbs
+//! libraries, a DC-capable device with an ACTIVE port, `S3RDMA_DEVICE`;
+//! cuObject: cufile.json, libcufile). Per `--sizes` entry: a GPU-Direct probe
+//! (PUT from and GET into GPU memory; a ranged GET where the library has
+//! one) when a GPU is usable, and a host-memory probe (PUT, whole-object GET).
+//! Host probes decide the RESULT like device probes where the library's RDMA
+//! carries host memory (libs3rdma); with cuObject they are informational
+//! (device memory only, the original suite's finding). On the rdma backend
+//! the RESULT is a PASS only when the server's counters account every
+//! deciding probe as RDMA on both sides and the bytes match, and it names the
+//! memory kinds and sizes proven; it never says GPU-Direct without a device
+//! probe that verified. For http and local it checks the round trips and the
+//! metrics; RDMA is not applicable.
 //!
 //! Exit codes: 0 PASS; 1 a step failed; 3 RDMA not proven; 4 data mismatch.
 
 mod env;
 mod probe;
+mod verbs;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,7 +35,7 @@ use crate::record::RunRecord;
 use crate::store::{self, ObjectStore};
 use crate::units::size_name;
 use crate::witness::{Payload, Verdict, Witness};
-use env::{check_environment, likely_trap};
+use env::{check_engine, check_gpu, likely_trap};
 use probe::{Memory, ProbeCtx, ProbeOp};
 
 pub use env::cufile_rdma_addrs;
@@ -102,7 +109,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     if !quiet {
         println!("s3rdma verify: backend {}, bucket '{}', sizes {}", backend.name(), args.store.bucket, sizes.join(", "));
     }
-    let gpu_seen = check_environment(&mut s, backend, Path::new("/sys/class/infiniband"));
+    let gpu_seen = check_gpu(&mut s);
     // The GPU opens before the store: rdma workers bind its context.
     let (gpu, no_gpu_why) = if gpu_seen {
         match crate::mem::Gpu::open(args.device) {
@@ -136,6 +143,11 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
             return Err(if library { Error::Runtime(e.to_string()) } else { Error::Store(e) });
         }
     };
+    let engine = store.rdma_engine();
+    check_engine(&mut s, engine.as_ref(), Path::new("/sys/class/infiniband"), gpu.is_some());
+    // libs3rdma registers host memory too: its host probes are judged like the
+    // device probes. The cuObject generation carries device memory only.
+    let host_rdma = engine.as_ref().is_some_and(|e| e.generation.carries_host_memory() == Some(true));
     for w in store.preflight(args.sizes.iter().copied().max().unwrap_or(0)) {
         s.add(1, Status::Warn, w, Some("use a libminiocpp built with RDMA on a host with an RDMA NIC".into()));
     }
@@ -174,7 +186,8 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         let ctx = ProbeCtx { store: &store, witness: &witness, key: &args.key, gpu: gpu.as_ref() };
         for &size in &args.sizes {
             for &memory in &memories {
-                probe_steps(&mut s, &ctx, backend, size, memory, gpu.is_some(), &mut ops).await;
+                let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;
+                probe_steps(&mut s, &ctx, backend, size, memory, decisive, &mut ops).await;
             }
         }
         if !args.keep {
@@ -185,9 +198,9 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         }
     }
 
-    // Step 6: RESULT, decided by the GPU probes where a GPU is usable (host
-    // memory never goes GPU-Direct), else by the host probes.
-    let decisive: Vec<&ProbeOp> = ops.iter().filter(|o| gpu.is_none() || o.memory == Memory::Device).collect();
+    // Step 6: RESULT, decided by every probe RDMA can carry: device and host
+    // with libs3rdma, device alone where a GPU is usable with cuObject.
+    let decisive: Vec<&ProbeOp> = ops.iter().filter(|o| gpu.is_none() || o.memory == Memory::Device || host_rdma).collect();
     let worst = decisive.iter().min_by_key(|o| o.witness.verdict).copied();
     let (verdict, reason) = match worst {
         Some(o) => (o.witness.verdict, format!("{}: {}", o.what(), o.witness.reason)),
@@ -202,19 +215,21 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         (false, format!("FAIL - round trips over {} verified, but --require-rdma asks for RDMA, which {} does not carry", backend.name(), backend.name()), None)
     } else if !witness.expects_rdma() {
         (true, format!("PASS - round trips over {} verified ({}); RDMA not applicable", backend.name(), sizes.join(", ")), None)
-    } else if verdict == Verdict::RdmaVerified && gpu.is_some() {
-        let proof: Vec<String> = decisive.iter().map(|o| format!("{}: {}", o.what(), o.evidence())).collect();
-        (true, format!("PASS - GPU-Direct RDMA is live: {}", proof.join("; ")), None)
     } else if verdict == Verdict::RdmaVerified {
         let proof: Vec<String> = decisive.iter().map(|o| format!("{}: {}", o.what(), o.evidence())).collect();
-        let result = format!("PASS - RDMA carried every probe into host memory ({}); GPU-Direct into GPU memory NOT checked: {no_gpu_why}", proof.join("; "));
-        (true, result, None)
+        let kinds = proven_kinds(&decisive);
+        let gpu_direct = if decisive.iter().any(|o| o.memory == Memory::Device) {
+            "GPU-Direct RDMA is live".to_string()
+        } else {
+            format!("GPU-Direct into GPU memory NOT checked: {no_gpu_why}")
+        };
+        (true, format!("PASS - RDMA carried every probe ({kinds}); {gpu_direct}: {}", proof.join("; ")), None)
     } else {
-        let unavailable = store.transport_unavailable().is_some();
-        let trap = match worst {
-            Some(o) if o.witness.verdict == Verdict::Unverified => format!("no proof either way: {}", o.witness.reason),
-            _ if unavailable => "the library reports RDMA unavailable (miniocpp_rdma_available() = 0): no RDMA NIC, or cuObject not initialised".into(),
-            _ => likely_trap(&s.steps, gpu.is_some()),
+        let unavailable = store.transport_unavailable();
+        let trap = match (&unavailable, worst) {
+            (Some(why), _) => format!("RDMA unavailable: {why}"),
+            (None, Some(o)) if o.witness.verdict == Verdict::Unverified => format!("no proof either way: {}", o.witness.reason),
+            _ => likely_trap(&s.steps, gpu.is_some(), engine.as_ref().map(|e| e.generation)),
         };
         let at = worst.map(|o| format!(" ({})", o.what())).unwrap_or_default();
         (false, format!("FAIL - verdict {}{at}: most likely: {trap}", verdict.as_str()), None)
@@ -242,6 +257,21 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     let require = args.witness.require_rdma || witness.expects_rdma();
     // The steps were printed as they ran.
     super::session::conclude(&record, &args.output, started, || {}, failure, require, verdict, &reason)
+}
+
+/// "host 4KiB, 64MiB; device 4KiB, 64MiB": the memory kinds and sizes the
+/// probes in `ops` covered, in probe order.
+fn proven_kinds(ops: &[&ProbeOp]) -> String {
+    let mut kinds: Vec<(Memory, Vec<String>)> = Vec::new();
+    for o in ops {
+        let size = size_name(o.size_bytes);
+        match kinds.iter_mut().find(|(m, _)| *m == o.memory) {
+            Some((_, sizes)) if !sizes.contains(&size) => sizes.push(size),
+            Some(_) => {}
+            None => kinds.push((o.memory, vec![size])),
+        }
+    }
+    kinds.iter().map(|(m, sizes)| format!("{} {}", m.name(), sizes.join(", "))).collect::<Vec<_>>().join("; ")
 }
 
 /// Step 3: one scrape, judged on an empty window, tells whether the counters are readable.
@@ -272,7 +302,7 @@ async fn metrics_step(s: &mut Steps, backend: Backend, witness: &Witness) {
 
 /// Steps 4 (PUT) and 5 (GET) of one probe: a line each, with the server's
 /// evidence; the ops join `ops` for the table and the RESULT.
-async fn probe_steps(s: &mut Steps, ctx: &ProbeCtx<'_>, backend: Backend, size: u64, memory: Memory, gpu: bool, ops: &mut Vec<ProbeOp>) {
+async fn probe_steps(s: &mut Steps, ctx: &ProbeCtx<'_>, backend: Backend, size: u64, memory: Memory, decisive: bool, ops: &mut Vec<ProbeOp>) {
     let (put, get) = match probe::probe(ctx, size, memory).await {
         Ok(p) => p,
         Err(e) => {
@@ -280,9 +310,8 @@ async fn probe_steps(s: &mut Steps, ctx: &ProbeCtx<'_>, backend: Backend, size: 
             return;
         }
     };
-    // Host memory never goes GPU-Direct: with a GPU present its verdict is informational.
-    let decisive = !gpu || memory == Memory::Device;
-    let label = if memory == Memory::Host && gpu { " (host memory: informational, never GPU-Direct)" } else { "" };
+    // A probe RDMA cannot carry (host memory with the cuObject generation) is informational.
+    let label = if decisive { "" } else { " (informational: this library's RDMA carries device memory only)" };
     let judged = |o: &ProbeOp| {
         let server = if backend == Backend::Local { String::new() } else { format!("; {}", o.evidence()) };
         let data = match o.data_match {

@@ -23,7 +23,7 @@ use crate::witness::{Witness, WitnessReport};
 pub enum Memory {
     /// CUDA device memory: the path GPU-Direct RDMA can carry.
     Device,
-    /// Pageable host memory: never GPU-Direct.
+    /// Pageable host memory: RDMA with the libs3rdma generation, HTTP with cuObject.
     Host,
 }
 
@@ -116,8 +116,11 @@ pub async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Result<(Pro
     let len = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit in memory here"))?;
     let mut bytes = vec![0u8; len];
     SmallRng::from_os_rng().fill_bytes(&mut bytes);
+    // The device probe reads with a ranged GET where the store's transport
+    // carries ranged reads (rdma: miniocpp_get_object_range), else whole.
+    let ranged = memory == Memory::Device && size > 0 && ctx.store.read_window().is_some();
     let (dest, request) = match memory {
-        Memory::Device => (Dest::Device, "ranged GET"),
+        Memory::Device => (Dest::Device, if ranged { "ranged GET" } else { "GET" }),
         Memory::Host => (Dest::Host, "GET"),
     };
     // A store that cannot reach device memory stages it: the PUT through one
@@ -139,7 +142,7 @@ pub async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Result<(Pro
     drop(src);
 
     let mut dst = Buffer::for_dest(dest, ctx.gpu, len, bounce, chunk).map_err(alloc("destination"))?;
-    let range = (memory == Memory::Device && size > 0).then_some(0..size);
+    let range = ranged.then_some(0..size);
     let ws = ctx.witness.begin().await;
     let before = ctx.store.stats();
     let t0 = Instant::now();

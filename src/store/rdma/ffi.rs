@@ -6,11 +6,28 @@
 //! declined, `-3` invalid argument. A non-NULL buffer means "try RDMA, else
 //! HTTP into the same buffer", and -2 is defined but not returned by current
 //! builds: only the witness can tell which transport carried the bytes.
+//!
+//! For a non-NULL buffer, minio-cpp's `miniocpp_get_object` returns the
+//! **buffer size it was given**, not the bytes received
+//! (`return buf != nullptr ? size : bytes_seen` in minio-cpp `src/c_api.cc`,
+//! v0.6.0), on the RDMA path and its HTTP fallback alike, and the fallback
+//! streams the body into that buffer whatever the object's length: a larger
+//! object is cut at the buffer's end, a smaller one leaves the rest of the
+//! buffer as it was. So the caller must hand it exactly the bytes it wants
+//! (the size from HEAD, a manifest or a header) and never read the return
+//! value as a count.
+//!
+//! Two generations of the library exist, told apart from the loaded library
+//! itself ([`Generation`]): NVIDIA cuObject (links libcuobjclient and
+//! libcufile; GPU device memory only) and libs3rdma (minio-cpp v0.6.0 and
+//! later; any memory `ibv_reg_mr` accepts, rails, `s3rdma_version`).
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+use crate::store::Rails;
 
 /// Opaque `miniocpp_client*`.
 #[repr(C)]
@@ -28,6 +45,46 @@ type AllocAligned = unsafe extern "C" fn(usize) -> *mut c_void;
 type FreeAligned = unsafe extern "C" fn(*mut c_void);
 type IntFn = unsafe extern "C" fn() -> c_int;
 type LastError = unsafe extern "C" fn() -> *const c_char;
+type Version = unsafe extern "C" fn() -> *const c_char;
+type CheckRdma = unsafe extern "C" fn(*mut c_char, usize) -> c_int;
+
+/// Which RDMA engine the loaded libminiocpp was built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Generation {
+    /// minio-cpp v0.6.0 and later: RDMA through the vendored libs3rdma
+    /// (`s3rdma_version` resolves through the library, or libs3rdma is mapped).
+    /// Registers any memory `ibv_reg_mr` accepts (host RAM, pinned, GPU device
+    /// memory), needs a DC-capable HCA (mlx5), spreads transfers over rails.
+    Libs3rdma,
+    /// Earlier builds: RDMA through NVIDIA cuObject (libcuobjclient and
+    /// libcufile are mapped). GPU-Direct into device memory only; host memory,
+    /// even pinned, goes over HTTP (measured in the original Python suite).
+    Cuobject,
+    /// Neither engine is linked (a test double, or a build this tool does not know).
+    Unknown,
+}
+
+impl Generation {
+    /// The name as printed and recorded.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Generation::Libs3rdma => "libs3rdma",
+            Generation::Cuobject => "cuobject",
+            Generation::Unknown => "unknown",
+        }
+    }
+
+    /// Whether RDMA can carry host memory (pageable or pinned) with this
+    /// engine: yes for libs3rdma, no for cuObject, not known otherwise.
+    pub fn carries_host_memory(self) -> Option<bool> {
+        match self {
+            Generation::Libs3rdma => Some(true),
+            Generation::Cuobject => Some(false),
+            Generation::Unknown => None,
+        }
+    }
+}
 
 /// The resolved symbols. Function pointers stay valid for the life of the
 /// process: the library is never unloaded (see [`Lib::load`]).
@@ -55,6 +112,10 @@ pub struct Lib {
     pub rdma_nic_count: Option<IntFn>,
     /// `miniocpp_rdma_healthy_nic_count`, where the library has it.
     pub rdma_healthy_nic_count: Option<IntFn>,
+    /// libs3rdma's `s3rdma_version`, resolved through the library's dependencies.
+    pub s3rdma_version: Option<Version>,
+    /// libs3rdma's `s3rdma_check_rdma` (availability and the reason when not).
+    pub s3rdma_check_rdma: Option<CheckRdma>,
 }
 
 /// What was loaded, for the run record.
@@ -64,6 +125,16 @@ pub struct LibInfo {
     pub path: String,
     /// Where the loader found it (from /proc/self/maps), when known.
     pub resolved_path: Option<String>,
+    /// The RDMA engine it was built with.
+    pub generation: Generation,
+    /// libs3rdma's version (`s3rdma_version()`), where the library has it.
+    pub engine_version: Option<String>,
+    /// The RDMA engine's libraries the loader mapped with it (libs3rdma,
+    /// libcuobjclient, libcufile), by path: what told the generation apart.
+    pub engine_libraries: Vec<String>,
+    /// Why RDMA is unavailable, in the library's words (`s3rdma_check_rdma`),
+    /// when `rdma_available` is false and the library can say.
+    pub unavailable_reason: Option<String>,
     /// The library has `miniocpp_get_object_range` (minio-cpp PR #258).
     pub has_get_object_range: bool,
     /// The library has `miniocpp_rdma_nic_count`.
@@ -137,16 +208,31 @@ impl Lib {
                 get_object_range: lib.get::<GetObjectRange>(b"miniocpp_get_object_range").ok().map(|s| *s),
                 rdma_nic_count: lib.get::<IntFn>(b"miniocpp_rdma_nic_count").ok().map(|s| *s),
                 rdma_healthy_nic_count: lib.get::<IntFn>(b"miniocpp_rdma_healthy_nic_count").ok().map(|s| *s),
+                // dlsym on the library's handle searches its dependencies too.
+                s3rdma_version: lib.get::<Version>(b"s3rdma_version").ok().map(|s| *s),
+                s3rdma_check_rdma: lib.get::<CheckRdma>(b"s3rdma_check_rdma").ok().map(|s| *s),
             }
         };
+        let engine_libraries = loaded_paths(&["libs3rdma", "libcuobjclient", "libcufile"]);
+        let generation = if l.s3rdma_version.is_some() || engine_libraries.iter().any(|p| p.contains("libs3rdma")) {
+            Generation::Libs3rdma
+        } else if engine_libraries.iter().any(|p| p.contains("libcuobjclient") || p.contains("libcufile")) {
+            Generation::Cuobject
+        } else {
+            Generation::Unknown
+        };
         // SAFETY: argument-less queries of the library's state.
-        let info = unsafe {
+        let mut info = unsafe {
             LibInfo {
                 path: path.display().to_string(),
                 resolved_path: loaded_path("miniocpp").or_else(|| {
                     let name = path.file_name()?.to_string_lossy().into_owned();
                     loaded_path(name.trim_end_matches(".so"))
                 }),
+                generation,
+                engine_version: l.s3rdma_version.and_then(|f| c_text(f())),
+                engine_libraries,
+                unavailable_reason: None,
                 has_get_object_range: l.get_object_range.is_some(),
                 has_rdma_nic_count: l.rdma_nic_count.is_some(),
                 has_rdma_healthy_nic_count: l.rdma_healthy_nic_count.is_some(),
@@ -155,7 +241,32 @@ impl Lib {
                 rdma_healthy_nic_count: l.rdma_healthy_nic_count.map(|f| f()),
             }
         };
+        if !info.rdma_available {
+            info.unavailable_reason = l.unavailable_reason();
+        }
         Ok((l, info))
+    }
+
+    /// The engine's own reason RDMA is unavailable (`s3rdma_check_rdma`), or
+    /// `None` where the library cannot say (cuObject builds, test doubles).
+    pub fn unavailable_reason(&self) -> Option<String> {
+        let check = self.s3rdma_check_rdma?;
+        let mut buf = vec![0 as c_char; 1024];
+        // SAFETY: the function writes at most len - 1 bytes and a NUL into buf.
+        let ok = unsafe { check(buf.as_mut_ptr(), buf.len()) };
+        if ok != 0 {
+            return None;
+        }
+        // SAFETY: NUL-terminated within buf (the contract above).
+        c_text(buf.as_ptr())
+    }
+
+    /// Rails total and healthy now, where the library has both counts.
+    pub fn rails(&self) -> Option<Rails> {
+        let (total, healthy) = (self.rdma_nic_count?, self.rdma_healthy_nic_count?);
+        // SAFETY: argument-less queries of the library's state.
+        let (t, h) = unsafe { (total(), healthy()) };
+        Some(Rails { total: t.max(0) as u32, healthy: h.max(0) as u32 })
     }
 
     /// `miniocpp_last_error()` of this thread, as text.
@@ -175,4 +286,27 @@ impl Lib {
 pub fn loaded_path(needle: &str) -> Option<String> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     maps.lines().filter_map(|l| l.split_whitespace().nth(5)).find(|p| p.contains(needle)).map(String::from)
+}
+
+/// Mapped files whose file name contains any of `needles`, each once, in map order.
+fn loaded_paths(needles: &[&str]) -> Vec<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut out: Vec<String> = Vec::new();
+    for p in maps.lines().filter_map(|l| l.split_whitespace().nth(5)) {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        if needles.iter().any(|n| name.contains(n)) && !out.iter().any(|o| o == p) {
+            out.push(p.to_string());
+        }
+    }
+    out
+}
+
+/// A C string owned by the library as text; `None` for NULL or empty.
+fn c_text(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-NULL and NUL-terminated (the callers' contracts).
+    let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().trim().to_string();
+    (!s.is_empty()).then_some(s)
 }

@@ -1,5 +1,7 @@
-//! The `rdma` backend: S3 over RDMA through libminiocpp's C ABI (GPU-Direct
-//! via NVIDIA cuObject on an AIStor RDMA server).
+//! The `rdma` backend: S3 over RDMA through libminiocpp's C ABI against an
+//! AIStor RDMA server: GPU-Direct into device memory, and, with the libs3rdma
+//! generation of the library (minio-cpp v0.6.0 and later), host memory too
+//! ([`ffi::Generation`]).
 //!
 //! Data calls run on a fixed set of worker OS threads, each owning one client
 //! (and, once device memory exists, binding the CUDA context before its first
@@ -13,10 +15,15 @@
 //! Control-plane calls (bucket check, HEAD, LIST, DELETE) and every transfer
 //! the C ABI cannot carry go over HTTP through the `http` backend, and their
 //! [`Transfer::path`] says `http`. One RDMA transfer moves at most 4 GiB - 1
-//! (the cuObject descriptor's size field is 32 bits, DESIGN.md): larger reads
+//! (the descriptor's size field is 32 bits; libs3rdma refuses a larger
+//! registration and minio-cpp sends such a buffer over HTTP): larger reads
 //! are split into `--window` ranged reads when `miniocpp_get_object_range`
 //! exists (minio-cpp PR #258), else they go over HTTP and the run says so up
 //! front.
+//!
+//! Whole-object GETs hand the library a buffer of exactly the object's size
+//! (from a HEAD) and count those bytes: the library answers with the size of
+//! the buffer it was given, whatever the object held (see [`ffi`]).
 
 pub mod ffi;
 
@@ -37,6 +44,23 @@ use crate::error::StoreError;
 use crate::mem::Buffer;
 use crate::store::{Backend, StoreConfig};
 use ffi::{Lib, LibInfo};
+
+/// What the rdma backend's library is, as a bench or `verify` may ask of any
+/// store ([`ObjectStore::rdma_engine`]): its generation decides which host
+/// checks apply and whether host memory can be an RDMA path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RdmaEngine {
+    /// The library's path as given to the loader.
+    pub library: String,
+    /// cuObject, libs3rdma or unknown.
+    pub generation: ffi::Generation,
+    /// The engine's version, where it says (libs3rdma: `s3rdma_version()`).
+    pub version: Option<String>,
+    /// `miniocpp_rdma_available()` at load time.
+    pub available: bool,
+    /// The library's reason when not available, where it can say.
+    pub unavailable_reason: Option<String>,
+}
 
 /// Largest single RDMA transfer: 4 GiB - 1 (32-bit descriptor size field).
 pub const MAX_TRANSFER: u64 = (4 << 30) - 1;
@@ -367,16 +391,24 @@ impl RdmaStore {
         Ok(Transfer { bytes: range.end - range.start, path: self.lib_path(), first_byte: None })
     }
 
-    /// One whole-object GET into the first `len` bytes of `dst`; a decline (-2)
-    /// is redone over HTTP and says so in its path.
-    async fn get_whole(&self, key: &str, kc: CString, len: usize, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
-        // SAFETY: at + len is within dst (checked by the caller).
+    /// One whole-object GET of an object of `size` bytes (from a HEAD) into
+    /// `dst` at `at`. The library is handed exactly `size` bytes: it returns
+    /// the size it was given and fills at most that much (see [`ffi`]), so a
+    /// larger buffer would count bytes that never arrived. A decline (-2) is
+    /// redone over HTTP and says so in its path.
+    async fn get_whole(&self, key: &str, kc: CString, size: u64, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
+        if size == 0 {
+            // Nothing to transfer; the library refuses a zero-length buffer as -3 in some builds.
+            return Ok(Transfer { bytes: 0, path: TransferPath::Http, first_byte: None });
+        }
+        // SAFETY: at + size is within dst (checked by the caller).
         let ptr = unsafe { data_ptr(dst).add(at) };
-        let (rc, err) = self.call(Op::Get { key: kc, offset: None, ptr, len }).await?;
+        let (rc, err) = self.call(Op::Get { key: kc, offset: None, ptr, len: size as usize }).await?;
         match rc {
-            n if n >= 0 => Ok(Transfer { bytes: n as u64, path: self.lib_path(), first_byte: None }),
+            n if n >= 0 && n as u64 == size => Ok(Transfer { bytes: size, path: self.lib_path(), first_byte: None }),
+            n if n >= 0 => Err(StoreError::ShortBody { key: key.into(), location: self.http.location(), got: n as u64, expected: size }),
             -2 => super::read_into_at(&self.http, key, None, dst, at).await,
-            _ => Err(self.explain(key, None, len as u64, rc, err).await),
+            _ => Err(self.explain(key, None, size, rc, err).await),
         }
     }
 
@@ -402,10 +434,27 @@ impl RdmaStore {
         if self.info.rdma_available { TransferPath::RdmaAttempted } else { TransferPath::Http }
     }
 
+    /// "<path> (<generation>[ <version>]) reports RDMA unavailable (...)[: <the library's reason>]".
+    fn unavailable_line(&self) -> String {
+        let i = &self.info;
+        let version = i.engine_version.as_deref().map_or(String::new(), |v| format!(" {v}"));
+        let why = i.unavailable_reason.as_deref().map_or(String::new(), |r| format!(": {r}"));
+        format!("{} ({}{version}) reports RDMA unavailable (miniocpp_rdma_available() = 0){why}", i.path, i.generation.as_str())
+    }
+
     /// Figures of the C ABI's return codes so far.
     pub fn counts(&self) -> CallCounts {
         self.counters.snapshot()
     }
+}
+
+/// Whether minio-cpp accepts `key` as an object name: it refuses names with
+/// leading or trailing whitespace ("object name cannot be empty": minio-cpp
+/// `utils::CheckNonEmptyString` compares a name with its trimmed self). Such
+/// keys are valid S3 keys; their transfers go over HTTP, as every backend
+/// must carry the same keys.
+fn library_takes(key: &str) -> bool {
+    key.trim_matches(|c: char| c.is_ascii_whitespace() || c == '\x0b') == key
 }
 
 /// Where the library writes: host bytes or the device address (GPU-Direct).
@@ -441,10 +490,7 @@ impl ObjectStore for RdmaStore {
     fn preflight(&self, object_size: u64) -> Vec<String> {
         let mut w = Vec::new();
         if !self.info.rdma_available {
-            w.push(format!(
-                "{} reports RDMA unavailable (miniocpp_rdma_available() = 0): transfers will go over HTTP; the witness will show it",
-                self.info.path
-            ));
+            w.push(format!("{}: transfers will go over HTTP; the witness will show it", self.unavailable_line()));
         }
         if !self.use_range {
             let why =
@@ -478,7 +524,20 @@ impl ObjectStore for RdmaStore {
         ))
     }
     fn transport_unavailable(&self) -> Option<String> {
-        (!self.info.rdma_available).then(|| format!("{} reports RDMA unavailable (miniocpp_rdma_available() = 0)", self.info.path))
+        (!self.info.rdma_available).then(|| self.unavailable_line())
+    }
+    fn rails(&self) -> Option<super::Rails> {
+        self.lib.rails()
+    }
+    fn rdma_engine(&self) -> Option<RdmaEngine> {
+        let i = &self.info;
+        Some(RdmaEngine {
+            library: i.path.clone(),
+            generation: i.generation,
+            version: i.engine_version.clone(),
+            available: i.rdma_available,
+            unavailable_reason: i.unavailable_reason.clone(),
+        })
     }
     fn read_window(&self) -> Option<u64> {
         self.use_range.then_some(self.window)
@@ -499,15 +558,15 @@ impl ObjectStore for RdmaStore {
 
     async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         let kc = self.key_c(key)?;
-        let room = (dst.len() as u64).saturating_sub(at as u64);
         match range {
-            None if room <= self.max_transfer => self.get_whole(key, kc, room as usize, dst, at).await,
             None => {
-                // The buffer could hold more than one transfer: the size decides.
+                // The size decides the path and is all the library may be handed.
                 let size = self.http.head(key).await?.size;
                 check_capacity(key, size, at, dst)?;
-                if size <= self.max_transfer {
-                    self.get_whole(key, kc, size as usize, dst, at).await
+                if !library_takes(key) {
+                    super::read_into_at(&self.http, key, None, dst, at).await
+                } else if size <= self.max_transfer {
+                    self.get_whole(key, kc, size, dst, at).await
                 } else if self.use_range {
                     self.read_windows(key, 0..size, dst, at).await
                 } else {
@@ -520,7 +579,11 @@ impl ObjectStore for RdmaStore {
                     return Err(StoreError::BadRange { key: key.into(), range: r, size });
                 }
                 check_capacity(key, r.end - r.start, at, dst)?;
-                if self.use_range { self.read_windows(key, r, dst, at).await } else { super::read_into_at(&self.http, key, Some(r), dst, at).await }
+                if self.use_range && library_takes(key) {
+                    self.read_windows(key, r, dst, at).await
+                } else {
+                    super::read_into_at(&self.http, key, Some(r), dst, at).await
+                }
             }
         }
     }
@@ -529,8 +592,9 @@ impl ObjectStore for RdmaStore {
         let kc = self.key_c(key)?;
         check_source(key, src, &range)?;
         let len = range.end - range.start;
-        if len as u64 > self.max_transfer {
-            // One descriptor cannot carry it; older builds segfault trying (seeds/000).
+        if len as u64 > self.max_transfer || !library_takes(key) {
+            // One descriptor cannot carry it (older builds segfault trying),
+            // or the library refuses the key.
             return self.http_put(key, src, range).await;
         }
         let ptr = match src {

@@ -16,6 +16,18 @@
 //!   as a real library on an RDMA host would, while the bytes still move over
 //!   HTTP: what the library says and what the server counts are scripted apart.
 //!
+//! - `FAKE_MINIOCPP_RAILS=TOTAL,HEALTHY`: what `miniocpp_rdma_nic_count` and
+//!   `miniocpp_rdma_healthy_nic_count` answer (default 0,0, as with no RDMA);
+//!   `FAKE_MINIOCPP_RAIL_LOST_AFTER=N`: after N data calls one healthy rail
+//!   fewer, as when libs3rdma takes a failing rail out of rotation.
+//!
+//! Like the real library (minio-cpp `src/c_api.cc`), a whole-object GET into a
+//! buffer returns the **buffer size it was given**, not the bytes received,
+//! and fills at most that much: a larger object is cut at the buffer's end, a
+//! smaller one leaves the rest of the buffer as it was. So a caller that
+//! hands it more than the object's size counts bytes that never arrived; the
+//! tests can no longer pass on a behaviour the real library does not have.
+//!
 //! Device pointers (the caller's CUDA context bound on the calling thread)
 //! are served through a host copy and `cuMemcpyHtoD`/`DtoH`, so the double
 //! also runs with `--dest device` on a GPU machine.
@@ -141,7 +153,9 @@ pub unsafe extern "C" fn miniocpp_client_free(client: *mut Client) {
     }
 }
 
-async fn get(c: &Client, bucket: &str, key: &str, range: Option<String>, dst: &mut [u8]) -> Result<usize, String> {
+/// GET into `dst`; `cut`: keep the first `dst.len()` bytes of a longer body
+/// and drop the rest, as minio-cpp's HTTP fallback does (else: an error).
+async fn get(c: &Client, bucket: &str, key: &str, range: Option<String>, dst: &mut [u8], cut: bool) -> Result<usize, String> {
     let resp = c.s3.get_object().bucket(bucket).key(key).set_range(range).send().await.map_err(|e| {
         let mut s: &dyn std::error::Error = &e;
         while let Some(n) = s.source() {
@@ -153,9 +167,10 @@ async fn get(c: &Client, bucket: &str, key: &str, range: Option<String>, dst: &m
     let mut off = 0;
     let cap = dst.len();
     while let Some(chunk) = body.try_next().await.map_err(|e| format!("body: {e}"))? {
-        let slot = dst.get_mut(off..off + chunk.len()).ok_or_else(|| format!("object {bucket}/{key} is larger than the {cap} byte buffer"))?;
-        slot.copy_from_slice(&chunk);
-        off += chunk.len();
+        let take = if cut { chunk.len().min(cap - off) } else { chunk.len() };
+        let slot = dst.get_mut(off..off + take).ok_or_else(|| format!("object {bucket}/{key} is larger than the {cap} byte buffer"))?;
+        slot.copy_from_slice(&chunk[..take]);
+        off += take;
     }
     Ok(off)
 }
@@ -182,8 +197,10 @@ pub unsafe extern "C" fn miniocpp_get_object(
         if let Some(code) = injected(size) {
             return code;
         }
-        match into_caller(buf, size, |dst| rt().block_on(get(c, b, k, None, dst))) {
-            Ok(n) => n as isize,
+        count_call();
+        // The buffer's size, whatever arrived: what minio-cpp returns.
+        match into_caller(buf, size, |dst| rt().block_on(get(c, b, k, None, dst, true))) {
+            Ok(_) => size as isize,
             Err(e) => {
                 set_error(e);
                 -1
@@ -218,7 +235,8 @@ pub unsafe extern "C" fn miniocpp_get_object_range(
             return code;
         }
         let range = format!("bytes={offset}-{}", offset + size as u64 - 1);
-        match into_caller(buf, size, |dst| rt().block_on(get(c, b, k, Some(range), dst))) {
+        count_call();
+        match into_caller(buf, size, |dst| rt().block_on(get(c, b, k, Some(range), dst, false))) {
             Ok(n) => n as isize,
             Err(e) => {
                 set_error(e);
@@ -266,6 +284,7 @@ pub unsafe extern "C" fn miniocpp_put_object(
             // SAFETY: host memory of size bytes (the caller's contract).
             bytes::Bytes::copy_from_slice(unsafe { std::slice::from_raw_parts(buf as *const u8, size) })
         };
+        count_call();
         let body = aws_sdk_s3::primitives::ByteStream::from(body);
         match rt().block_on(c.s3.put_object().bucket(b).key(k).body(body).send()) {
             Ok(out) => {
@@ -309,14 +328,34 @@ pub extern "C" fn miniocpp_rdma_available() -> c_int {
     c_int::from(std::env::var("FAKE_MINIOCPP_RDMA_AVAILABLE").is_ok_and(|v| v == "1"))
 }
 
+static DATA_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn count_call() {
+    DATA_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// `FAKE_MINIOCPP_RAILS` as (total, healthy), one healthy rail fewer once
+/// `FAKE_MINIOCPP_RAIL_LOST_AFTER` data calls have been made.
+fn rails() -> (c_int, c_int) {
+    let v = std::env::var("FAKE_MINIOCPP_RAILS").unwrap_or_default();
+    let mut it = v.split(',').map(|x| x.trim().parse::<c_int>().unwrap_or(0));
+    let (total, mut healthy) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    if let Some(n) = std::env::var("FAKE_MINIOCPP_RAIL_LOST_AFTER").ok().and_then(|v| v.parse::<u64>().ok())
+        && DATA_CALLS.load(std::sync::atomic::Ordering::Relaxed) >= n
+    {
+        healthy = (healthy - 1).max(0);
+    }
+    (total, healthy)
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn miniocpp_rdma_nic_count() -> c_int {
-    0
+    rails().0
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn miniocpp_rdma_healthy_nic_count() -> c_int {
-    0
+    rails().1
 }
 
 /// Thread-local, valid until the next call on this thread.
