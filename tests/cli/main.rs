@@ -11,6 +11,7 @@ mod data;
 mod faults;
 mod fetch;
 mod ranks;
+mod real_lib;
 mod report;
 mod weights;
 mod witness;

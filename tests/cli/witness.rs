@@ -375,3 +375,34 @@ fn label_values_holding_commas_keep_their_series_apart() {
     let w = &rec["rdma_witness"]["windows"][0];
     assert_eq!(w["rdma_read_bytes"], 1_048_576.0, "both series, 524,288 each: {w}");
 }
+
+/// A rail lost mid-run (libs3rdma takes a failing rail out of rotation) is a
+/// warning on the terminal and in the window's report, beside the verdict the
+/// counters decide; windows that kept every rail say nothing of it.
+#[test]
+fn rdma_rail_lost_in_a_window_is_warned_and_recorded() {
+    let s = common::server();
+    let lib = common::fake_lib();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = rdma_args(&s.endpoint, "rdma-rails", lib.to_str().unwrap());
+    // 2 repeats of 4 GETs after a warm-up: the 9th data call (after 4 prepare
+    // PUTs and the warm-up's GETs) falls in the second window at the latest.
+    args.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "4", "--repeats", "3", "--warmup", "0s", "--prepare", "--json"]);
+    let o = s3rdma_env(&args, tmp.path(), &[("FAKE_MINIOCPP_RAILS", "2,2"), ("FAKE_MINIOCPP_RAIL_LOST_AFTER", "9")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let reps = rec["results"][0]["repeats"].as_array().unwrap();
+    let rails: Vec<(u64, u64)> = reps
+        .iter()
+        .map(|r| {
+            let w = &r["witness"]["rails"][0];
+            (w["open"]["healthy"].as_u64().unwrap(), w["close"]["healthy"].as_u64().unwrap())
+        })
+        .collect();
+    let lost: Vec<&Value> = reps.iter().filter(|r| r["witness"]["reason"].as_str().unwrap().contains("lost an RDMA rail")).collect();
+    assert_eq!(lost.len(), 1, "exactly one window saw the drop: {rails:?}");
+    assert!(rails.contains(&(2, 1)), "{rails:?}");
+    assert!(lost[0]["witness"]["reason"].as_str().unwrap().contains("2 of 2 healthy at open, 1 of 2 at close"));
+    assert_eq!(stderr(&o).matches("lost an RDMA rail in the window").count(), 1, "{}", stderr(&o));
+    assert_eq!(rec["environment"]["store"]["library"]["generation"], "unknown", "the double links no RDMA engine");
+}
