@@ -198,9 +198,11 @@ pub struct VerifyArgs {
     #[command(flatten)]
     /// Where the record goes.
     pub output: OutputArgs,
-    /// Probe sizes, comma-separated: per size and memory kind one witnessed
-    /// PUT and GET, so the table shows where the transport changes (small
-    /// objects and objects over 4 GiB are where the library falls back).
+    /// Probe sizes, comma-separated: per size and memory kind (GPU and host)
+    /// one witnessed PUT and GET, so the table shows which memory kinds and
+    /// sizes RDMA carries with the library loaded (small objects and objects
+    /// over 4 GiB are where it is known to fall back; host memory goes over
+    /// HTTP with the cuObject generation, over RDMA with libs3rdma).
     #[arg(long, alias = "size", value_delimiter = ',', value_parser = parse_bytes, default_value = "64MiB")]
     pub sizes: Vec<u64>,
     /// GPU ordinal for the GPU-Direct probe.

@@ -106,7 +106,7 @@ pub use crate::store::{Backend, ChecksumMode, HttpGet};
 /// Which store to use and how to reach it.
 #[derive(Debug, Clone, Args)]
 pub struct StoreArgs {
-    /// Transport: local (a directory), http (any S3 endpoint) or rdma (libminiocpp, GPU-Direct S3 over RDMA).
+    /// Transport: local (a directory), http (any S3 endpoint) or rdma (libminiocpp: S3 over RDMA into GPU memory, and host memory with its libs3rdma generation).
     #[arg(long, value_enum, default_value_t = Backend::Local)]
     pub backend: Backend,
     /// Bucket to read and write.
@@ -160,7 +160,9 @@ pub struct StoreArgs {
     #[arg(long, value_parser = parse_positive_duration, default_value = "30s")]
     pub read_timeout: Duration,
     /// rdma: path of libminiocpp.so built with -DMINIO_CPP_ENABLE_RDMA=ON
-    /// (default: the system library search path).
+    /// (scripts/build-libminiocpp.sh; default: the system library search
+    /// path). Its libs3rdma generation (minio-cpp v0.6.0+) picks NICs from
+    /// S3RDMA_DEVICE, else every ACTIVE port.
     #[arg(long, env = "MINIOCPP_LIB")]
     pub rdma_lib: Option<PathBuf>,
     /// rdma: ranged-read window for transfers above one RDMA transfer (4 GiB - 1).

@@ -149,7 +149,12 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     // device probes. The cuObject generation carries device memory only.
     let host_rdma = engine.as_ref().is_some_and(|e| e.generation.carries_host_memory() == Some(true));
     for w in store.preflight(args.sizes.iter().copied().max().unwrap_or(0)) {
-        s.add(1, Status::Warn, w, Some("use a libminiocpp built with RDMA on a host with an RDMA NIC".into()));
+        let fix = if w.contains("get_object_range") {
+            "a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) carries ranged reads over RDMA; until then they go over HTTP"
+        } else {
+            "use a libminiocpp built with RDMA on a host with an RDMA NIC: see the library's reason and the checks above"
+        };
+        s.add(1, Status::Warn, w, Some(fix.into()));
     }
     store::check_key(&args.key).map_err(|e| Error::Usage(format!("invalid --key: {e}")))?;
 

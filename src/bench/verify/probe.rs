@@ -1,9 +1,10 @@
 //! verify's probes: per size and memory kind, one witnessed PUT and one
 //! witnessed GET of a random object, the bytes compared. Device memory is
-//! written and read the way GPU-Direct can carry it (a ranged GET into CUDA
-//! memory, as `fetch` and `ckpt` read); host memory with a whole-object GET,
-//! the path cuObject never takes GPU-Direct (seeds/000: host memory, even
-//! pinned, falls back to TCP), so a host probe is labelled as such.
+//! written and read the way GPU-Direct can carry it (into CUDA memory; a
+//! ranged GET where the store's transport carries ranged reads, as `fetch`
+//! and `ckpt` read); host memory with a whole-object GET: an RDMA path with
+//! the libs3rdma generation of libminiocpp, never one with cuObject (the
+//! original Python suite measured host memory, even pinned, over TCP).
 
 use std::sync::Arc;
 use std::time::Instant;
