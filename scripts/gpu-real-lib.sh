@@ -26,6 +26,8 @@ trap 'kill %1 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do EP=$(awk '/^endpoint /{print $2}' "$W/server.log"); [ -n "$EP" ] && break; sleep 0.1; done
 M="$EP/minio/metrics/v3/api/requests"
 L="$KIT/libminiocpp.so"
+# libINIReader finds libinih through the loader path, not libminiocpp's runpath.
+export LD_LIBRARY_PATH="$KIT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 S="$KIT/s3rdma"
 common=(--backend rdma --rdma-lib "$L" --endpoint "$EP" --bucket gpu --metrics-url "$M")
 cd "$W"
