@@ -84,6 +84,32 @@ pub enum StoreError {
         /// Bytes announced or asked for.
         expected: u64,
     },
+    /// A ranged GET was answered with other bytes than were asked for
+    /// (another range, or no `Content-Range`): nothing of it is counted.
+    #[error(
+        "ranged GET of '{key}' at {location} asked for {asked} and was answered with {served}: not the requested bytes, nothing counted (a proxy or gateway that rewrites ranges?)"
+    )]
+    WrongRange {
+        /// The object key.
+        key: String,
+        /// The endpoint URL.
+        location: String,
+        /// The range asked for, as `bytes first-last`.
+        asked: String,
+        /// What came back (the `Content-Range` header as sent, or its absence).
+        served: String,
+    },
+    /// The object was replaced while one read of it was under way (its
+    /// size or ETag changed between the ranged GETs of that read).
+    #[error("'{key}' at {location} changed during the read ({detail}): its bytes were not counted; run again when nothing writes to it")]
+    Changed {
+        /// The object key.
+        key: String,
+        /// The endpoint URL.
+        location: String,
+        /// What changed.
+        detail: String,
+    },
     /// The key cannot name an object in this store.
     #[error("invalid object key '{key}': {why}")]
     InvalidKey {

@@ -32,6 +32,19 @@ pub enum Fault {
     StallBody(usize),
     /// Close the connection at once without answering (a server gone mid-run).
     Refuse,
+    /// Lies of `../shared/tools/liarproxy.py`: forward, then shift the
+    /// answer's `Content-Range` first and last byte by this many bytes, the
+    /// body untouched (`bad_cr`: another range, said in the header).
+    ShiftContentRange(i64),
+    /// Forward, then answer `200 OK` without `Content-Range` (a proxy that
+    /// ignores Range; `range200`).
+    Answer200,
+    /// Forward, then replace the answer's ETag (the object was replaced
+    /// between two ranged GETs of one read, on a server that ignores If-Match).
+    NewEtag,
+    /// Forward, then flip the body's byte at this offset (bit rot at rest: the
+    /// headers are right, only a digest can tell).
+    FlipByte(usize),
 }
 
 /// Which requests get the fault.
@@ -214,6 +227,13 @@ fn read_body(r: &mut impl BufRead, h: &Head, none: bool) -> std::io::Result<Vec<
 }
 
 /// Close with RST rather than FIN (SO_LINGER 0).
+/// `bytes a-b/t` as ((a, b), t).
+fn parse_cr(v: &str) -> Option<((u64, u64), u64)> {
+    let (r, t) = v.trim().strip_prefix("bytes ")?.split_once('/')?;
+    let (a, b) = r.split_once('-')?;
+    Some(((a.parse().ok()?, b.parse().ok()?), t.parse().ok()?))
+}
+
 fn reset(s: &TcpStream) {
     use std::os::fd::AsRawFd;
     let l = libc::linger { l_onoff: 1, l_linger: 0 };
@@ -247,7 +267,11 @@ fn serve(client: TcpStream, upstream: &str, st: &Mutex<State>) -> std::io::Resul
                 return Ok(());
             }
             Some(Fault::Status { code, retry_after }) => {
-                let s3 = if *code == 503 { "SlowDown" } else { "InternalError" };
+                let s3 = match *code {
+                    503 => "SlowDown",
+                    412 => "PreconditionFailed",
+                    _ => "InternalError",
+                };
                 let xml = format!(
                     "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{s3}</Code><Message>injected {code}</Message><RequestId>x</RequestId></Error>"
                 );
@@ -280,6 +304,33 @@ fn serve(client: TcpStream, upstream: &str, st: &Mutex<State>) -> std::io::Resul
         if let Some(Fault::ResetUnanswered) = fault {
             reset(&out);
             return Ok(());
+        }
+        let mut resp = resp;
+        let mut rbody = rbody;
+        match &fault {
+            Some(Fault::ShiftContentRange(d)) => {
+                for (k, v) in resp.headers.iter_mut() {
+                    if let (true, Some(((a, b), t))) = (k.eq_ignore_ascii_case("content-range"), parse_cr(v)) {
+                        *v = format!("bytes {}-{}/{t}", a as i64 + d, b as i64 + d);
+                    }
+                }
+            }
+            Some(Fault::Answer200) => {
+                resp.first = "HTTP/1.1 200 OK".into();
+                resp.headers.retain(|(k, _)| !k.eq_ignore_ascii_case("content-range"));
+            }
+            Some(Fault::NewEtag) => {
+                for (k, v) in resp.headers.iter_mut() {
+                    if k.eq_ignore_ascii_case("etag") {
+                        *v = "\"replaced-mid-read\"".into();
+                    }
+                }
+            }
+            Some(Fault::FlipByte(n)) if !rbody.is_empty() => {
+                let i = n % rbody.len();
+                rbody[i] ^= 1;
+            }
+            _ => {}
         }
         out.write_all(&resp.bytes())?;
         match fault {

@@ -84,8 +84,10 @@ pub struct Response {
     pub content_length: u64,
     /// Object size from `Content-Range: bytes a-b/total`, when the server sent one with a total.
     pub total: Option<u64>,
-    /// The `Content-Range` header as sent, for messages.
+    /// The `Content-Range` header as sent.
     pub content_range: Option<String>,
+    /// The `ETag` header as sent (the object version this part came from).
+    pub etag: Option<String>,
     /// Body bytes that arrived with the head (at most a few KiB).
     early: Vec<u8>,
     keep_alive: bool,
@@ -227,7 +229,7 @@ impl DirectGet {
     }
 
     /// The request head of a signed `GET /<bucket>/<key>` for bytes `first..=last`.
-    fn request(&self, bucket: &str, key: &str, first: u64, last: u64) -> Result<Vec<u8>, DirectError> {
+    fn request(&self, bucket: &str, key: &str, first: u64, last: u64, if_match: Option<&str>) -> Result<Vec<u8>, DirectError> {
         let path = format!("/{}/{}", utf8_percent_encode(bucket, KEY_ESCAPE), utf8_percent_encode(key, KEY_ESCAPE));
         let range = format!("bytes={first}-{last}");
         let mut settings = SigningSettings::default();
@@ -256,6 +258,9 @@ impl DirectGet {
             head.push_str(value);
             head.push_str("\r\n");
         }
+        if let Some(etag) = if_match.filter(|e| !e.contains(['\r', '\n'])) {
+            head.push_str(&format!("If-Match: {etag}\r\n"));
+        }
         head.push_str("\r\n");
         Ok(head.into_bytes())
     }
@@ -281,11 +286,13 @@ impl DirectGet {
     /// Errors: [`DirectError::Status`] for any non-2xx answer (416 included:
     /// the caller decides what an empty object means), also when the server
     /// asks to wait beyond [`MAX_RETRY_AFTER`].
-    pub async fn send(&self, bucket: &str, key: &str, first: u64, last: u64) -> Result<Response, DirectError> {
+    /// `if_match`: the ETag the object must still have (`If-Match`, unsigned:
+    /// SigV4 lets a request carry headers it does not sign).
+    pub async fn send(&self, bucket: &str, key: &str, first: u64, last: u64, if_match: Option<&str>) -> Result<Response, DirectError> {
         let mut tries = 0;
         loop {
             // Signed per attempt: a retried request carries a fresh date and signature.
-            let req = self.request(bucket, key, first, last)?;
+            let req = self.request(bucket, key, first, last, if_match)?;
             let pooled = self.take_idle();
             let reused = pooled.is_some();
             let conn = match pooled {
@@ -411,6 +418,7 @@ impl DirectGet {
                 content_length: content_length.unwrap_or(0),
                 total,
                 content_range,
+                etag: header("etag").map(str::to_string),
                 early,
                 keep_alive,
                 read_timeout: self.read_timeout,

@@ -4,7 +4,7 @@ use super::*;
 #[test]
 fn keys_are_escaped_like_s3() {
     let d = DirectGet::new("http://127.0.0.1:9000", "ak", "sk", "us-east-1", Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
-    let head = String::from_utf8(d.request("b", "dir/a b+c~ü.bin", 0, 9).unwrap()).unwrap();
+    let head = String::from_utf8(d.request("b", "dir/a b+c~ü.bin", 0, 9, None).unwrap()).unwrap();
     assert!(head.starts_with("GET /b/dir/a%20b%2Bc~%C3%BC.bin HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nRange: bytes=0-9\r\n"), "{head}");
     assert!(head.contains("x-amz-content-sha256: UNSIGNED-PAYLOAD\r\n"), "{head}");
     let auth = head.lines().find(|l| l.starts_with("authorization: ")).expect("signed");
@@ -71,7 +71,7 @@ fn partial(body: &[u8], total: usize) -> Vec<u8> {
 }
 
 async fn get(d: &DirectGet, len: usize) -> Result<Vec<u8>, DirectError> {
-    let mut resp = d.send("b", "k", 0, len as u64 - 1).await?;
+    let mut resp = d.send("b", "k", 0, len as u64 - 1, None).await?;
     let mut dst = vec![0u8; resp.content_length as usize];
     resp.read_into(&mut dst).await?;
     assert!(resp.total.is_some_and(|t| t >= len as u64), "{:?}", resp.total);

@@ -16,6 +16,7 @@
 pub mod direct;
 mod errors;
 pub mod sdk_retries;
+mod served;
 
 use std::ops::Range;
 use std::time::Instant;
@@ -37,6 +38,7 @@ use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
 use direct::{DirectError, DirectGet};
+use served::{Served, Version};
 
 /// S3's smallest part for multipart upload (all parts but the last), 5 MiB
 /// (AWS S3 API reference, UploadPart).
@@ -129,11 +131,13 @@ impl HttpStore {
         })
     }
 
-    /// One ranged GET of `dst.len()` bytes at `offset`, streamed into `dst`.
-    /// Returns the time the first body byte arrived.
-    async fn get_part(&self, key: &str, offset: u64, dst: &mut [u8]) -> Result<Option<Instant>, StoreError> {
+    /// One ranged GET of `dst.len()` bytes at `offset` of the object version
+    /// `v` (the read's first part), streamed into `dst`; its answer must be
+    /// that range of that version ([`served::check_part`]). Returns the time
+    /// the first body byte arrived.
+    async fn get_part(&self, key: &str, offset: u64, dst: &mut [u8], v: &Version) -> Result<Option<Instant>, StoreError> {
         if let Some(d) = &self.direct {
-            return self.get_part_direct(d, key, offset, dst).await;
+            return self.get_part_direct(d, key, offset, dst, v).await;
         }
         let end = offset + dst.len() as u64 - 1;
         let resp = self
@@ -142,9 +146,11 @@ impl HttpStore {
             .bucket(&self.bucket)
             .key(key)
             .range(format!("bytes={offset}-{end}"))
+            .set_if_match(v.etag.clone())
             .send()
             .await
             .map_err(|e| self.map_err("GET", key, e))?;
+        served::check_part(key, &self.endpoint, offset, end, v, Served { content_range: resp.content_range.as_deref(), etag: resp.e_tag.as_deref() })?;
         if let Some(n) = resp.content_length
             && n as u64 != dst.len() as u64
         {
@@ -154,9 +160,13 @@ impl HttpStore {
     }
 
     /// One ranged GET on the direct path, read into `dst` (exactly `dst.len()` bytes at `offset`).
-    async fn get_part_direct(&self, d: &DirectGet, key: &str, offset: u64, dst: &mut [u8]) -> Result<Option<Instant>, StoreError> {
+    async fn get_part_direct(&self, d: &DirectGet, key: &str, offset: u64, dst: &mut [u8], v: &Version) -> Result<Option<Instant>, StoreError> {
         let last = offset + dst.len() as u64 - 1;
-        let mut resp = d.send(&self.bucket, key, offset, last).await.map_err(|e| self.map_direct(key, e))?;
+        let mut resp = d.send(&self.bucket, key, offset, last, v.etag.as_deref()).await.map_err(|e| self.map_direct(key, e))?;
+        if resp.status != 206 {
+            return Err(self.range_ignored(key, offset, last, resp.status));
+        }
+        served::check_part(key, &self.endpoint, offset, last, v, Served { content_range: resp.content_range.as_deref(), etag: resp.etag.as_deref() })?;
         if resp.content_length != dst.len() as u64 {
             return Err(self.wrong_length(key, resp.content_length, dst.len() as u64));
         }
@@ -165,12 +175,23 @@ impl HttpStore {
         Ok(Some(first))
     }
 
+    /// A ranged GET answered with a status other than 206: the whole object
+    /// (200: the server or a proxy ignores Range), never counted as the range.
+    fn range_ignored(&self, key: &str, first: u64, last: u64, status: u16) -> StoreError {
+        StoreError::WrongRange {
+            key: key.into(),
+            location: self.endpoint.clone(),
+            asked: format!("bytes {first}-{last}"),
+            served: format!("HTTP {status} instead of 206 Partial Content (the server ignores Range)"),
+        }
+    }
+
     /// Send the first ranged GET of an object (bytes `start..=last`) on
     /// whichever path `--http-get` chose; `None` when the server answers 416
     /// (an empty object, or a range beyond the end).
     async fn send_first(&self, key: &str, start: u64, last: u64) -> Result<Option<FirstPart>, StoreError> {
         if let Some(d) = &self.direct {
-            return match d.send(&self.bucket, key, start, last).await {
+            return match d.send(&self.bucket, key, start, last, None).await {
                 Ok(r) => Ok(Some(FirstPart::Direct(r))),
                 Err(DirectError::Status { status: 416, .. }) => Ok(None),
                 Err(e) => Err(self.map_direct(key, e)),
@@ -183,20 +204,15 @@ impl HttpStore {
         }
     }
 
-    /// The object's size from the first part's `Content-Range`.
-    fn first_total(&self, key: &str, first: &FirstPart) -> Result<u64, StoreError> {
-        let (status, content_range) = match first {
-            FirstPart::Sdk(r) => (None, r.content_range.as_deref()),
-            FirstPart::Direct(r) => (Some(r.status), r.content_range.as_deref()),
+    /// The object version (size, ETag) the first part of a read, asked for
+    /// bytes `start..=last`, was served from ([`served::check_first`]).
+    fn first_version(&self, key: &str, start: u64, last: u64, first: &FirstPart) -> Result<Version, StoreError> {
+        let s = match first {
+            FirstPart::Sdk(r) => Served { content_range: r.content_range.as_deref(), etag: r.e_tag.as_deref() },
+            FirstPart::Direct(r) if r.status != 206 => return Err(self.range_ignored(key, start, last, r.status)),
+            FirstPart::Direct(r) => Served { content_range: r.content_range.as_deref(), etag: r.etag.as_deref() },
         };
-        let total = content_range.and_then(direct::content_range_total);
-        let bad = |detail: String| StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail };
-        let answered = status.map(|s| format!(" HTTP {s}")).unwrap_or_default();
-        match (status, total, content_range) {
-            (None | Some(206), Some(t), _) => Ok(t),
-            (_, _, Some(cr)) => Err(bad(format!("ranged GET answered{answered} with Content-Range '{cr}', which gives no object size"))),
-            _ => Err(bad(format!("ranged GET answered{answered} without a Content-Range header: the server ignores Range"))),
-        }
+        served::check_first(key, &self.endpoint, start, last, s)
     }
 
     /// Read the first part's body into `dst` (its announced length must be `dst.len()`).
@@ -446,8 +462,8 @@ impl ObjectStore for HttpStore {
             }
             return Err(StoreError::BadRange { key: key.into(), range: range.unwrap_or(0..0), size });
         };
-        let total = self.first_total(key, &first)?;
-        let full = resolve_range(key, range, total)?;
+        let version = self.first_version(key, start, first_end - 1, &first)?;
+        let full = resolve_range(key, range, version.size)?;
         let len = full.end - full.start;
         check_capacity(key, len, at, dst)?;
         let first_len = (first_end.min(full.end) - full.start) as usize;
@@ -457,7 +473,7 @@ impl ObjectStore for HttpStore {
         let part = self.part_size as usize;
         let rest_start = full.start + first_len as u64;
         let first_fut = self.read_first(key, first, head);
-        let parts: Vec<_> = rest.chunks_mut(part).enumerate().map(|(i, chunk)| self.get_part(key, rest_start + (i * part) as u64, chunk)).collect();
+        let parts: Vec<_> = rest.chunks_mut(part).enumerate().map(|(i, chunk)| self.get_part(key, rest_start + (i * part) as u64, chunk, &version)).collect();
         // The first part's body is in flight too, so one fewer here.
         let rest_fut = futures::stream::iter(parts).buffer_unordered(self.part_concurrency.saturating_sub(1).max(1)).try_collect::<Vec<_>>();
         let (first_byte, _) = futures::try_join!(first_fut, rest_fut)?;
