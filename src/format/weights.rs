@@ -111,7 +111,10 @@ pub fn parse_header(key: &str, object_bytes: u64, head: &[u8]) -> Result<ShardLa
             nbytes: (info.data_offsets.1 - info.data_offsets.0) as u64,
         })
         .collect();
-    tensors.sort_by_key(|t| t.offset);
+    // By start, then end, then name: a zero-size tensor may share its start
+    // with the next tensor (the reference loader accepts that), and the
+    // header's order (a hash map's) must not decide whether the file loads.
+    tensors.sort_by(|a, b| (a.offset, a.offset + a.nbytes, &a.name).cmp(&(b.offset, b.offset + b.nbytes, &b.name)));
     // The format's structural rules: the safetensors crate's metadata check
     // (above) holds each tensor to its dtype and shape and its offsets to
     // order; it cannot know the object's length, so coverage is checked here:
@@ -371,6 +374,22 @@ fn is_numbered_shard(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A zero-size tensor sharing its start with the next one loads whatever
+    /// order the header lists them in (the reference loader accepts it).
+    #[test]
+    fn a_zero_size_tensor_at_another_ones_start_loads_in_every_header_order() {
+        let t = |n: &str, a: u64, b: u64, shape: &str| format!(r#""{n}":{{"dtype":"F32","shape":{shape},"data_offsets":[{a},{b}]}}"#);
+        let parts = [t("a", 0, 8, "[2]"), t("empty", 8, 8, "[0]"), t("b", 8, 16, "[2]"), t("z", 16, 16, "[0,3]")];
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 1, 3, 0], [1, 3, 0, 2]] {
+            let json = format!("{{{}}}", order.iter().map(|&i| parts[i].as_str()).collect::<Vec<_>>().join(","));
+            let mut head = (json.len() as u64).to_le_bytes().to_vec();
+            head.extend(json.as_bytes());
+            let l = parse_header("m.safetensors", head.len() as u64 + 16, &head).unwrap_or_else(|e| panic!("{order:?}: {e}"));
+            let names: Vec<&str> = l.tensors.iter().map(|t| t.name.as_str()).collect();
+            assert_eq!(names, ["a", "empty", "b", "z"], "{order:?}");
+        }
+    }
 
     #[test]
     fn llama_8b_is_16_gb_in_four_5gb_shards() {
