@@ -357,7 +357,18 @@ pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
             eprintln!("note: {} is not a run record of one backend (no \"benchmark\"/\"backend\"): skipped", f.display());
             continue;
         }
-        rows.extend(rows_of(&v, &name)?);
+        // A run stopped before its first timed window (`--require-rdma` with a
+        // library that reports RDMA unavailable) measured nothing: said, not a row.
+        if v.get("results").is_some_and(Value::is_null) {
+            let why = v["rdma_witness"]["reason"].as_str().unwrap_or("no reason recorded");
+            eprintln!("note: {}: stopped before the first window, nothing measured ({why}): skipped", f.display());
+            continue;
+        }
+        // One malformed record costs its rows, not the whole report.
+        match rows_of(&v, &name) {
+            Ok(r) => rows.extend(r),
+            Err(e) => eprintln!("note: {e}: skipped"),
+        }
     }
     if rows.is_empty() {
         return Err(Error::Usage("no rows: none of the files holds a run record with a figure to compare".into()));

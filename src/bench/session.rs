@@ -451,8 +451,11 @@ impl Session {
         let mut inside = w.coordination;
         inside.add(if self.is_root() { &released.before } else { &released.after });
         let rails = witness::RailsWindow::between(self.me.rank, w.rails, self.store.rails());
-        if let Some(note) = rails.filter(witness::RailsWindow::lost).map(|r| r.note()) {
-            eprintln!("warning: {note}");
+        // Said when a rail is lost in a window, and once for a run that starts degraded.
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if let Some(r) = rails.filter(|r| r.lost() || (r.degraded() && !SAID.swap(true, std::sync::atomic::Ordering::Relaxed))) {
+            SAID.store(true, std::sync::atomic::Ordering::Relaxed);
+            eprintln!("warning: {}", r.note());
         }
         let mine = Wire { payload_bytes, stats, coordination: inside, rails, figures };
         let all: Vec<Wire<T>> = if self.me.world == 1 {

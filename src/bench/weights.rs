@@ -232,7 +232,9 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     let header_s = t_head.elapsed().as_secs_f64();
     let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
     let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
-    for w in layout.iter().flat_map(|s| store.preflight(s.object_bytes)).collect::<std::collections::BTreeSet<_>>() {
+    // What the session said already (the store's size-independent warnings) is not said twice.
+    let sizes: std::collections::BTreeSet<String> = layout.iter().flat_map(|s| store.preflight(s.object_bytes)).collect();
+    for w in sizes.into_iter().filter(|w| !s.warnings.contains(w)) {
         eprintln!("warning: {w}");
     }
     let headers_at = Instant::now();

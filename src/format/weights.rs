@@ -346,8 +346,13 @@ async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, weight_map: 
         // An earlier model's index would win over the new single file; removed
         // only now that the new file is whole, so an interrupted synth leaves
         // the earlier model loadable.
-        match store.delete(&key_in(prefix, INDEX)).await {
-            Ok(()) => eprintln!("synth: removed {} (left by an earlier model)", key_in(prefix, INDEX)),
+        // S3 deletes a missing key without a word: ask first, so only a real removal is said.
+        let index = key_in(prefix, INDEX);
+        match store.head(&index).await {
+            Ok(_) => {
+                store.delete(&index).await?;
+                eprintln!("synth: removed {index} (left by an earlier model)");
+            }
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
         }

@@ -33,18 +33,30 @@ impl RailsWindow {
         self.close.healthy < self.open.healthy || self.close.total < self.open.total
     }
 
-    /// "rank R lost a rail in the window: healthy H1 of T1 at open, H2 of T2 at close".
+    /// The window ran degraded: a rail was lost in it, or it opened or
+    /// closed with a rail out of rotation (lost before it, in a warm-up or
+    /// an earlier window).
+    pub fn degraded(&self) -> bool {
+        self.lost() || self.open.healthy < self.open.total || self.close.healthy < self.close.total
+    }
+
+    /// "rank R lost an RDMA rail in the window: ..." when it was lost inside,
+    /// else "rank R ran on H of T RDMA rails (one out of rotation since before the window)".
     pub fn note(&self) -> String {
-        format!(
-            "rank {} lost an RDMA rail in the window: {} of {} healthy at open, {} of {} at close",
-            self.rank, self.open.healthy, self.open.total, self.close.healthy, self.close.total
-        )
+        if self.lost() {
+            format!(
+                "rank {} lost an RDMA rail in the window: {} of {} healthy at open, {} of {} at close",
+                self.rank, self.open.healthy, self.open.total, self.close.healthy, self.close.total
+            )
+        } else {
+            format!("rank {} ran on {} of {} RDMA rails (one out of rotation since before the window)", self.rank, self.close.healthy, self.close.total)
+        }
     }
 }
 
-/// The notes of every window in `rails` that lost a rail, joined by "; ".
+/// The notes of every rank in `rails` that ran degraded, joined by "; ".
 pub fn rails_note(rails: &[RailsWindow]) -> Option<String> {
-    let lost: Vec<String> = rails.iter().filter(|r| r.lost()).map(RailsWindow::note).collect();
+    let lost: Vec<String> = rails.iter().filter(|r| r.degraded()).map(RailsWindow::note).collect();
     (!lost.is_empty()).then(|| lost.join("; "))
 }
 
@@ -58,8 +70,10 @@ mod tests {
 
     #[test]
     fn a_rail_out_of_rotation_is_named_and_a_steady_one_is_not() {
-        assert!(!w((2, 2), (2, 2)).lost());
+        assert!(!w((2, 2), (2, 2)).degraded());
         assert!(!w((2, 1), (2, 2)).lost(), "a rail back in rotation is no loss");
+        assert!(w((2, 1), (2, 1)).degraded() && !w((2, 1), (2, 1)).lost(), "lost before the window");
+        assert_eq!(w((2, 1), (2, 1)).note(), "rank 1 ran on 1 of 2 RDMA rails (one out of rotation since before the window)");
         assert!(w((2, 2), (2, 1)).lost());
         assert!(w((2, 2), (1, 1)).lost());
         assert_eq!(rails_note(&[w((2, 2), (2, 2))]), None);

@@ -405,4 +405,55 @@ fn rdma_rail_lost_in_a_window_is_warned_and_recorded() {
     assert!(lost[0]["witness"]["reason"].as_str().unwrap().contains("2 of 2 healthy at open, 1 of 2 at close"));
     assert_eq!(stderr(&o).matches("lost an RDMA rail in the window").count(), 1, "{}", stderr(&o));
     assert_eq!(rec["environment"]["store"]["library"]["generation"], "unknown", "the double links no RDMA engine");
+    let after: Vec<&Value> = reps.iter().skip_while(|r| !r["witness"]["reason"].as_str().unwrap().contains("lost an RDMA rail")).skip(1).collect();
+    assert!(after.iter().all(|r| r["witness"]["reason"].as_str().unwrap().contains("rank 0 ran on 1 of 2 RDMA rails")), "{after:?}");
+    // Lost before the first window (before any call): every window says it
+    // ran degraded, the terminal once.
+    let o = s3rdma_env(&args, tmp.path(), &[("FAKE_MINIOCPP_RAILS", "2,2"), ("FAKE_MINIOCPP_RAIL_LOST_AFTER", "0")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for r in rec["results"][0]["repeats"].as_array().unwrap() {
+        assert!(r["witness"]["reason"].as_str().unwrap().contains("ran on 1 of 2 RDMA rails (one out of rotation since before the window)"), "{r}");
+    }
+    assert_eq!(stderr(&o).matches("warning: rank 0 ran on 1 of 2 RDMA rails").count(), 1, "{}", stderr(&o));
+}
+
+/// What the helper found trying the rdma backend as a new user: a declined
+/// ranged read is redone over HTTP (as a declined whole GET is); a thread
+/// count no host can start is refused by name; a run `--require-rdma`
+/// stopped before its first window leaves a record `report` skips with a
+/// note instead of refusing every file.
+#[test]
+fn rdma_declines_threads_and_stopped_runs_as_a_user_meets_them() {
+    let s = common::server();
+    let lib = common::fake_lib();
+    let lib = lib.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut synth = rdma_args(&s.endpoint, "rdma-declines", lib);
+    synth[0] = "weights";
+    synth.extend(["--synth", "tiny", "--model", "m"]);
+    assert!(s3rdma(&synth, tmp.path()).status.success());
+    let mut w = rdma_args(&s.endpoint, "rdma-declines", lib);
+    w[0] = "weights";
+    w.extend(["--model", "m", "--verify", "--dest", "host", "--json"]);
+    let o = s3rdma_env(&w, tmp.path(), &[("FAKE_MINIOCPP_RETURN", "-2")]);
+    assert!(o.status.success(), "a declined ranged read is redone over HTTP: {}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(rec["results"]["verified"]["ok"], true);
+    let mut t = rdma_args(&s.endpoint, "rdma-declines", lib);
+    t.extend(["--sizes", "1MiB", "--rdma-threads", "5000"]);
+    assert_fails(&s3rdma(&t, tmp.path()), 2, "5000 RDMA worker threads asked for", &tmp.path().join("none"));
+    let mut f = rdma_args(&s.endpoint, "rdma-declines", lib);
+    f.extend(["--sizes", "1MiB", "--iters", "1", "--warmup", "0s", "--prepare"]);
+    assert!(s3rdma(&f, tmp.path()).status.success());
+    f.push("--require-rdma");
+    assert_eq!(s3rdma(&f, tmp.path()).status.code(), Some(3));
+    let files: Vec<String> =
+        results_in(&tmp.path().join("results")).iter().filter(|p| p.to_string_lossy().contains("fetch")).map(|p| p.to_string_lossy().into_owned()).collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    let mut r = vec!["report"];
+    r.extend(files.iter().map(String::as_str));
+    let o = s3rdma(&r, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("stopped before the first window, nothing measured"), "{}", stderr(&o));
 }

@@ -62,6 +62,10 @@ pub struct RdmaEngine {
     pub unavailable_reason: Option<String>,
 }
 
+/// Most worker threads (each owns one library client and its connections):
+/// far above any NIC's useful queue depth, well below a host's thread limit.
+pub const MAX_WORKERS: u32 = 1024;
+
 /// Largest single RDMA transfer: 4 GiB - 1 (32-bit descriptor size field).
 pub const MAX_TRANSFER: u64 = (4 << 30) - 1;
 
@@ -274,6 +278,11 @@ impl RdmaStore {
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let threads = args.rdma_threads.unwrap_or(8).max(1);
+        if threads > MAX_WORKERS {
+            return Err(StoreError::Config(format!(
+                "{threads} RDMA worker threads asked for (--rdma-threads, else the largest --concurrency): at most {MAX_WORKERS}, one library client each; lower it"
+            )));
+        }
         let mut workers = Vec::new();
         let (rtx, rrx) = std::sync::mpsc::channel();
         for i in 0..threads {
@@ -358,12 +367,7 @@ impl RdmaStore {
                 return StoreError::BufferTooSmall { key: key.into(), needed: need, capacity: cap };
             }
         }
-        let code = match rc {
-            -2 => "declined (-2)",
-            -3 => "invalid argument (-3)",
-            _ => "failed (-1)",
-        };
-        self.other("GET", key, format!("libminiocpp {code}: {}", err.unwrap_or_default()))
+        self.other("GET", key, format!("libminiocpp {}: {}", rc_name(rc), err.unwrap_or_default()))
     }
 
     /// Read `range` in windows of at most `--window` bytes, one after another
@@ -373,11 +377,19 @@ impl RdmaStore {
         // An address, not a pointer, across the awaits (raw pointers are not Send).
         let base = data_ptr(dst) as usize + at;
         let mut off = range.start;
+        let mut declined = false;
         while off < range.end {
             let n = (range.end - off).min(self.window) as usize;
             // Within dst: the callers checked its capacity.
             let op = Op::Get { key: kc.clone(), offset: Some(off), ptr: (base + (off - range.start) as usize) as *mut u8, len: n };
             let (rc, err) = self.call(op).await?;
+            if rc == -2 {
+                // Declined: this window is redone over HTTP and says so in its path.
+                super::read_into_at(&self.http, key, Some(off..off + n as u64), dst, at + (off - range.start) as usize).await?;
+                off += n as u64;
+                declined = true;
+                continue;
+            }
             if rc != n as isize {
                 // A range past the end, a missing object: the same errors as every backend.
                 let e = self.explain(key, Some(off..off + n as u64), n as u64, rc, err).await;
@@ -388,7 +400,9 @@ impl RdmaStore {
             }
             off += n as u64;
         }
-        Ok(Transfer { bytes: range.end - range.start, path: self.lib_path(), first_byte: None })
+        // A read the library declined in part went (partly) over HTTP: said as HTTP.
+        let path = if declined { TransferPath::Http } else { self.lib_path() };
+        Ok(Transfer { bytes: range.end - range.start, path, first_byte: None })
     }
 
     /// One whole-object GET of an object of `size` bytes (from a HEAD) into
@@ -445,6 +459,16 @@ impl RdmaStore {
     /// Figures of the C ABI's return codes so far.
     pub fn counts(&self) -> CallCounts {
         self.counters.snapshot()
+    }
+}
+
+/// A negative return code in words, as c_api.h names them; others by number.
+fn rc_name(rc: isize) -> String {
+    match rc {
+        -1 => "failed (-1)".into(),
+        -2 => "declined (-2)".into(),
+        -3 => "invalid argument (-3)".into(),
+        n => format!("returned {n}, which c_api.h does not define"),
     }
 }
 
@@ -606,10 +630,7 @@ impl ObjectStore for RdmaStore {
         match rc {
             n if n >= 0 => Ok(Transfer { bytes: len as u64, path: self.lib_path(), first_byte: None }),
             -2 => self.http_put(key, src, range).await,
-            _ => {
-                let code = if rc == -3 { "invalid argument (-3)" } else { "failed (-1)" };
-                Err(self.other("PUT", key, format!("libminiocpp {code}: {}", err.unwrap_or_default())))
-            }
+            _ => Err(self.other("PUT", key, format!("libminiocpp {}: {}", rc_name(rc), err.unwrap_or_default()))),
         }
     }
 
