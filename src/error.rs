@@ -214,6 +214,15 @@ impl Error {
     }
 }
 
+/// The message of a panic raised by `print!`/`eprintln!` when the output
+/// cannot be written (a full disk under a redirect, a closed pipe): std's
+/// printing macros panic ("failed printing to stdout: ..."). `None` for any
+/// other panic, which stays a bug to report.
+pub fn output_failure(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    let msg = payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied())?;
+    msg.starts_with("failed printing to std").then(|| msg.to_string())
+}
+
 /// Result alias for subcommands.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

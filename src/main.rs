@@ -25,8 +25,28 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = rt.block_on(s3rdma::run(cli)) {
-        eprintln!("error: {e}");
-        std::process::exit(e.exit_code());
+    // std's printing macros panic when the output cannot be written (a full
+    // disk under a redirect, a closed pipe): that is the user's situation,
+    // not a bug, so it ends the run with a message and exit 1, not a panic.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if s3rdma::error::output_failure(info.payload()).is_none() {
+            default_hook(info);
+        }
+    }));
+    use std::io::Write;
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(s3rdma::run(cli)))) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            let _ = writeln!(std::io::stderr(), "error: {e}");
+            std::process::exit(e.exit_code());
+        }
+        Err(p) => match s3rdma::error::output_failure(p.as_ref()) {
+            Some(msg) => {
+                let _ = writeln!(std::io::stderr(), "error: {msg}: the output could not be written (a full disk or a closed pipe?)");
+                std::process::exit(1);
+            }
+            None => std::panic::resume_unwind(p),
+        },
     }
 }

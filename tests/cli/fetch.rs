@@ -327,3 +327,21 @@ fn stream_buffers_read_large_objects_through_a_reusable_window() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("'object'"), "{}", stderr(&o));
 }
+
+/// Output that cannot be written (stdout redirected to a full device) ends
+/// the run with exit 1 and a message, not a panic, and the record is written.
+#[test]
+fn a_full_stdout_is_an_error_and_the_record_stays() {
+    let tmp = tempfile::tempdir().unwrap();
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_s3rdma"))
+        .args(["fetch", "--sizes", "1MiB", "--iters", "1", "--warmup", "0s"])
+        .current_dir(tmp.path())
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked") && err.contains("the table was not printed; the record was written to results/fetch-local-"), "{err}");
+    assert_eq!(results_in(&tmp.path().join("results")).len(), 1);
+}

@@ -38,14 +38,33 @@ pub fn conclude(
     verdict: Verdict,
     reason: &str,
 ) -> Result<()> {
-    if output.json {
-        println!("{}", serde_json::to_string_pretty(record).expect("record encodes"));
-    } else {
-        print();
-    }
+    // Output that cannot be written (stdout redirected to a full disk, a
+    // closed pipe) must not cost the measurement: the record is written
+    // anyway, then the run fails saying both.
+    let printed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if output.json {
+            println!("{}", serde_json::to_string_pretty(record).expect("record encodes"));
+        } else {
+            print();
+        }
+    }));
+    let unprinted = match printed {
+        Ok(()) => None,
+        Err(p) => match crate::error::output_failure(p.as_ref()) {
+            Some(msg) => Some(msg),
+            None => std::panic::resume_unwind(p),
+        },
+    };
     let status = exit_status(failure, require_rdma, verdict, reason);
     match record.write(&output.results_dir, started) {
-        Ok(path) => eprintln!("wrote {}", path.display()),
+        Ok(path) if unprinted.is_some() => {
+            let msg = unprinted.unwrap_or_default();
+            return status.and(Err(Error::Runtime(format!("{msg}: the table was not printed; the record was written to {}", path.display()))));
+        }
+        Ok(path) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "wrote {}", path.display());
+        }
         Err(e) => {
             // The reason first, then the measurement, so neither is lost; a
             // failed verdict or data check keeps its own exit code (3, 4).
