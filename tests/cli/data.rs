@@ -486,3 +486,40 @@ fn a_listing_the_server_never_ends_is_an_error_not_a_truncation() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("after 1000 keys the server answered IsTruncated=true without a NextContinuationToken"), "{}", stderr(&o));
 }
+
+/// Listings that never advance end with an error after a few requests, in
+/// bounded memory: a server that cycles its continuation tokens (A, B, A, ...)
+/// and one that hands out new tokens over the same keys.
+#[test]
+fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
+    for (mode, says) in [("cycle", "answered a NextContinuationToken it had given before ('A')"), ("repeat", "sent a page of keys it had listed already")] {
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = calls.clone();
+        let stub = common::metrics_server(move |path| {
+            if !path.contains("list-type=2") {
+                return common::Answer { status: 200, content_type: "application/xml", body: String::new() };
+            }
+            let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // cycle: new keys on every page but tokens A, B, A, ...; repeat: the same keys under new tokens.
+            let (page, token) = match mode {
+                "cycle" => (n, if n % 2 == 0 { "A".to_string() } else { "B".to_string() }),
+                _ => (0, format!("T{n}")),
+            };
+            let keys: String = (0..100).map(|i| format!("<Contents><Key>t-{:06}.json</Key><Size>8</Size></Contents>", page * 100 + i)).collect();
+            common::Answer {
+                status: 200,
+                content_type: "application/xml",
+                body: format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>bbb</Name><KeyCount>100</KeyCount><MaxKeys>100</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>{token}</NextContinuationToken>{keys}</ListBucketResult>"
+                ),
+            }
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let args =
+            ["tokens", "--backend", "http", "--endpoint", &stub.base, "--access-key", "a", "--secret-key", "b", "--bucket", "bbb", "--prefix", "t", "--dest", "host"];
+        let o = s3rdma(&args, tmp.path());
+        assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{mode}: {}", stderr(&o));
+        assert!(calls.load(std::sync::atomic::Ordering::SeqCst) <= 4, "{mode}: {} LISTs", calls.load(std::sync::atomic::Ordering::SeqCst));
+    }
+}

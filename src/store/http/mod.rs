@@ -505,7 +505,11 @@ impl ObjectStore for HttpStore {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
-        let mut previous: Option<String> = None;
+        // Every token and key seen: a server that cycles through tokens (A, B,
+        // A, ...) or pages the same keys again would otherwise be listed until
+        // memory runs out.
+        let mut tokens = std::collections::HashSet::new();
+        let mut keys = std::collections::HashSet::new();
         loop {
             let resp = self
                 .client
@@ -516,8 +520,12 @@ impl ObjectStore for HttpStore {
                 .send()
                 .await
                 .map_err(|e| self.map_err("LIST", prefix, e))?;
+            let mut new_keys = 0usize;
             for o in resp.contents() {
-                if let Some(k) = o.key() {
+                if let Some(k) = o.key()
+                    && keys.insert(k.to_string())
+                {
+                    new_keys += 1;
                     out.push(ObjectMeta { key: k.to_string(), size: o.size().unwrap_or(0).max(0) as u64 });
                 }
             }
@@ -534,11 +542,11 @@ impl ObjectStore for HttpStore {
             match (resp.is_truncated() == Some(true), resp.next_continuation_token()) {
                 (false, _) => break,
                 (true, None) => return Err(broken("answered IsTruncated=true without a NextContinuationToken")),
-                (true, Some(t)) if Some(t) == previous.as_deref() => return Err(broken("answered the same NextContinuationToken twice")),
-                (true, Some(t)) => {
-                    previous = Some(t.to_string());
-                    token = Some(t.to_string());
+                (true, Some(_)) if new_keys == 0 && !resp.contents().is_empty() => {
+                    return Err(broken("sent a page of keys it had listed already"));
                 }
+                (true, Some(t)) if !tokens.insert(t.to_string()) => return Err(broken(&format!("answered a NextContinuationToken it had given before ('{t}')"))),
+                (true, Some(t)) => token = Some(t.to_string()),
             }
         }
         out.sort_by(|a, b| a.key.cmp(&b.key));
