@@ -515,8 +515,23 @@ fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
             }
         });
         let tmp = tempfile::tempdir().unwrap();
-        let args =
-            ["tokens", "--backend", "http", "--endpoint", &stub.base, "--access-key", "a", "--secret-key", "b", "--bucket", "bbb", "--prefix", "t", "--dest", "host"];
+        let args = [
+            "tokens",
+            "--backend",
+            "http",
+            "--endpoint",
+            &stub.base,
+            "--access-key",
+            "a",
+            "--secret-key",
+            "b",
+            "--bucket",
+            "bbb",
+            "--prefix",
+            "t",
+            "--dest",
+            "host",
+        ];
         let o = s3rdma(&args, tmp.path());
         assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
         assert!(stderr(&o).contains(says), "{mode}: {}", stderr(&o));

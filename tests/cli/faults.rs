@@ -376,3 +376,33 @@ fn a_flipped_byte_under_right_headers_is_caught_by_the_checkpoint_manifest() {
     assert_ne!(o.status.code(), Some(0), "{err}");
     assert!(err.contains("part0") && !err.contains("panicked"), "{err}");
 }
+
+/// A server asking (Retry-After) to wait longer than the tool waits between
+/// attempts: the run stops at once on both GET paths, naming the wait, not
+/// `--attempts`.
+#[test]
+fn a_retry_after_beyond_the_cap_is_named_not_blamed_on_attempts() {
+    let s = common::server();
+    let mut base = creds("fetch", "faults-wait");
+    base.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--objects", "1"]);
+    let mut first = base.clone();
+    first.push("--prepare");
+    prepare(&first, &s.endpoint);
+    for path in ["direct", "sdk"] {
+        let mut a = base.clone();
+        a.extend(["--http-get", path]);
+        let rule = Rule {
+            method: Some("GET"),
+            path_contains: Some("/faults-wait/".into()),
+            skip: 0,
+            count: None,
+            fault: Fault::Status { code: 503, retry_after: Some("120") },
+        };
+        let (o, took, tmp, injected, _) = faulted(&a, &s.endpoint, rule);
+        let err = stderr(&o);
+        assert_eq!((o.status.code(), injected), (Some(1), 1), "{path}: {err}");
+        assert!(err.contains("the server asked to wait 2m (Retry-After), more than the 30s this tool waits"), "{path}: {err}");
+        assert!(!err.contains("--attempts") && took < Duration::from_secs(5), "{path} {took:?}: {err}");
+        assert!(results_in(&tmp.path().join("results")).is_empty());
+    }
+}

@@ -34,6 +34,12 @@ impl HttpStore {
                 };
                 self.map_status(op, key, status, "", Some(&msg))
             }
+            SdkError::ServiceError(ctx)
+                if let Some(wait) = ctx.raw().headers().get("retry-after").and_then(super::direct::parse_retry_after)
+                    && wait > super::direct::MAX_RETRY_AFTER =>
+            {
+                self.asked_to_wait(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), wait)
+            }
             SdkError::ServiceError(ctx) => self.map_status(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), ctx.err().message()),
             SdkError::ResponseError(ctx) => StoreError::Other {
                 op,
@@ -47,6 +53,23 @@ impl HttpStore {
                 ),
             },
             _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err) },
+        }
+    }
+
+    /// A server that asked (`Retry-After`) to wait longer than this tool
+    /// waits between attempts: the run stops at once and says so, naming the
+    /// wait, instead of stalling or blaming `--attempts`.
+    pub(super) fn asked_to_wait(&self, op: &'static str, key: &str, status: u16, code: &str, wait: std::time::Duration) -> StoreError {
+        let code = if code.is_empty() { String::new() } else { format!(" {code}") };
+        StoreError::Other {
+            op,
+            key: key.into(),
+            location: self.endpoint.clone(),
+            detail: format!(
+                "HTTP {status}{code}: the server asked to wait {} (Retry-After), more than the {} this tool waits between attempts, so no further request was made: try again later",
+                humantime::format_duration(wait),
+                humantime::format_duration(super::direct::MAX_RETRY_AFTER)
+            ),
         }
     }
 
@@ -118,6 +141,9 @@ impl HttpStore {
     /// Map a direct-path error (see [`DirectError`]).
     pub(super) fn map_direct(&self, key: &str, e: DirectError) -> StoreError {
         match e {
+            DirectError::Status { status, code, retry_after: Some(wait), .. } if wait > super::direct::MAX_RETRY_AFTER => {
+                self.asked_to_wait("GET", key, status, &code, wait)
+            }
             DirectError::Status { status, code, message, .. } => self.map_status("GET", key, status, &code, Some(&message)),
             DirectError::Io(detail) if detail.starts_with("connect to ") => StoreError::Unreachable { location: self.endpoint.clone(), detail },
             DirectError::Io(detail) | DirectError::Closed(detail) => self.broken("GET", key, detail),

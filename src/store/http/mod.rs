@@ -545,7 +545,9 @@ impl ObjectStore for HttpStore {
                 (true, Some(_)) if new_keys == 0 && !resp.contents().is_empty() => {
                     return Err(broken("sent a page of keys it had listed already"));
                 }
-                (true, Some(t)) if !tokens.insert(t.to_string()) => return Err(broken(&format!("answered a NextContinuationToken it had given before ('{t}')"))),
+                (true, Some(t)) if !tokens.insert(t.to_string()) => {
+                    return Err(broken(&format!("answered a NextContinuationToken it had given before ('{t}')")));
+                }
                 (true, Some(t)) => token = Some(t.to_string()),
             }
         }
