@@ -229,10 +229,15 @@ impl Witness {
                 if status.as_u16() == 401 || status.as_u16() == 403 { ": check --metrics-token (or the access/secret key the token is made from)" } else { "" };
             return Err(format!("metrics target {url} answered HTTP {} ({ctype}){hint}", status.as_u16()));
         }
-        if !(ctype.starts_with("text/plain") || ctype.starts_with("application/openmetrics-text")) {
+        let openmetrics = ctype.starts_with("application/openmetrics-text");
+        if !(ctype.starts_with("text/plain") || openmetrics) {
             return Err(format!("metrics target {url} answered {ctype:?}, not the Prometheus text format"));
         }
-        resp.text().await.map_err(|e| format!("metrics target {url}: body broke: {}", root_cause(&e)))
+        let encoding = resp.headers().get(reqwest::header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).unwrap_or("identity").trim().to_ascii_lowercase();
+        let body = resp.bytes().await.map_err(|e| format!("metrics target {url}: body broke: {}", root_cause(&e)))?;
+        // Compressed although never asked for (a proxy that compresses regardless).
+        let text = decode_body(&encoding, &body).map_err(|why| format!("metrics target {url}: {why}"))?;
+        Ok(if openmetrics { openmetrics_as_text(&text) } else { text })
     }
 
     async fn snapshot(&self) -> Snapshot {

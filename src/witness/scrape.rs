@@ -37,6 +37,64 @@ fn witnessed(name: &str) -> bool {
     name.starts_with(RDMA_PREFIX) || name == HTTP_SENT || name == HTTP_RECEIVED
 }
 
+/// An OpenMetrics answer (`application/openmetrics-text`, what client_golang
+/// writes when OpenMetrics is negotiated) as the Prometheus text format the
+/// parser reads, for the series the witness reads
+/// (<https://github.com/prometheus/OpenMetrics/blob/main/specification/OpenMetrics.md>):
+/// a counter family's samples carry `_total` (MinIO's text names for the
+/// HTTP traffic counters do not: the suffix is dropped for those two) and
+/// `_created` (dropped: a timestamp, not a count); an exemplar after ` # `
+/// and a timestamp in seconds with a fraction are dropped; `# EOF` ends it.
+pub fn openmetrics_as_text(om: &str) -> String {
+    let mut out = String::with_capacity(om.len());
+    for line in om.lines().map(str::trim) {
+        if line == "# EOF" {
+            break;
+        }
+        if line.starts_with('#') || line.is_empty() {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        // The exemplar: " # {labels} value [timestamp]" after the sample.
+        let sample = line.split_once(" # ").map_or(line, |(s, _)| s).trim_end();
+        let name_end = sample.find(|c: char| c == '{' || c.is_whitespace()).unwrap_or(sample.len());
+        let (name, rest) = sample.split_at(name_end);
+        if name.ends_with("_created") && witnessed(name.trim_end_matches("_created").trim_end_matches("_total")) {
+            continue;
+        }
+        let name = match name.strip_suffix("_total") {
+            Some(base) if base == HTTP_SENT || base == HTTP_RECEIVED => base,
+            _ => name,
+        };
+        // Labels may hold spaces: the value and timestamp follow the closing brace.
+        let (labels, tail) = match rest.rfind('}') {
+            Some(i) => rest.split_at(i + 1),
+            None => ("", rest),
+        };
+        let value = tail.split_whitespace().next().unwrap_or("");
+        out.push_str(&format!("{name}{labels} {value}\n"));
+    }
+    out
+}
+
+/// A metrics body as text, decompressed by its `Content-Encoding` (`gzip`,
+/// `x-gzip`, `deflate` = zlib as HTTP defines it, or none).
+///
+/// Errors: another encoding, or a body that does not decompress.
+pub fn decode_body(encoding: &str, body: &[u8]) -> std::result::Result<String, String> {
+    use std::io::Read;
+    let mut s = String::new();
+    let read = match encoding {
+        "identity" | "" => return Ok(String::from_utf8_lossy(body).into_owned()),
+        "gzip" | "x-gzip" => flate2::read::GzDecoder::new(body).read_to_string(&mut s),
+        "deflate" => flate2::read::ZlibDecoder::new(body).read_to_string(&mut s),
+        other => return Err(format!("answered with Content-Encoding {other:?}, which the witness cannot read (gzip, deflate or none)")),
+    };
+    read.map_err(|e| format!("its {encoding} body does not decompress: {e}"))?;
+    Ok(s)
+}
+
 /// Parse Prometheus text exposition into `(name, sorted labels, value)` for
 /// every sample of a series the witness reads (`minio_api_rdma_*`,
 /// `minio_api_requests_traffic_*`); other series are skipped unread.
@@ -289,4 +347,49 @@ pub struct FabricReport {
 pub fn fabric_diff(before: &FabricSnapshot, after: &FabricSnapshot) -> FabricReport {
     let deltas: BTreeMap<String, u64> = after.0.iter().map(|(k, v)| (k.clone(), v.saturating_sub(before.0.get(k).copied().unwrap_or(*v)))).collect();
     FabricReport { present: !after.0.is_empty(), total_errors: deltas.values().sum(), deltas }
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    fn sums(text: &str) -> Vec<(String, f64)> {
+        parse_exposition(text).unwrap().into_iter().map(|(n, _, v)| (n, v)).collect()
+    }
+
+    /// The same two counters as MinIO's text, as client_golang's OpenMetrics
+    /// (`_total`, `_created`, `# EOF`), with exemplars, and with timestamps
+    /// in seconds: each reads as the text does.
+    #[test]
+    fn openmetrics_answers_read_as_the_text_format() {
+        let l = r#"{server="n:9000",type="s3"}"#;
+        let want = vec![(HTTP_SENT.to_string(), 5000.0), (HTTP_RECEIVED.to_string(), 7000.0)];
+        let native = format!(
+            "# TYPE {HTTP_SENT} counter\n{HTTP_SENT}_total{l} 5000\n{HTTP_SENT}_created{l} 1.796e+09\n\
+             # TYPE {HTTP_RECEIVED} counter\n{HTTP_RECEIVED}_total{l} 7000\n{HTTP_RECEIVED}_created{l} 1.796e+09\n# EOF\n"
+        );
+        assert_eq!(sums(&openmetrics_as_text(&native)), want);
+        let exemplar = native.replace(" 5000\n", " 5000 # {trace_id=\"4bf9\"} 1.0 1796218000.125\n");
+        assert_eq!(sums(&openmetrics_as_text(&exemplar)), want);
+        let ts = format!("# TYPE {HTTP_SENT} unknown\n{HTTP_SENT}{l} 5000 1796218000.125\n{HTTP_RECEIVED}{l} 7000 1796218000.125\n# EOF\n");
+        assert_eq!(sums(&openmetrics_as_text(&ts)), want);
+        // RDMA counters keep their _total; their _created samples are no counts.
+        let rdma = format!("minio_api_rdma_read_bytes_total{l} 4096\nminio_api_rdma_read_bytes_created{l} 1.7e9\n# EOF\n");
+        assert_eq!(sums(&openmetrics_as_text(&rdma)), vec![("minio_api_rdma_read_bytes_total".to_string(), 4096.0)]);
+    }
+
+    #[test]
+    fn compressed_bodies_are_decoded_by_their_encoding() {
+        use std::io::Write;
+        let text = "minio_api_requests_traffic_sent_bytes 12\n";
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(text.as_bytes()).unwrap();
+        assert_eq!(decode_body("gzip", &gz.finish().unwrap()).unwrap(), text);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(text.as_bytes()).unwrap();
+        assert_eq!(decode_body("deflate", &z.finish().unwrap()).unwrap(), text);
+        assert_eq!(decode_body("identity", text.as_bytes()).unwrap(), text);
+        assert!(decode_body("br", b"x").unwrap_err().contains("\"br\""));
+        assert!(decode_body("gzip", b"not gzip").unwrap_err().contains("does not decompress"));
+    }
 }
