@@ -130,6 +130,37 @@ fn canonical_benchmark(name: &str) -> String {
     n
 }
 
+/// Beyond any host this tool measures: 10 TB/s (a hundred 800 Gb/s NICs, or
+/// every lane of the fastest memory bus), and a thousand cores of one process.
+const MAX_GBPS: f64 = 10_000.0;
+const MAX_CORES: f64 = 1_000.0;
+
+/// Why a row's figures cannot be a measurement (negative, not finite, beyond
+/// physical bounds: a hand-edited or damaged record), or `None`.
+pub fn impossible(row: &Row) -> Option<String> {
+    let s = &row.value;
+    for (what, x) in [("a median", s.median), ("a minimum", s.min), ("a maximum", s.max)] {
+        if !x.is_finite() || x < 0.0 {
+            return Some(format!("{what} {} of {x}", row.metric));
+        }
+    }
+    if let Some(g) = row.gbps.filter(|g| !g.is_finite() || *g < 0.0 || *g > MAX_GBPS) {
+        return Some(format!("{g} GB/s (beyond {MAX_GBPS} GB/s or not a rate)"));
+    }
+    if row.metric == "GB/s" && s.max > MAX_GBPS {
+        return Some(format!("{} GB/s (beyond {MAX_GBPS} GB/s)", s.max));
+    }
+    if let Some(c) = row.cpu_cores.filter(|c| !c.is_finite() || *c < 0.0 || *c > MAX_CORES) {
+        return Some(format!("{c} client cores"));
+    }
+    if let Some(w) = &row.wall_s
+        && [w.median, w.min, w.max].iter().any(|x| !x.is_finite() || *x < 0.0)
+    {
+        return Some(format!("a wall time of {} s", w.median));
+    }
+    row.dims.iter().find(|(_, v)| v.parse::<f64>().is_ok_and(|x| !x.is_finite() || x > 1e15)).map(|(k, v)| format!("{k} = {v}"))
+}
+
 /// Every row of one record. `file` names it in the table.
 pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
     let bad = |why: &str| Error::Usage(format!("{file}: {why}: pass result records written by s3rdma (or the original suite)"));
@@ -366,7 +397,14 @@ pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
         }
         // One malformed record costs its rows, not the whole report.
         match rows_of(&v, &name) {
-            Ok(r) => rows.extend(r),
+            Ok(r) => {
+                for row in r {
+                    match impossible(&row) {
+                        Some(why) => eprintln!("note: {name}: a {} row with {why} is no measurement: skipped", row.benchmark),
+                        None => rows.push(row),
+                    }
+                }
+            }
             Err(e) => eprintln!("note: {e}: skipped"),
         }
     }

@@ -173,3 +173,36 @@ fn report_shows_each_row_the_verdict_of_its_own_windows_never_a_stored_string() 
     edited["backend"] = "LOCAL".into();
     assert!(rows_of(&edited).iter().all(|(_, v)| v == "not-applicable"));
 }
+
+/// Impossible figures in a record (hand-edited or damaged: a negative rate,
+/// one beyond 10 TB/s, a concurrency of 1.2e24) are named and skipped, never
+/// shown as measurements; the good records around them still make the table.
+#[test]
+fn impossible_figures_are_named_and_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma(&["fetch", "--sizes", "1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let good = results_in(&tmp.path().join("results")).pop().unwrap();
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    let mut files = vec![good.to_string_lossy().into_owned()];
+    for (name, edit) in [
+        ("negative.json", ("/results/0/repeats/0/throughput_gbps", serde_json::json!(-5.0))),
+        ("beyond.json", ("/results/0/repeats/0/throughput_gbps", serde_json::json!(1e300))),
+        ("concurrency.json", ("/results/0/concurrency", serde_json::json!(1.2e24))),
+    ] {
+        let mut r = rec.clone();
+        *r.pointer_mut(edit.0).unwrap() = edit.1;
+        let p = tmp.path().join(name);
+        std::fs::write(&p, serde_json::to_string(&r).unwrap()).unwrap();
+        files.push(p.to_string_lossy().into_owned());
+    }
+    let mut args = vec!["report"];
+    args.extend(files.iter().map(String::as_str));
+    let o = s3rdma(&args, tmp.path());
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(o.status.success(), "{err}");
+    for f in ["negative.json", "beyond.json", "concurrency.json"] {
+        assert!(err.contains(&format!("note: {f}: a fetch row with")) && !out.contains(f), "{f}: {err}\n{out}");
+    }
+    assert!(out.contains(good.file_name().unwrap().to_str().unwrap()), "{out}");
+}
