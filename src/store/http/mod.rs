@@ -89,7 +89,14 @@ impl HttpStore {
                 ChecksumMode::WhenRequired => ResponseChecksumValidation::WhenRequired,
                 ChecksumMode::WhenSupported => ResponseChecksumValidation::WhenSupported,
             })
-            .retry_config(RetryConfig::standard().with_max_attempts(args.attempts))
+            // The direct GET path's backoff (50 ms doubling): the SDK's default
+            // (1 s doubling, up to 20 s) alone broke the bound on time to error.
+            .retry_config(
+                RetryConfig::standard()
+                    .with_max_attempts(args.attempts)
+                    .with_initial_backoff(std::time::Duration::from_millis(50))
+                    .with_max_backoff(std::time::Duration::from_secs(1)),
+            )
             .timeout_config(TimeoutConfig::builder().connect_timeout(args.connect_timeout).read_timeout(args.read_timeout).build())
             // A body that stops is bounded by --read-timeout too (the SDK's default grace is 20 s).
             .stalled_stream_protection(StalledStreamProtectionConfig::enabled().grace_period(args.read_timeout).build())
@@ -304,7 +311,11 @@ impl HttpStore {
         let mut parts = match result {
             Ok(p) => p,
             Err(e) => {
-                let _ = self.client.abort_multipart_upload().bucket(&self.bucket).key(key).upload_id(&upload_id).send().await;
+                // Clean-up gets one short budget, never a new round of
+                // attempts: against a hung server the failure must come within
+                // attempts x --read-timeout (plus this), not twice that.
+                let abort = self.client.abort_multipart_upload().bucket(&self.bucket).key(key).upload_id(&upload_id).send();
+                let _ = tokio::time::timeout(self.read_timeout, abort).await;
                 pending.done = true;
                 return Err(e);
             }
