@@ -72,8 +72,20 @@ fn http_with(bucket: &str, get: &str) -> Arc<dyn ObjectStore> {
 /// over HTTP. A 3 MiB transfer ceiling and 1 MiB windows make the ranged and
 /// multipart bodies cross every boundary the 4 GiB limit creates in real runs.
 fn rdma(bucket: &str) -> Arc<dyn ObjectStore> {
+    rdma_through(&common::fake_lib(), bucket)
+}
+
+/// The rdma backend through the real libminiocpp (minio-cpp v0.6.0, libs3rdma
+/// generation, no RDMA device here: every transfer takes its HTTP fallback),
+/// with the same ceilings as the double. `None` where it is not built (see
+/// [`common::real_lib`]).
+fn rdma_real(bucket: &str) -> Option<Arc<dyn ObjectStore>> {
+    let lib = common::real_lib(&format!("conformance over the real libminiocpp ({bucket})"))?;
+    Some(rdma_through(&lib, bucket))
+}
+
+fn rdma_through(lib: &std::path::Path, bucket: &str) -> Arc<dyn ObjectStore> {
     let s = common::server();
-    let lib = common::fake_lib();
     open(&[
         "--backend",
         "rdma",
@@ -94,35 +106,6 @@ fn rdma(bucket: &str) -> Arc<dyn ObjectStore> {
         "--rdma-threads",
         "3",
     ])
-}
-
-/// The rdma backend through the real libminiocpp (minio-cpp v0.6.0, libs3rdma
-/// generation, no RDMA device here: every transfer takes its HTTP fallback),
-/// with the same ceilings as the double. `None` where it is not built (see
-/// [`common::real_lib`]).
-fn rdma_real(bucket: &str) -> Option<Arc<dyn ObjectStore>> {
-    let lib = common::real_lib(&format!("conformance over the real libminiocpp ({bucket})"))?;
-    let s = common::server();
-    Some(open(&[
-        "--backend",
-        "rdma",
-        "--rdma-lib",
-        lib.to_str().unwrap(),
-        "--endpoint",
-        &s.endpoint,
-        "--access-key",
-        common::ACCESS_KEY,
-        "--secret-key",
-        common::SECRET_KEY,
-        "--bucket",
-        bucket,
-        "--rdma-max-transfer",
-        "3MiB",
-        "--window",
-        "1MiB",
-        "--rdma-threads",
-        "3",
-    ]))
 }
 
 fn random(n: usize, seed: u64) -> Buffer {

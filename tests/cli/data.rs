@@ -446,6 +446,14 @@ fn train_resnet50_on_cpu_loss_falls() {
     assert_eq!(rec["results"]["dataset"]["stepper"]["model"], "resnet50 (tch::vision::resnet, torchvision layout)");
 }
 
+/// `tokens` over http against a listing stub at `base` (bucket bbb, prefix t).
+fn tokens_over(base: &str) -> Output {
+    let tmp = tempfile::tempdir().unwrap();
+    let args =
+        ["tokens", "--backend", "http", "--endpoint", base, "--access-key", "a", "--secret-key", "b", "--bucket", "bbb", "--prefix", "t", "--dest", "host"];
+    s3rdma(&args, tmp.path())
+}
+
 #[test]
 fn a_listing_the_server_never_ends_is_an_error_not_a_truncation() {
     // ../shared/cases/list-truncated-without-token: every ListObjectsV2 page says
@@ -464,25 +472,7 @@ fn a_listing_the_server_never_ends_is_an_error_not_a_truncation() {
             common::Answer { status: 200, content_type: "application/xml", body: String::new() }
         }
     });
-    let tmp = tempfile::tempdir().unwrap();
-    let args = [
-        "tokens",
-        "--backend",
-        "http",
-        "--endpoint",
-        &stub.base,
-        "--access-key",
-        "a",
-        "--secret-key",
-        "b",
-        "--bucket",
-        "bbb",
-        "--prefix",
-        "t",
-        "--dest",
-        "host",
-    ];
-    let o = s3rdma(&args, tmp.path());
+    let o = tokens_over(&stub.base);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("after 1000 keys the server answered IsTruncated=true without a NextContinuationToken"), "{}", stderr(&o));
 }
@@ -514,25 +504,7 @@ fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
                 ),
             }
         });
-        let tmp = tempfile::tempdir().unwrap();
-        let args = [
-            "tokens",
-            "--backend",
-            "http",
-            "--endpoint",
-            &stub.base,
-            "--access-key",
-            "a",
-            "--secret-key",
-            "b",
-            "--bucket",
-            "bbb",
-            "--prefix",
-            "t",
-            "--dest",
-            "host",
-        ];
-        let o = s3rdma(&args, tmp.path());
+        let o = tokens_over(&stub.base);
         assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
         assert!(stderr(&o).contains(says), "{mode}: {}", stderr(&o));
         assert!(calls.load(std::sync::atomic::Ordering::SeqCst) <= 4, "{mode}: {} LISTs", calls.load(std::sync::atomic::Ordering::SeqCst));
