@@ -492,7 +492,7 @@ fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
             let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             // cycle: new keys on every page but tokens A, B, A, ...; repeat: the same keys under new tokens.
             let (page, token) = match mode {
-                "cycle" => (n, if n % 2 == 0 { "A".to_string() } else { "B".to_string() }),
+                "cycle" => (n, if n.is_multiple_of(2) { "A".to_string() } else { "B".to_string() }),
                 _ => (0, format!("T{n}")),
             };
             let keys: String = (0..100).map(|i| format!("<Contents><Key>t-{:06}.json</Key><Size>8</Size></Contents>", page * 100 + i)).collect();
