@@ -52,10 +52,11 @@ cargo build --release --locked --workspace
 # The real libminiocpp (minio-cpp v0.6.0 or later, RDMA through its vendored
 # libs3rdma) for the tests that run the rdma backend through it: built by
 # scripts/build-libminiocpp.sh (about 2 minutes on 2 cores, skipped when up to
-# date) from S3RDMA_MINIOCPP_SRC, by default the sources beside this checkout
-# (../shared/third_party: minio-cpp ff2189b and cpp-httplib 0.53.1). Under
+# date) from S3RDMA_MINIOCPP_SRC (a minio-cpp checkout; S3RDMA_HTTPLIB_DIR
+# holds cpp-httplib's httplib.h), by default the copies of minio-cpp ff2189b
+# and cpp-httplib 0.53.1 the CI machine keeps beside the checkout. Under
 # CI=true a missing source fails the run; elsewhere those tests skip and say how.
-# The workplace keeps them at /work/shared/third_party when the checkout is elsewhere.
+# Beside the checkout, or at the CI machine's fixed place when the clone is elsewhere.
 MINIOCPP_SRC=${S3RDMA_MINIOCPP_SRC:-}
 HTTPLIB_DIR=${S3RDMA_HTTPLIB_DIR:-}
 if [ -z "$MINIOCPP_SRC" ]; then

@@ -3,8 +3,19 @@
 use clap::Parser;
 use s3rdma::cli::Cli;
 
+/// Environment variables the flags fall back to (`env = ...` in `src/cli/`).
+const FLAG_ENV: [&str; 6] = ["AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_SECRET_ACCESS_KEY", "MINIOCPP_LIB", "S3RDMA_METRICS_TOKEN"];
+
 fn main() {
     s3rdma::clock::mark_main();
+    // An empty variable is an unset one, as the AWS CLI and SDKs read them
+    // (`MINIOCPP_LIB= s3rdma fetch` must not demand a value for --rdma-lib).
+    for k in FLAG_ENV {
+        if std::env::var_os(k).is_some_and(|v| v.is_empty()) {
+            // SAFETY: the first thing main does, before any other thread exists.
+            unsafe { std::env::remove_var(k) };
+        }
+    }
     let cli = Cli::parse();
     let default = match cli.verbose {
         // Our warnings only: dependencies' go through -v and RUST_LOG.

@@ -295,7 +295,7 @@ fn sdk_retries_wait_for_retry_after_and_are_counted() {
     assert_eq!(r["bytes"], 100 * 1024);
 }
 
-/// The lies of `../shared/tools/liarproxy.py` a ranged read can meet, each
+/// The lies of a proxy or gateway a ranged read can meet, each
 /// with what the error must say: bytes that are not the requested bytes end
 /// the run (exit 1, no record), never counted.
 fn read_lies() -> Vec<(&'static str, Fault, Option<u32>, &'static str)> {

@@ -345,3 +345,13 @@ fn a_full_stdout_is_an_error_and_the_record_stays() {
     assert!(!err.contains("panicked") && err.contains("the table was not printed; the record was written to results/fetch-local-"), "{err}");
     assert_eq!(results_in(&tmp.path().join("results")).len(), 1);
 }
+
+/// An empty variable is an unset one (as the AWS CLI reads them): an empty
+/// MINIOCPP_LIB or AWS_ENDPOINT_URL neither demands a value nor warns.
+#[test]
+fn empty_environment_variables_are_unset_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = s3rdma_env(&["fetch", "--sizes", "1MiB", "--iters", "1", "--warmup", "0s"], tmp.path(), &[("MINIOCPP_LIB", ""), ("AWS_ENDPOINT_URL", "")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}

@@ -32,7 +32,7 @@ pub enum Fault {
     StallBody(usize),
     /// Close the connection at once without answering (a server gone mid-run).
     Refuse,
-    /// Lies of `../shared/tools/liarproxy.py`: forward, then shift the
+    /// Lies a proxy or gateway tells: forward, then shift the
     /// answer's `Content-Range` first and last byte by this many bytes, the
     /// body untouched (`bad_cr`: another range, said in the header).
     ShiftContentRange(i64),
