@@ -114,6 +114,9 @@ fn real_library_verify_names_the_generation_and_fails_with_its_reason() {
     assert!(result.starts_with("RESULT: FAIL") && result.contains("RDMA unavailable"), "{result}");
     assert_eq!(out.matches(": bytes match").count(), 2, "both host GETs byte-exact: {out}");
     assert!(!out.contains("informational"), "with libs3rdma host probes decide: {out}");
+    let err = stderr(&o);
+    assert!(err.contains("RDMA not proven (verify on the rdma backend passes only when every probe is rdma-verified)"), "{err}");
+    assert!(!err.contains("--require-rdma"), "no flag was passed: {err}");
 }
 
 #[test]

@@ -258,10 +258,19 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         rdma_witness: json!({"verdict": verdict, "reason": reason, "config": witness.describe(), "windows": windows}),
         ..RunRecord::new("verify", backend.name(), started, args.output.tag.clone())
     };
-    // On the rdma backend verify exists to prove RDMA: anything else is exit 3, as --require-rdma.
-    let require = args.witness.require_rdma || witness.expects_rdma();
+    // On the rdma backend verify exists to prove RDMA: anything else is exit
+    // 3, as with --require-rdma, and said as verify's own rule (the user may
+    // not have passed that flag).
+    let failure = failure.or_else(|| {
+        (witness.expects_rdma() && !args.witness.require_rdma && verdict != Verdict::RdmaVerified).then(|| {
+            Error::WitnessFailed(format!(
+                "RDMA not proven (verify on the rdma backend passes only when every probe is rdma-verified): witness verdict {} for {reason}",
+                verdict.as_str()
+            ))
+        })
+    });
     // The steps were printed as they ran.
-    super::session::conclude(&record, &args.output, started, || {}, failure, require, verdict, &reason)
+    super::session::conclude(&record, &args.output, started, || {}, failure, args.witness.require_rdma, verdict, &reason)
 }
 
 /// "host 4KiB, 64MiB; device 4KiB, 64MiB": the memory kinds and sizes the
