@@ -11,7 +11,7 @@ use crate::format::ckpt::{self, Manifest, TensorSpec};
 use crate::format::shards::{JpegIndex, JpegSample};
 use crate::format::weights::parse_header;
 use crate::ranks::{from_vars, slurm_tasks_on_node};
-use crate::store::http::direct::content_range_total;
+use crate::store::http::served::content_range;
 use crate::witness::scrape::parse_exposition;
 
 /// Every variable the launcher detection reads.
@@ -70,22 +70,22 @@ proptest! {
 
     #[test]
     fn content_range_never_panics(h in "\\PC{0,40}") {
-        let _ = content_range_total(&h);
+        let _ = content_range(&h);
     }
 
-    /// A well-formed header gives its size; a range past the size, a
-    /// reversed one, or an unknown size gives none.
+    /// A well-formed header gives its range and size; a range past the
+    /// size, a reversed one, an unsatisfied (`*`) one or an unknown size gives none.
     #[test]
     fn content_range_round_trips(first in 0u64..1 << 50, len in 1u64..1 << 40, extra in 0u64..1 << 20) {
         let last = first + len - 1;
         let size = last + 1 + extra;
-        prop_assert_eq!(content_range_total(&format!("bytes {first}-{last}/{size}")), Some(size));
-        prop_assert_eq!(content_range_total(&format!("bytes */{size}")), Some(size));
-        prop_assert_eq!(content_range_total(&format!("bytes {first}-{last}/{last}")), None);
+        prop_assert_eq!(content_range(&format!("bytes {first}-{last}/{size}")), Some((first..=last, size)));
+        prop_assert_eq!(content_range(&format!("bytes */{size}")), None);
+        prop_assert_eq!(content_range(&format!("bytes {first}-{last}/{last}")), None);
         if len > 1 {
-            prop_assert_eq!(content_range_total(&format!("bytes {last}-{first}/{size}")), None);
+            prop_assert_eq!(content_range(&format!("bytes {last}-{first}/{size}")), None);
         }
-        prop_assert_eq!(content_range_total(&format!("bytes {first}-{last}/*")), None);
+        prop_assert_eq!(content_range(&format!("bytes {first}-{last}/*")), None);
     }
 
     #[test]

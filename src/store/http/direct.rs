@@ -82,8 +82,6 @@ pub struct Response {
     pub status: u16,
     /// Body length in bytes (`Content-Length`).
     pub content_length: u64,
-    /// Object size from `Content-Range: bytes a-b/total`, when the server sent one with a total.
-    pub total: Option<u64>,
     /// The `Content-Range` header as sent.
     pub content_range: Option<String>,
     /// The `ETag` header as sent (the object version this part came from).
@@ -140,21 +138,6 @@ impl Retries {
             ("get_retries_io", self.io.load(Ordering::Relaxed)),
         ]
     }
-}
-
-/// The object size a `Content-Range` header gives (RFC 9110 §14.4):
-/// `bytes <first>-<last>/<size>` with first <= last < size, or
-/// `bytes */<size>` (an unsatisfiable range); `None` for anything else,
-/// an unknown size (`/*`) included.
-pub fn content_range_total(h: &str) -> Option<u64> {
-    let (range, size) = h.trim().strip_prefix("bytes ")?.split_once('/')?;
-    let size: u64 = size.trim().parse().ok()?;
-    if range.trim() == "*" {
-        return Some(size);
-    }
-    let (first, last) = range.split_once('-')?;
-    let (first, last): (u64, u64) = (first.trim().parse().ok()?, last.trim().parse().ok()?);
-    (first <= last && last < size).then_some(size)
 }
 
 /// `Retry-After` as a wait from now: delta-seconds, or an HTTP date (a date
@@ -409,14 +392,12 @@ impl DirectGet {
             };
             let content_range = header("content-range").map(str::to_string);
             let retry_after = header("retry-after").and_then(parse_retry_after);
-            let total = content_range.as_deref().and_then(content_range_total);
             let keep_alive = resp.version == Some(1) && !header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
             let early = buf[head_len..filled].to_vec();
             let mut r = Response {
                 conn,
                 status,
                 content_length: content_length.unwrap_or(0),
-                total,
                 content_range,
                 etag: header("etag").map(str::to_string),
                 early,
