@@ -25,6 +25,7 @@ const LAUNCH_VARS: &[&str] = &[
     "LOCAL_RANK",
     "LOCAL_WORLD_SIZE",
     "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_RESTART_COUNT",
     "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_SIZE",
     "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -37,6 +38,7 @@ const LAUNCH_VARS: &[&str] = &[
     "SLURM_STEP_ID",
     "SLURM_NODEID",
     "SLURM_TASKS_PER_NODE",
+    "SLURM_RESTART_COUNT",
 ];
 
 /// A label value as the text format escapes it.

@@ -185,6 +185,14 @@ impl Drop for Group {
     }
 }
 
+/// What `epoch.json` says: the epoch's id, its creation time (Unix s) and
+/// the attempt of the rank 0 that published it.
+struct Epoch {
+    id: String,
+    created: f64,
+    attempt: Option<u64>,
+}
+
 /// Marker key of `rank` in `step`.
 fn marker(step: &str, rank: usize) -> String {
     format!("{step}/r{rank:05}")
@@ -207,9 +215,12 @@ impl Group {
     /// Join the group of `me`, meeting under `s3rdma-ranks/<run_id>/<epoch>/`
     /// in `store`'s bucket. Rank 0 clears whatever an earlier run with the
     /// same id left under `s3rdma-ranks/<run_id>/` and publishes a fresh
-    /// epoch; the others take only an epoch created after they started
-    /// (minus [`CLOCK_SLACK`] for clocks of different hosts), so markers of an
-    /// earlier run are never mistaken for this one's.
+    /// epoch stamped with its attempt ([`Rank::attempt`]); the others take
+    /// only an epoch of their own attempt (where the launcher numbers them)
+    /// created after they started (minus [`CLOCK_SLACK`] for clocks of
+    /// different hosts), so markers of an earlier run, or of the attempt a
+    /// launcher restarted seconds ago under the same id, are never mistaken
+    /// for this one's.
     ///
     /// Errors: [`Error::Runtime`] when no fresh epoch appears within `timeout`; the store's errors.
     pub async fn join(me: Rank, store: Arc<dyn ObjectStore>, timeout: Duration, method: Rendezvous) -> Result<Group> {
@@ -233,7 +244,7 @@ impl Group {
             g.counts.requests.fetch_add(removed, Ordering::Relaxed);
             let epoch = format!("{:x}{:08x}", now_unix_ns(), std::process::id());
             let created = crate::bench::now_unix();
-            let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": created})).expect("encodes");
+            let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": created, "attempt": g.me.attempt})).expect("encodes");
             g.put(&epoch_key, body).await?;
             *g.prefix.lock().expect("prefix") = (format!("{base}/{epoch}"), created);
             return Ok(g);
@@ -242,9 +253,11 @@ impl Group {
         let t0 = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
-            if let Some((epoch, created)) = g.read_epoch().await?
-                && created >= started - CLOCK_SLACK.as_secs_f64()
+            if let Some(e) = g.read_epoch().await?
+                && e.created >= started - CLOCK_SLACK.as_secs_f64()
+                && g.same_attempt(&e)
             {
+                let Epoch { id: epoch, created, .. } = e;
                 *g.prefix.lock().expect("prefix") = (format!("{base}/{epoch}"), created);
                 return Ok(g);
             }
@@ -260,29 +273,46 @@ impl Group {
         }
     }
 
-    /// The run's current epoch (id, creation time), if `epoch.json` is there and readable.
-    async fn read_epoch(&self) -> Result<Option<(String, f64)>> {
+    /// The run's current epoch, if `epoch.json` is there and readable.
+    async fn read_epoch(&self) -> Result<Option<Epoch>> {
         let key = format!("s3rdma-ranks/{}/epoch.json", self.me.run_id);
         let Some(meta) = self.poll(&key).await? else { return Ok(None) };
         let Ok(b) = self.get(&meta).await else { return Ok(None) };
         let v: Value = serde_json::from_slice(&b).unwrap_or_default();
         Ok(match (v["epoch"].as_str(), v["created_unix_s"].as_f64()) {
-            (Some(e), Some(c)) => Some((e.to_string(), c)),
+            (Some(e), Some(c)) => Some(Epoch { id: e.to_string(), created: c, attempt: v["attempt"].as_u64() }),
             _ => None,
         })
     }
 
+    /// Whether epoch `e` belongs to this rank's attempt: always, where the
+    /// launcher numbers no attempts; else only an epoch of the same number.
+    fn same_attempt(&self, e: &Epoch) -> bool {
+        self.me.attempt.is_none() || e.attempt == self.me.attempt
+    }
+
     /// While waiting at step `step`: when rank 0 has published a newer epoch
-    /// than the one this rank joined (it was relaunched after this rank took
-    /// a killed run's epoch, within the clock slack), move to it and return
-    /// the step's key there; `None` when the epoch is unchanged.
+    /// of this attempt than the one this rank joined (it was relaunched after
+    /// this rank took a killed run's epoch, within the clock slack), move to
+    /// it and return the step's key there; `None` when the epoch is unchanged.
+    ///
+    /// Errors: [`Error::Runtime`] when this rank has already passed a barrier
+    /// of the epoch it joined: it ran steps of a dead run, and only a restart
+    /// of every rank can put it back in step with rank 0.
     async fn newer_epoch(&self, step: &str) -> Result<Option<String>> {
-        let Some((epoch, created)) = self.read_epoch().await? else { return Ok(None) };
+        let Some(e) = self.read_epoch().await? else { return Ok(None) };
         let mut p = self.prefix.lock().expect("prefix");
-        if created <= p.1 || p.0.ends_with(&format!("/{epoch}")) {
+        if e.created <= p.1 || p.0.ends_with(&format!("/{}", e.id)) || !self.same_attempt(&e) {
             return Ok(None);
         }
-        let old = std::mem::replace(&mut *p, (format!("s3rdma-ranks/{}/{epoch}", self.me.run_id), created));
+        let first = step.rsplit('/').next().is_some_and(|s| s.starts_with("00000-"));
+        if !first {
+            return Err(Error::Runtime(format!(
+                "rank {}: rank 0 of run '{}' started anew while this rank was at step '{step}' of an earlier start's meeting objects (a relaunch that reused the run id): restart every rank, or give each start its own --run-id",
+                self.me.rank, self.me.run_id
+            )));
+        }
+        let old = std::mem::replace(&mut *p, (format!("s3rdma-ranks/{}/{}", self.me.run_id, e.id), e.created));
         Ok(Some(step.replacen(&old.0, &p.0, 1)))
     }
 

@@ -21,7 +21,7 @@ fn local(dir: &std::path::Path) -> Arc<dyn ObjectStore> {
 }
 
 fn rank(rank: usize, world: usize) -> Rank {
-    Rank { rank, world, local_rank: rank, local_world: Some(world), launcher: "s3rdma", run_id: "t".into() }
+    Rank { rank, world, local_rank: rank, local_world: Some(world), launcher: "s3rdma", run_id: "t".into(), attempt: None }
 }
 
 async fn groups(store: &Arc<dyn ObjectStore>, world: usize, timeout: Duration, method: Rendezvous) -> Vec<Group> {
@@ -168,6 +168,59 @@ async fn a_rank_that_took_a_killed_runs_epoch_moves_to_the_new_one() {
     assert_eq!(follower.prefix.lock().unwrap().0, root.prefix.lock().unwrap().0);
     root.cleanup().await;
     follower.cleanup().await;
+}
+
+/// torchrun's elastic restart (same run id, `TORCHELASTIC_RESTART_COUNT`
+/// 0 then 1): attempt 0 was killed after its first barrier, leaving its
+/// epoch and that step's `go`. Rank 1 of attempt 1 starts first: it must
+/// not take attempt 0's epoch (whose `go` would release it at once and put
+/// it a step ahead of rank 0), but wait for attempt 1's; both then pass
+/// two barriers together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restarted_attempt_never_joins_the_killed_attempts_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = local(dir.path());
+    let attempt = |r: usize, a: u64| Rank { attempt: Some(a), ..rank(r, 2) };
+    let stale = serde_json::json!({"epoch": "dead0001", "created_unix_s": crate::bench::now_unix() - 1.0, "attempt": 0});
+    store::put_bytes(store.as_ref(), "s3rdma-ranks/t/epoch.json", serde_json::to_vec(&stale).unwrap()).await.unwrap();
+    store::put_bytes(store.as_ref(), "s3rdma-ranks/t/dead0001/00000-open/go", Vec::new()).await.unwrap();
+    let st = store.clone();
+    let follower = tokio::spawn(async move {
+        let g = Group::join(attempt(1, 1), st, Duration::from_secs(20), Rendezvous::Leader).await.unwrap();
+        g.barrier("open").await.unwrap();
+        g.barrier("close").await.unwrap();
+        let prefix = g.prefix.lock().unwrap().0.clone();
+        prefix
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!follower.is_finished(), "rank 1 passed a barrier without rank 0");
+    let root = Group::join(attempt(0, 1), store.clone(), Duration::from_secs(20), Rendezvous::Leader).await.unwrap();
+    root.barrier("open").await.unwrap();
+    root.barrier("close").await.unwrap();
+    let prefix = follower.await.unwrap();
+    assert_eq!(prefix, root.prefix.lock().unwrap().0);
+    assert!(!prefix.ends_with("/dead0001"));
+    root.cleanup().await;
+}
+
+/// Without attempt numbers, a rank that already passed a barrier of a dead
+/// run's epoch cannot be put back in step by moving: when rank 0 publishes
+/// a new epoch, the rank stops with a message that names the reused id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rank_past_the_first_step_of_a_dead_epoch_stops_naming_the_relaunch() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = local(dir.path());
+    let stale = serde_json::json!({"epoch": "dead0002", "created_unix_s": crate::bench::now_unix() - 1.0});
+    store::put_bytes(store.as_ref(), "s3rdma-ranks/t/epoch.json", serde_json::to_vec(&stale).unwrap()).await.unwrap();
+    store::put_bytes(store.as_ref(), "s3rdma-ranks/t/dead0002/00000-open/go", Vec::new()).await.unwrap();
+    let follower = Group::join(rank(1, 2), store.clone(), Duration::from_secs(20), Rendezvous::Leader).await.unwrap();
+    follower.barrier("open").await.unwrap();
+    let waiting = tokio::spawn(async move { follower.barrier("close").await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let root = Group::join(rank(0, 2), store.clone(), Duration::from_secs(20), Rendezvous::Leader).await.unwrap();
+    let e = tokio::time::timeout(EPOCH_RECHECK * 3, waiting).await.expect("stops within the recheck").unwrap().unwrap_err().to_string();
+    assert!(e.contains("rank 0 of run 't' started anew") && e.contains("--run-id"), "{e}");
+    root.cleanup().await;
 }
 
 /// The listing barrier (the baseline) still meets, and every rank lists.

@@ -8,7 +8,7 @@
 //! (`SLURM_PROCID`/`SLURM_NTASKS`/`SLURM_LOCALID`), in that order: the
 //! launcher that started this process wins, and Slurm's variables, which a
 //! batch job hands down to everything `mpirun` or `torchrun` starts inside
-//! it, are the fallback (`../shared/cases/launcher-stale-slurm-under-mpirun`).
+//! it, are the fallback (a Slurm batch job that runs `mpirun` inside it).
 //!
 //! How ranks meet: [`Group`] (in `group.rs`), through small objects in the
 //! benchmark's own store.
@@ -51,12 +51,20 @@ pub struct Rank {
     pub launcher: &'static str,
     /// Shared by every rank of one run.
     pub run_id: String,
+    /// Which attempt of the run this is, where the launcher restarts a failed
+    /// run under the same id and says so: torchrun's
+    /// `TORCHELASTIC_RESTART_COUNT` (0 for the first attempt; torchrun docs,
+    /// "Environment Variables"), Slurm's `SLURM_RESTART_COUNT` (set on a
+    /// requeued job). `None` where it says nothing. Ranks of one attempt never
+    /// meet those of another (see [`Group::join`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u64>,
 }
 
 impl Rank {
     /// A lone process (world size 1).
     pub fn single() -> Rank {
-        Rank { rank: 0, world: 1, local_rank: 0, local_world: Some(1), launcher: "none", run_id: format!("solo-{}", std::process::id()) }
+        Rank { rank: 0, world: 1, local_rank: 0, local_world: Some(1), launcher: "none", run_id: format!("solo-{}", std::process::id()), attempt: None }
     }
 
     /// The rank the environment describes, if any (ours first, then
@@ -84,12 +92,14 @@ struct Launcher {
     local_world: Option<&'static str>,
     /// Variables whose values, joined by '.', make the run id.
     job: &'static [&'static str],
+    /// The variable that numbers restarts of one run id, if the launcher has one.
+    attempt: Option<&'static str>,
 }
 
 /// In detection order: the launcher that started this process comes before
 /// the ones whose variables it may have inherited (Slurm, last).
 const LAUNCHERS: &[Launcher] = &[
-    Launcher { name: "s3rdma", rank: ENV_RANK, world: ENV_WORLD, local_rank: ENV_LOCAL, local_world: None, job: &[ENV_RUN] },
+    Launcher { name: "s3rdma", rank: ENV_RANK, world: ENV_WORLD, local_rank: ENV_LOCAL, local_world: None, job: &[ENV_RUN], attempt: None },
     Launcher {
         name: "torchrun",
         rank: "RANK",
@@ -97,6 +107,7 @@ const LAUNCHERS: &[Launcher] = &[
         local_rank: "LOCAL_RANK",
         local_world: Some("LOCAL_WORLD_SIZE"),
         job: &["TORCHELASTIC_RUN_ID"],
+        attempt: Some("TORCHELASTIC_RESTART_COUNT"),
     },
     Launcher {
         name: "openmpi",
@@ -105,6 +116,7 @@ const LAUNCHERS: &[Launcher] = &[
         local_rank: "OMPI_COMM_WORLD_LOCAL_RANK",
         local_world: Some("OMPI_COMM_WORLD_LOCAL_SIZE"),
         job: &["OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE"],
+        attempt: None,
     },
     // Local world size under Slurm comes from SLURM_TASKS_PER_NODE (see `slurm_tasks_on_node`).
     Launcher {
@@ -114,6 +126,7 @@ const LAUNCHERS: &[Launcher] = &[
         local_rank: "SLURM_LOCALID",
         local_world: None,
         job: &["SLURM_JOB_ID", "SLURM_STEP_ID"],
+        attempt: Some("SLURM_RESTART_COUNT"),
     },
 ];
 
@@ -167,7 +180,15 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>) -> 
             }
         };
         check_run_id(&run_id)?;
-        return Ok(Some(Rank { rank, world, local_rank, local_world, launcher, run_id }));
+        let attempt = match l.attempt.and_then(&get).filter(|v| !v.trim().is_empty()) {
+            Some(v) => Some(
+                v.trim()
+                    .parse::<u64>()
+                    .map_err(|_| Error::Usage(format!("{}='{v}' is not a non-negative integer (set by {launcher})", l.attempt.unwrap_or_default())))?,
+            ),
+            None => None,
+        };
+        return Ok(Some(Rank { rank, world, local_rank, local_world, launcher, run_id, attempt }));
     }
     Ok(None)
 }
