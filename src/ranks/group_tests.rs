@@ -189,8 +189,7 @@ async fn a_restarted_attempt_never_joins_the_killed_attempts_epoch() {
         let g = Group::join(attempt(1, 1), st, Duration::from_secs(20), Rendezvous::Leader).await.unwrap();
         g.barrier("open").await.unwrap();
         g.barrier("close").await.unwrap();
-        let prefix = g.prefix.lock().unwrap().0.clone();
-        prefix
+        g.prefix.lock().unwrap().0.clone()
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!follower.is_finished(), "rank 1 passed a barrier without rank 0");
