@@ -134,22 +134,28 @@ pub fn check_host_memory(what: &str, bytes: u64, fix: &str) -> crate::error::Res
 
 /// Read `range` of `key` into `buf` (from its start) in `window`-sized ranged
 /// GETs, one after another (never two transfers into one buffer at once:
-/// cuObject registers by address); returns (bytes, GETs).
+/// cuObject registers by address); returns (bytes, GETs). Every window is of
+/// one object version: `version` when given (the one an earlier read, such
+/// as a header's, came from), else the first window's.
 ///
-/// Errors: the store's, or a short read naming the key and offset.
+/// Errors: the store's ([`crate::error::StoreError::Changed`] when the
+/// object is replaced meanwhile), or a short read naming the key and offset.
 pub async fn read_range(
     store: &dyn crate::store::ObjectStore,
     key: &str,
     range: std::ops::Range<u64>,
     buf: &mut crate::mem::Buffer,
     window: u64,
+    version: Option<&str>,
 ) -> crate::error::Result<(u64, u64)> {
     let (mut bytes, mut n) = (0, 0);
+    let mut pin: Option<std::sync::Arc<str>> = version.map(Into::into);
     for w in crate::store::chunks(range.clone(), window) {
-        let t = crate::store::read_into_at(store, key, Some(w.clone()), buf, (w.start - range.start) as usize).await?;
+        let t = crate::store::read_into_version(store, key, Some(w.clone()), buf, (w.start - range.start) as usize, pin.as_deref()).await?;
         if t.bytes != w.end - w.start {
             return Err(crate::error::Error::Runtime(format!("short read of '{key}' at {}: {} of {} bytes", w.start, t.bytes, w.end - w.start)));
         }
+        pin = pin.or(t.version);
         bytes += t.bytes;
         n += 1;
     }

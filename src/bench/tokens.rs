@@ -141,7 +141,7 @@ async fn pass(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    let got = match super::read_range(store.as_ref(), &run.key, run.range.clone(), &mut buf, window).await {
+                    let got = match super::read_range(store.as_ref(), &run.key, run.range.clone(), &mut buf, window, None).await {
                         Ok((b, _)) => b,
                         Err(e) => return (buf, Err(e)),
                     };

@@ -77,7 +77,8 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
         .map(|(shard, mut buf)| {
             let store = store.clone();
             async move {
-                let (b, n) = super::read_range(store.as_ref(), &shard.key, shard.data_start..shard.object_bytes, &mut buf, window).await?;
+                let (b, n) =
+                    super::read_range(store.as_ref(), &shard.key, shard.data_start..shard.object_bytes, &mut buf, window, shard.version.as_deref()).await?;
                 Ok((buf, b, n))
             }
         })
@@ -98,7 +99,10 @@ async fn verify(store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &[Buffer]
     let mut mismatched = Vec::new();
     for (shard, buf) in layout.iter().zip(bufs) {
         let mut b = Buffer::host(shard.object_bytes as usize);
-        store.get_into(&shard.key, None, &mut b).await?;
+        match shard.version.as_deref() {
+            Some(v) => store.get_into_version(&shard.key, None, &mut b, 0, v).await?,
+            None => store.get_into(&shard.key, None, &mut b).await?,
+        };
         let file = b.as_host().expect("host");
         let st =
             safetensors::SafeTensors::deserialize(file).map_err(|e| Error::Runtime(format!("--verify: the safetensors crate rejects '{}': {e}", shard.key)))?;

@@ -54,6 +54,10 @@ pub struct ShardLayout {
     pub data_start: u64,
     /// Sorted by offset.
     pub tensors: Vec<TensorEntry>,
+    /// The object version its header was read from ([`crate::store::Transfer::version`]):
+    /// the data and any re-read must come from the same one.
+    #[serde(skip)]
+    pub version: Option<std::sync::Arc<str>>,
 }
 
 impl ShardLayout {
@@ -131,13 +135,27 @@ pub fn parse_header(key: &str, object_bytes: u64, head: &[u8]) -> Result<ShardLa
     if end != blob {
         return Err(bad(key, format!("the tensors cover {end} of the {blob}-byte data section: the data is not fully covered (trailing or missing bytes)")));
     }
-    Ok(ShardLayout { key: key.to_string(), object_bytes, data_start, tensors })
+    Ok(ShardLayout { key: key.to_string(), object_bytes, data_start, tensors, version: None })
 }
 
 async fn get_host(store: &dyn ObjectStore, key: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>> {
+    Ok(get_host_version(store, key, range, None).await?.0)
+}
+
+/// `range` of `key` into host memory, from object version `version` when
+/// given; returns the bytes and the version they came from.
+async fn get_host_version(
+    store: &dyn ObjectStore,
+    key: &str,
+    range: std::ops::Range<u64>,
+    version: Option<&str>,
+) -> Result<(Vec<u8>, Option<std::sync::Arc<str>>)> {
     let mut b = Buffer::host((range.end - range.start) as usize);
-    store.get_into(key, Some(range), &mut b).await?;
-    Ok(b.as_host().expect("host").to_vec())
+    let t = match version {
+        Some(v) => store.get_into_version(key, Some(range), &mut b, 0, v).await?,
+        None => store.get_into(key, Some(range), &mut b).await?,
+    };
+    Ok((b.as_host().expect("host").to_vec(), t.version))
 }
 
 /// Find the model under `prefix` (index + shards, or one file) and parse
@@ -193,7 +211,7 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
         if size < 8 {
             return Err(bad(&key, "shorter than 8 bytes"));
         }
-        let first = get_host(store, &key, 0..size.min(64)).await?;
+        let (first, version) = get_host_version(store, &key, 0..size.min(64), None).await?;
         let n = u64::from_le_bytes(first[..8].try_into().expect("8 bytes"));
         if n > MAX_HEADER {
             return Err(bad(&key, format!("a {n}-byte header, over the format's {MAX_HEADER}-byte limit{}", looks_like(&first))));
@@ -201,8 +219,8 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
         if 8 + n > size {
             return Err(bad(&key, format!("header length {n} does not fit the {size}-byte object{}", looks_like(&first))));
         }
-        let head = get_host(store, &key, 0..8 + n).await?;
-        out.push(parse_header(&key, size, &head)?);
+        let (head, _) = get_host_version(store, &key, 0..8 + n, version.as_deref()).await?;
+        out.push(ShardLayout { version, ..parse_header(&key, size, &head)? });
     }
     if let Some(map) = &weight_map {
         check_index(&index_key, prefix, map, total_size, &out)?;

@@ -92,6 +92,10 @@ impl ObjectStore for Counted {
         let t = self.inner.get_into_at(key, range, dst, at).await;
         self.count(READ, t)
     }
+    async fn get_into_version(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, version: &str) -> Result<Transfer, StoreError> {
+        let t = self.inner.get_into_version(key, range, dst, at, version).await;
+        self.count(READ, t)
+    }
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
         let t = self.inner.put_range(key, src, range).await;
         self.count(WRITE, t)

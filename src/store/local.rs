@@ -291,12 +291,16 @@ impl ObjectStore for LocalStore {
     }
 
     async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
-        let size = self.head(key).await?.size;
-        let range = resolve_range(key, range, size)?;
-        check_capacity(key, range.end - range.start, at, dst)?;
         let path = self.path(key)?;
+        self.bucket_exists()?;
+        let md = fs::metadata(&path).map_err(|e| self.io("cannot stat", key, e))?;
+        if !md.is_file() {
+            return Err(self.not_found(key));
+        }
+        let range = resolve_range(key, range, md.len())?;
+        check_capacity(key, range.end - range.start, at, dst)?;
         let bytes = if range.is_empty() { 0 } else { blocking(|| self.read_range(key, &path, range, dst, at))? };
-        Ok(Transfer { bytes, path: TransferPath::Local, first_byte: None })
+        Ok(Transfer { version: Some(file_version(&md).into()), ..Transfer::of(bytes, TransferPath::Local) })
     }
 
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
@@ -307,7 +311,7 @@ impl ObjectStore for LocalStore {
             .as_host()
             .ok_or_else(|| StoreError::Config("device memory is written through store::write_from (staged through pinned memory)".into()))?[range];
         blocking(|| self.write_atomic(key, &path, data))?;
-        Ok(Transfer { bytes: data.len() as u64, path: TransferPath::Local, first_byte: None })
+        Ok(Transfer::of(data.len() as u64, TransferPath::Local))
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
@@ -367,6 +371,14 @@ impl ObjectStore for LocalStore {
         }
         Ok(())
     }
+}
+
+/// A local file's version: inode, modification time (ns) and size. Every
+/// write here goes to a temporary name and is renamed over the key, so a
+/// replaced object has a new inode.
+fn file_version(md: &fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!("ino{}-mtime{}.{:09}-size{}", md.ino(), md.mtime(), md.mtime_nsec(), md.len())
 }
 
 #[cfg(test)]

@@ -171,7 +171,7 @@ pub struct Rails {
 }
 
 /// What one data call moved.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Transfer {
     /// Payload bytes moved (the client's own count).
     pub bytes: u64,
@@ -180,6 +180,33 @@ pub struct Transfer {
     /// Time from issuing the request to the first payload byte arriving
     /// (HTTP GETs only; `None` where the notion does not apply).
     pub first_byte: Option<Duration>,
+    /// Which version of the object a read was served from, where the store
+    /// can tell: the `ETag` of an S3 answer (RFC 9110 section 8.8.3), a local
+    /// file's identity (inode, modification time, size). `None` for writes
+    /// and where nothing says (the rdma library's own reads). Pass it to
+    /// [`ObjectStore::get_into_version`] to keep a read of several calls on
+    /// one version.
+    pub version: Option<std::sync::Arc<str>>,
+}
+
+impl Transfer {
+    /// A transfer of `bytes` over `path` with no first-byte time and no version.
+    pub fn of(bytes: u64, path: TransferPath) -> Transfer {
+        Transfer { bytes, path, first_byte: None, version: None }
+    }
+}
+
+/// Check that a read asked of version `pinned` was served from it (`served`;
+/// `None`, where the store cannot tell, passes).
+///
+/// Errors: [`StoreError::Changed`] naming both versions.
+pub fn check_version(key: &str, location: &str, pinned: &str, served: Option<&str>) -> Result<(), StoreError> {
+    match served {
+        Some(v) if v != pinned => {
+            Err(StoreError::Changed { key: key.into(), location: location.into(), detail: format!("version {pinned} -> {v} between two reads of one load") })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Named counters of a store (see [`ObjectStore::stats`]): `bytes_<path>`
@@ -258,6 +285,20 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// [`ObjectStore::get_into_at`] at offset 0.
     async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
         self.get_into_at(key, range, dst, 0).await
+    }
+    /// [`ObjectStore::get_into_at`] from one version of the object only
+    /// (`version`, a [`Transfer::version`] an earlier read of `key` returned):
+    /// how a read made of several calls (a model's header, then its windows)
+    /// never mixes two versions of an object replaced meanwhile. Over S3 the
+    /// request carries `If-Match` and the answer's ETag is compared as well
+    /// (for servers that ignore the header); elsewhere the version served is
+    /// compared after the read, whose bytes then count for nothing.
+    ///
+    /// Errors: [`StoreError::Changed`] naming both versions; as `get_into_at`.
+    async fn get_into_version(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, version: &str) -> Result<Transfer, StoreError> {
+        let t = self.get_into_at(key, range, dst, at).await?;
+        check_version(key, &self.location(), version, t.version.as_deref())?;
+        Ok(t)
     }
     /// Write `src[range]` as the object `key`, replacing any object of that
     /// key. Readers never see a partly written object. Host and pinned
@@ -341,9 +382,26 @@ pub async fn read_into(store: &dyn ObjectStore, key: &str, range: Option<Range<u
 
 /// [`read_into`] into `dst[at..]`.
 pub async fn read_into_at(store: &dyn ObjectStore, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
-    match dst {
-        Buffer::Device(d) if !store.writes_device() => staged_read(store, key, range, d, at).await,
-        _ => store.get_into_at(key, range, dst, at).await,
+    read_into_version(store, key, range, dst, at, None).await
+}
+
+/// [`read_into_at`], from object version `version` only when one is given
+/// ([`ObjectStore::get_into_version`]). The staged pipeline's reads of one
+/// call are all of one version either way.
+///
+/// Errors: [`StoreError::Changed`]; as [`read_into_at`].
+pub async fn read_into_version(
+    store: &dyn ObjectStore,
+    key: &str,
+    range: Option<Range<u64>>,
+    dst: &mut Buffer,
+    at: usize,
+    version: Option<&str>,
+) -> Result<Transfer, StoreError> {
+    match (dst, version) {
+        (Buffer::Device(d), _) if !store.writes_device() => staged_read(store, key, range, d, at, version).await,
+        (dst, Some(v)) => store.get_into_version(key, range, dst, at, v).await,
+        (dst, None) => store.get_into_at(key, range, dst, at).await,
     }
 }
 

@@ -37,12 +37,19 @@ pub fn read_plan(range: Range<u64>, chunk: u64, align: Option<u64>) -> Vec<(Rang
 /// finished the previous copy out of it.
 /// (The earlier form read half the buffers at a time in lock-step groups:
 /// half as many GETs in flight, and each group waited for its slowest.)
+/// Every read is of one object version: `version` when given (each read
+/// asks for it, [`ObjectStore::get_into_version`]), else the versions the
+/// reads report must agree.
+///
+/// Errors: [`StoreError::Changed`] when two reads report different versions;
+/// the reads' errors; CUDA errors as [`StoreError::Other`].
 pub async fn staged_read(
     store: &dyn ObjectStore,
     key: &str,
     range: Option<Range<u64>>,
     dst: &mut crate::mem::DeviceBuffer,
     at: usize,
+    version: Option<&str>,
 ) -> Result<Transfer, StoreError> {
     let cuda = |e: String| StoreError::Other { op: "GET", key: key.into(), location: store.location(), detail: e };
     let range = match range {
@@ -65,6 +72,7 @@ pub async fn staged_read(
     };
     let t0 = std::time::Instant::now();
     let mut first_byte = None;
+    let mut served: Option<std::sync::Arc<str>> = version.map(Into::into);
     // The bounce buffers travel with their reads (each read owns its buffer),
     // and come back to `dst` whatever happens.
     let mut idle: Vec<(usize, Buffer)> = std::mem::take(&mut dst.bounce).into_iter().enumerate().rev().collect();
@@ -82,7 +90,10 @@ pub async fn staged_read(
             let (r, skip) = plan[next].clone();
             next += 1;
             inflight.push(async move {
-                let t = store.get_into(key, Some(r.clone()), &mut b).await;
+                let t = match version {
+                    Some(v) => store.get_into_version(key, Some(r.clone()), &mut b, 0, v).await,
+                    None => store.get_into(key, Some(r.clone()), &mut b).await,
+                };
                 // The destination's part: the read without its skipped front.
                 (i, b, r.start + skip..r.end, skip as usize, t)
             });
@@ -90,6 +101,16 @@ pub async fn staged_read(
         let Some((i, b, r, skip, t)) = futures::StreamExt::next(&mut inflight).await else { break };
         match t {
             Ok(t) if failed.is_none() => {
+                if let Some(v) = &t.version {
+                    match &served {
+                        None => served = Some(v.clone()),
+                        Some(s) => {
+                            if let Err(e) = super::check_version(key, &store.location(), s, Some(v)) {
+                                failed = Some(e);
+                            }
+                        }
+                    }
+                }
                 if r.start == range.start {
                     // The first chunk's GET starts at t0.
                     first_byte = t.first_byte;
@@ -117,7 +138,7 @@ pub async fn staged_read(
         return Err(e);
     }
     waited.map_err(cuda)?;
-    Ok(Transfer { bytes: len, path, first_byte: first_byte.or(Some(t0.elapsed())) })
+    Ok(Transfer { bytes: len, path, first_byte: first_byte.or(Some(t0.elapsed())), version: served })
 }
 
 #[cfg(test)]

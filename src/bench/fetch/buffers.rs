@@ -136,7 +136,7 @@ pub(super) async fn read_object(store: &dyn ObjectStore, key: &str, size: u64, b
         let want = r.end - r.start;
         let t = Instant::now();
         let tr = store::read_into(store, key, Some(r), buf).await?;
-        let o = out.get_or_insert(Transfer { bytes: 0, path: tr.path, first_byte: tr.first_byte.map(|f| f + (t - t0)) });
+        let o = out.get_or_insert(Transfer { first_byte: tr.first_byte.map(|f| f + (t - t0)), ..Transfer::of(0, tr.path) });
         o.bytes += tr.bytes;
         if tr.bytes != want {
             break;

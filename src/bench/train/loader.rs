@@ -120,7 +120,7 @@ pub(crate) fn start_raw(
                     }
                     let io = ctx.gate.read().await;
                     let t = Instant::now();
-                    let r = crate::bench::read_range(ctx.store.as_ref(), &shard.data_key, 0..shard.meta.data_bytes(), &mut buf, ctx.window).await;
+                    let r = crate::bench::read_range(ctx.store.as_ref(), &shard.data_key, 0..shard.meta.data_bytes(), &mut buf, ctx.window, None).await;
                     ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
                     match r {
                         Ok((b, n)) => {
@@ -365,7 +365,7 @@ pub(crate) fn spawn_shard_read(ctx: Arc<LoaderCtx>, mine: Arc<Vec<Listed<JpegInd
         let mut b = Buffer::host(l.meta.size as usize);
         let _io = ctx.gate.read().await;
         let t = Instant::now();
-        let r = crate::bench::read_range(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.window).await;
+        let r = crate::bench::read_range(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.window, None).await;
         ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         let (bytes, n) = r?;
         ctx.counters.bytes.fetch_add(bytes, Ordering::Relaxed);

@@ -102,7 +102,7 @@ impl HttpStore {
             (_, "NoSuchKey") | (404, _) => StoreError::NotFound { bucket: self.bucket.clone(), key: key.into(), location },
             // Only the later parts of a read carry If-Match (the first part's ETag).
             (412, _) | (_, "PreconditionFailed") => {
-                StoreError::Changed { key: key.into(), location, detail: "the server answered 412 to If-Match with the ETag of the read's first part".into() }
+                StoreError::Changed { key: key.into(), location, detail: "the server answered 412 to If-Match with the ETag the read began on".into() }
             }
             (_, "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied") | (401 | 403, _) => {
                 let what = if code.is_empty() { format!("HTTP {status}") } else { code.to_string() };

@@ -33,7 +33,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
-use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
+use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, check_version, resolve_range};
 use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
@@ -138,6 +138,56 @@ impl HttpStore {
         })
     }
 
+    /// Read `range` of `key` (the whole object when `None`) into
+    /// `dst[at..]`: a first ranged GET of up to one part, which tells the
+    /// object's size and version, then the other parts, `--part-concurrency`
+    /// in flight, each pinned to that version (`If-Match`). With `pin`, the
+    /// first GET asks for that version too.
+    ///
+    /// Errors: [`StoreError::Changed`] when the object is another version;
+    /// [`StoreError::WrongRange`] for a wrong answer; as `get_into_at`.
+    async fn read(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, pin: Option<&str>) -> Result<Transfer, StoreError> {
+        check_key(key)?;
+        if let Some(r) = &range
+            && r.start >= r.end
+        {
+            let size = self.head(key).await?.size;
+            return Err(StoreError::BadRange { key: key.into(), range: r.clone(), size });
+        }
+        let t0 = Instant::now();
+        let start = range.as_ref().map_or(0, |r| r.start);
+        let first_end = range.as_ref().map_or(u64::MAX, |r| r.end).min(start.saturating_add(self.part_size));
+        let Some(first) = self.send_first(key, start, first_end - 1, pin).await? else {
+            // Out of range: either an empty object (whole-object read of
+            // nothing) or a range beyond the end.
+            let size = self.head(key).await?.size;
+            if size == 0 && range.is_none() {
+                return Ok(Transfer { first_byte: Some(t0.elapsed()), ..Transfer::of(0, TransferPath::Http) });
+            }
+            return Err(StoreError::BadRange { key: key.into(), range: range.unwrap_or(0..0), size });
+        };
+        let version = self.first_version(key, start, first_end - 1, &first)?;
+        if let Some(p) = pin {
+            // A server that ignores If-Match answers with the version it has.
+            check_version(key, &self.endpoint, p, version.etag.as_deref())?;
+        }
+        let full = resolve_range(key, range, version.size)?;
+        let len = full.end - full.start;
+        check_capacity(key, len, at, dst)?;
+        let first_len = (first_end.min(full.end) - full.start) as usize;
+        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?
+            [at..at + len as usize];
+        let (head, rest) = buf.split_at_mut(first_len);
+        let part = self.part_size as usize;
+        let rest_start = full.start + first_len as u64;
+        let first_fut = self.read_first(key, first, head);
+        let parts: Vec<_> = rest.chunks_mut(part).enumerate().map(|(i, chunk)| self.get_part(key, rest_start + (i * part) as u64, chunk, &version)).collect();
+        // The first part's body is in flight too, so one fewer here.
+        let rest_fut = futures::stream::iter(parts).buffer_unordered(self.part_concurrency.saturating_sub(1).max(1)).try_collect::<Vec<_>>();
+        let (first_byte, _) = futures::try_join!(first_fut, rest_fut)?;
+        Ok(Transfer { bytes: len, path: TransferPath::Http, first_byte: first_byte.map(|t| t - t0), version: version.etag.map(Into::into) })
+    }
+
     /// One ranged GET of `dst.len()` bytes at `offset` of the object version
     /// `v` (the read's first part), streamed into `dst`; its answer must be
     /// that range of that version ([`served::check_part`]). Returns the time
@@ -196,15 +246,15 @@ impl HttpStore {
     /// Send the first ranged GET of an object (bytes `start..=last`) on
     /// whichever path `--http-get` chose; `None` when the server answers 416
     /// (an empty object, or a range beyond the end).
-    async fn send_first(&self, key: &str, start: u64, last: u64) -> Result<Option<FirstPart>, StoreError> {
+    async fn send_first(&self, key: &str, start: u64, last: u64, pin: Option<&str>) -> Result<Option<FirstPart>, StoreError> {
         if let Some(d) = &self.direct {
-            return match d.send(&self.bucket, key, start, last, None).await {
+            return match d.send(&self.bucket, key, start, last, pin).await {
                 Ok(r) => Ok(Some(FirstPart::Direct(r))),
                 Err(DirectError::Status { status: 416, .. }) => Ok(None),
                 Err(e) => Err(self.map_direct(key, e)),
             };
         }
-        match self.client.get_object().bucket(&self.bucket).key(key).range(format!("bytes={start}-{last}")).send().await {
+        match self.client.get_object().bucket(&self.bucket).key(key).range(format!("bytes={start}-{last}")).set_if_match(pin.map(str::to_string)).send().await {
             Ok(r) => Ok(Some(FirstPart::Sdk(Box::new(r)))),
             Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 416) => Ok(None),
             Err(e) => Err(self.map_err("GET", key, e)),
@@ -454,41 +504,11 @@ impl ObjectStore for HttpStore {
     }
 
     async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
-        check_key(key)?;
-        if let Some(r) = &range
-            && r.start >= r.end
-        {
-            let size = self.head(key).await?.size;
-            return Err(StoreError::BadRange { key: key.into(), range: r.clone(), size });
-        }
-        let t0 = Instant::now();
-        let start = range.as_ref().map_or(0, |r| r.start);
-        let first_end = range.as_ref().map_or(u64::MAX, |r| r.end).min(start.saturating_add(self.part_size));
-        let Some(first) = self.send_first(key, start, first_end - 1).await? else {
-            // Out of range: either an empty object (whole-object read of
-            // nothing) or a range beyond the end.
-            let size = self.head(key).await?.size;
-            if size == 0 && range.is_none() {
-                return Ok(Transfer { bytes: 0, path: TransferPath::Http, first_byte: Some(t0.elapsed()) });
-            }
-            return Err(StoreError::BadRange { key: key.into(), range: range.unwrap_or(0..0), size });
-        };
-        let version = self.first_version(key, start, first_end - 1, &first)?;
-        let full = resolve_range(key, range, version.size)?;
-        let len = full.end - full.start;
-        check_capacity(key, len, at, dst)?;
-        let first_len = (first_end.min(full.end) - full.start) as usize;
-        let buf = &mut dst.as_host_mut().ok_or_else(|| StoreError::Config("device buffers go through store::read_into (the staged pipeline)".into()))?
-            [at..at + len as usize];
-        let (head, rest) = buf.split_at_mut(first_len);
-        let part = self.part_size as usize;
-        let rest_start = full.start + first_len as u64;
-        let first_fut = self.read_first(key, first, head);
-        let parts: Vec<_> = rest.chunks_mut(part).enumerate().map(|(i, chunk)| self.get_part(key, rest_start + (i * part) as u64, chunk, &version)).collect();
-        // The first part's body is in flight too, so one fewer here.
-        let rest_fut = futures::stream::iter(parts).buffer_unordered(self.part_concurrency.saturating_sub(1).max(1)).try_collect::<Vec<_>>();
-        let (first_byte, _) = futures::try_join!(first_fut, rest_fut)?;
-        Ok(Transfer { bytes: len, path: TransferPath::Http, first_byte: first_byte.map(|t| t - t0) })
+        self.read(key, range, dst, at, None).await
+    }
+
+    async fn get_into_version(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, version: &str) -> Result<Transfer, StoreError> {
+        self.read(key, range, dst, at, Some(version)).await
     }
 
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
@@ -510,7 +530,7 @@ impl ObjectStore for HttpStore {
                 .await
                 .map_err(|e| self.map_err("PUT", key, e))?;
         }
-        Ok(Transfer { bytes: data.len() as u64, path: TransferPath::Http, first_byte: None })
+        Ok(Transfer::of(data.len() as u64, TransferPath::Http))
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {

@@ -402,7 +402,7 @@ impl RdmaStore {
         }
         // A read the library declined in part went (partly) over HTTP: said as HTTP.
         let path = if declined { TransferPath::Http } else { self.lib_path() };
-        Ok(Transfer { bytes: range.end - range.start, path, first_byte: None })
+        Ok(Transfer::of(range.end - range.start, path))
     }
 
     /// One whole-object GET of an object of `size` bytes (from a HEAD) into
@@ -413,13 +413,13 @@ impl RdmaStore {
     async fn get_whole(&self, key: &str, kc: CString, size: u64, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         if size == 0 {
             // Nothing to transfer; the library refuses a zero-length buffer as -3 in some builds.
-            return Ok(Transfer { bytes: 0, path: TransferPath::Http, first_byte: None });
+            return Ok(Transfer::of(0, TransferPath::Http));
         }
         // SAFETY: at + size is within dst (checked by the caller).
         let ptr = unsafe { data_ptr(dst).add(at) };
         let (rc, err) = self.call(Op::Get { key: kc, offset: None, ptr, len: size as usize }).await?;
         match rc {
-            n if n >= 0 && n as u64 == size => Ok(Transfer { bytes: size, path: self.lib_path(), first_byte: None }),
+            n if n >= 0 && n as u64 == size => Ok(Transfer::of(size, self.lib_path())),
             n if n >= 0 => Err(StoreError::ShortBody { key: key.into(), location: self.http.location(), got: n as u64, expected: size }),
             -2 => super::read_into_at(&self.http, key, None, dst, at).await,
             _ => Err(self.explain(key, None, size, rc, err).await),
@@ -628,7 +628,7 @@ impl ObjectStore for RdmaStore {
         };
         let (rc, err) = self.call(Op::Put { key: kc, ptr, len }).await?;
         match rc {
-            n if n >= 0 => Ok(Transfer { bytes: len as u64, path: self.lib_path(), first_byte: None }),
+            n if n >= 0 => Ok(Transfer::of(len as u64, self.lib_path())),
             -2 => self.http_put(key, src, range).await,
             _ => Err(self.other("PUT", key, format!("libminiocpp {}: {}", rc_name(rc), err.unwrap_or_default()))),
         }
