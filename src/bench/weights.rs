@@ -27,6 +27,9 @@ use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore};
 use crate::witness::WitnessReport;
 
+mod verify;
+pub use verify::{Reference, Verified};
+
 /// One timed load.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadRepeat {
@@ -48,19 +51,6 @@ pub struct LoadRepeat {
     pub sampler: SamplerReport,
     /// This window's witness report (docs/witness.md).
     pub witness: WitnessReport,
-}
-
-/// What `--verify` found.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Verified {
-    /// True when every tensor matched.
-    pub ok: bool,
-    /// Tensors compared.
-    pub tensors_checked: usize,
-    /// Names of the tensors that differ.
-    pub mismatched: Vec<String>,
-    /// How the reference bytes were read.
-    pub reference: String,
 }
 
 /// Load every shard's data blob into `bufs` (one per shard, same order);
@@ -91,45 +81,6 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
     Ok(total)
 }
 
-/// Compare every tensor with the same tensor read through an independent
-/// path: one plain whole-object GET into host memory through the store (on
-/// every backend), parsed by the `safetensors` crate.
-async fn verify(store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &[Buffer]) -> Result<Verified> {
-    let mut checked = 0;
-    let mut mismatched = Vec::new();
-    for (shard, buf) in layout.iter().zip(bufs) {
-        let mut b = Buffer::host(shard.object_bytes as usize);
-        match shard.version.as_deref() {
-            Some(v) => store.get_into_version(&shard.key, None, &mut b, 0, v).await?,
-            None => store.get_into(&shard.key, None, &mut b).await?,
-        };
-        let file = b.as_host().expect("host");
-        let st =
-            safetensors::SafeTensors::deserialize(file).map_err(|e| Error::Runtime(format!("--verify: the safetensors crate rejects '{}': {e}", shard.key)))?;
-        let ours: Vec<u8> = match buf {
-            Buffer::Device(d) => {
-                let mut v = vec![0u8; shard.data_bytes() as usize];
-                d.read_back(0, &mut v).map_err(|e| Error::Runtime(format!("--verify: {e}")))?;
-                v
-            }
-            other => other.as_host().expect("host or pinned")[..shard.data_bytes() as usize].to_vec(),
-        };
-        if st.len() != shard.tensors.len() {
-            mismatched.push(format!("{}: {} tensors in the crate's view, {} in ours", shard.key, st.len(), shard.tensors.len()));
-        }
-        for t in &shard.tensors {
-            checked += 1;
-            let same = st.tensor(&t.name).is_ok_and(|r| {
-                r.shape() == t.shape.as_slice() && format!("{:?}", r.dtype()) == t.dtype && r.data() == &ours[t.offset as usize..(t.offset + t.nbytes) as usize]
-            });
-            if !same {
-                mismatched.push(t.name.clone());
-            }
-        }
-    }
-    Ok(Verified { ok: mismatched.is_empty(), tensors_checked: checked, mismatched, reference: "a second whole-object GET of the same store into host memory, parsed by the safetensors crate (no independent reference: bytes changed at rest read back the same)".into() })
-}
-
 /// One baseline's timing.
 #[derive(Debug, Clone, Serialize)]
 pub struct BaselineRun {
@@ -154,7 +105,7 @@ pub struct BaselineRun {
 async fn download(store: &dyn ObjectStore, layout: &[ShardLayout], dir: &std::path::Path, bucket: &str) -> Result<()> {
     for shard in layout {
         let mut b = Buffer::host(shard.object_bytes as usize);
-        store.get_into(&shard.key, None, &mut b).await?;
+        store::read_into_version(store, &shard.key, None, &mut b, 0, shard.version.as_deref()).await?;
         let path = dir.join(bucket).join(&shard.key);
         std::fs::create_dir_all(path.parent().expect("a parent"))
             .and_then(|_| std::fs::write(&path, b.as_host().expect("host")))
@@ -189,7 +140,9 @@ async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardL
         };
         // local-then-load times only the load, even when it made the copy itself.
         let t1 = Instant::now();
-        let (bytes, _) = load(&local, layout, bufs, args.store.window, args.concurrency as usize).await?;
+        // The local copy is other files: the store's object versions do not pin it.
+        let copy: Vec<ShardLayout> = layout.iter().map(|l| ShardLayout { version: None, ..l.clone() }).collect();
+        let (bytes, _) = load(&local, &copy, bufs, args.store.window, args.concurrency as usize).await?;
         let load_s = t1.elapsed().as_secs_f64();
         let s = sampler.finish();
         let wall_s = if b == Baseline::DownloadThenLoad { download_s + load_s } else { load_s };
@@ -234,6 +187,10 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     let t_head = Instant::now();
     let layout = weights::read_layout(store.as_ref(), &args.model).await?;
     let header_s = t_head.elapsed().as_secs_f64();
+    if let Some(r) = &args.reference {
+        // A wrong --reference fails before the load, not after it.
+        verify::reference_files(r, &args.model, &layout)?;
+    }
     let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
     let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
     // What the session said already (the store's size-independent warnings) is not said twice.
@@ -273,19 +230,21 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
             witness: closed.witness.expect("a single-process bench is rank 0"),
         });
     }
-    let verified = if args.verify { Some(verify(store.as_ref(), &layout, &bufs).await?) } else { None };
+    let verified = if args.verify || args.reference.is_some() {
+        Some(verify::verify(store.as_ref(), &args.model, &layout, &bufs, args.reference.as_deref()).await?)
+    } else {
+        None
+    };
     let baseline_runs = if args.baselines.is_empty() { Vec::new() } else { baselines(&args, store.as_ref(), &layout, &mut bufs).await? };
     let wall = Spread::of(repeats.iter().map(|r| r.wall_s)).expect("repeats >= 1");
     let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
     let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
     let worst = repeats.iter().map(|r| r.witness.verdict).min().expect("repeats >= 1");
     let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
-    let failure = verified
-        .as_ref()
-        .filter(|v| !v.ok)
-        .map(|v| Error::Mismatch(format!("--verify: {} of {} tensors differ, first: {}", v.mismatched.len(), v.tensors_checked, v.mismatched[0])));
+    let failure = verified.as_ref().and_then(Verified::failure);
     let params = json!({"model": args.model, "window_bytes": args.store.window, "concurrency": args.concurrency,
-                        "repeats": args.repeats, "verify": args.verify});
+                        "repeats": args.repeats, "verify": args.verify || args.reference.is_some(),
+                        "reference": args.reference});
     // Milliseconds: the process-start offset itself is one clock tick (10 ms) coarse.
     let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;
     let ready = TimeToReady {
@@ -327,13 +286,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
             format!("{:.2}", gbps.median),
             format!("{:.2}", cores.median),
             worst.as_str().to_string(),
-            results
-                .verified
-                .as_ref()
-                // A second read of the same store: it proves the load put the
-                // stored bytes where they belong, not that the store holds the
-                // model that was written (bytes flipped at rest read back the same).
-                .map_or("-".into(), |v| if v.ok { format!("re-read ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
+            results.verified.as_ref().map_or("-".into(), Verified::cell),
         ]);
         for b in &results.baselines {
             let name = match b.baseline {

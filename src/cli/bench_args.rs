@@ -245,9 +245,15 @@ pub struct WeightsArgs {
     /// Timed loads; the summary gives median and range.
     #[arg(long, value_parser = parse_positive, default_value_t = 1)]
     pub repeats: u32,
-    /// Compare every tensor with the safetensors crate's reading of an independent copy; a mismatch exits 4.
+    /// Compare every loaded tensor with a reference and say which: --reference
+    /// when given, else the digest written with the model (--synth, ingest
+    /// weights), else a second read of the store (no independent reference). A mismatch exits 4.
     #[arg(long)]
     pub verify: bool,
+    /// The model's local copy to --verify against (implies --verify): a
+    /// Hugging Face snapshot directory, or the one .safetensors file of a one-file model.
+    #[arg(long)]
+    pub reference: Option<PathBuf>,
     /// Instead of loading: write a synthetic model (llama-3.1-8b, qwen3-32b, tiny) under --model.
     #[arg(long)]
     pub synth: Option<String>,

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result, StoreError};
 use crate::mem::Buffer;
-use crate::store::ObjectStore;
+use crate::store::{self, ObjectStore};
 
 /// The index file name Hugging Face uses for sharded checkpoints.
 pub const INDEX: &str = "model.safetensors.index.json";
@@ -67,7 +67,8 @@ impl ShardLayout {
     }
 }
 
-fn key_in(prefix: &str, name: &str) -> String {
+/// The key of `name` under the model prefix `prefix` (`prefix/name`, or `name` for the bucket's root).
+pub(crate) fn key_in(prefix: &str, name: &str) -> String {
     let p = prefix.trim_matches('/');
     if p.is_empty() { name.to_string() } else { format!("{p}/{name}") }
 }
@@ -191,6 +192,13 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
         Some(map) => map.values().collect::<std::collections::BTreeSet<_>>().into_iter().map(|f| key_in(prefix, f)).collect(),
         None => vec![key_in(prefix, SINGLE)],
     };
+    if let Some(map) = &weight_map {
+        for f in map.values() {
+            store::check_key(&key_in(prefix, f)).map_err(|e| {
+                Error::Runtime(format!("'{index_key}' maps tensors to '{f}', not a file name under the model's prefix ({e}): fix the weight_map value"))
+            })?;
+        }
+    }
     let mut out = Vec::new();
     for key in shard_keys {
         let size = match store.head(&key).await {
@@ -309,12 +317,17 @@ pub fn plan_shards(shapes: &[(String, Vec<usize>)], bytes_per_elem: u64, max_sha
 }
 
 /// Write a synthetic model of `name` under `prefix`: bf16 random bytes,
-/// shards of at most `max_shard` bytes (Hugging Face names), then the index
-/// last, so a reader never finds an index naming missing shards. Returns
+/// shards of at most `max_shard` bytes (Hugging Face names), then the index,
+/// so a reader never finds an index naming missing shards, and last its
+/// digest ([`super::digest`]). Returns
 /// (total tensor bytes, shard count).
 pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_shard: u64) -> Result<(u64, usize)> {
     let shapes = synth_shapes(name)?;
     let plan = plan_shards(&shapes, 2, max_shard);
+    // The old digest goes first and the new one is written last: an
+    // interrupted write leaves no digest, never one of another model.
+    super::digest::remove(store, prefix).await?;
+    let mut digest = super::digest::Digest::default();
     let count = plan.len();
     let mut rng = SmallRng::from_os_rng();
     let mut weight_map = BTreeMap::new();
@@ -335,6 +348,8 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
         }
         let bytes = safetensors::serialize(views, None).map_err(|e| Error::Runtime(format!("cannot serialise shard {file}: {e}")))?;
         drop(data);
+        let layout = parse_header(&file, bytes.len() as u64, &bytes)?;
+        digest.add(&file, &layout, &bytes[layout.data_start as usize..]);
         total += sizes.iter().sum::<usize>() as u64;
         let mut buf = Buffer::host(bytes.len());
         buf.as_host_mut().expect("host").copy_from_slice(&bytes);
@@ -350,6 +365,7 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
         store.put_from(&key_in(prefix, INDEX), &buf).await?;
     }
     remove_stale_shards(store, prefix, &weight_map).await?;
+    super::digest::write(store, prefix, &digest).await?;
     Ok((total, count))
 }
 

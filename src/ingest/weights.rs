@@ -2,12 +2,15 @@
 //! disk into the store under `--model`, in the layout `weights` reads (one
 //! `model.safetensors`, or `model.safetensors.index.json` + the shards its
 //! `weight_map` names). Every shard's header is parsed before anything is
-//! written; the index goes last (the commit: `weights` finds a sharded model by it).
+//! written; the index goes after the shards (the commit: `weights` finds a
+//! sharded model by it), and the model's digest (`format::digest`, what
+//! `weights --verify` checks a load against) last of all.
 
 use std::path::{Path, PathBuf};
 
 use crate::cli::IngestWeightsArgs;
 use crate::error::{Error, Result};
+use crate::format::digest;
 use crate::format::weights::{INDEX, SINGLE, parse_header};
 use crate::store;
 
@@ -69,14 +72,24 @@ pub async fn run(a: IngestWeightsArgs) -> Result<()> {
     }
     let store = store::open(&a.store.config())?;
     store.ensure_bucket(true).await?;
+    // The old digest goes first, the new one last: an interrupted ingest
+    // leaves no digest, never one of another model.
+    digest::remove(store.as_ref(), &prefix).await?;
+    let mut sums = digest::Digest::default();
     let mut total = 0u64;
     for (path, name) in &files {
         let key = format!("{prefix}/{name}");
         store::check_key(&key).map_err(|e| Error::Usage(format!("--model '{}': {e}", a.model)))?;
         let body = std::fs::read(path).map_err(|e| Error::Runtime(format!("reading {}: {e}", path.display())))?;
+        if name != INDEX {
+            // Digested from the bytes sent: a file changed since its header was checked is digested as sent.
+            let layout = parse_header(&path.display().to_string(), body.len() as u64, &body)?;
+            sums.add(name, &layout, &body[layout.data_start as usize..]);
+        }
         total += body.len() as u64;
         store::put_bytes(store.as_ref(), &key, body).await?;
     }
+    digest::write(store.as_ref(), &prefix, &sums).await?;
     let shards = files.iter().filter(|(_, n)| n != INDEX).count();
     println!("ingested {shards} shard(s), {total} bytes, under '{prefix}' at {}", store.location());
     Ok(())

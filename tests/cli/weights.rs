@@ -264,7 +264,64 @@ fn synth_over_an_earlier_model_leaves_one_model() {
     }
     let mut names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
-    assert_eq!(names, ["model.safetensors", "notes.txt"]);
+    assert_eq!(names, ["model.safetensors", "notes.txt", "s3rdma-digest.json"]);
     let rec = record(&s3rdma(&["weights", "--model", "m/x", "--verify", "--json"], tmp.path()));
     assert_eq!((rec["results"]["shards"].as_u64(), rec["results"]["verified"]["ok"].as_bool()), (Some(1), Some(true)));
+}
+
+/// `--verify` checks against the most independent reference there is and
+/// says which: the digest written with the model (it catches a byte flipped
+/// at rest, which a re-read of the store returns again), a local copy
+/// (`--reference`), and only without either a re-read, reported as such.
+#[test]
+fn weights_verify_names_its_reference_and_catches_bytes_changed_at_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s3rdma-data/s3rdma-bench/m/v");
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m/v", "--shard-size", "16MB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let copy = tmp.path().join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+    }
+    let verify = |extra: &[&str]| {
+        let mut a = vec!["weights", "--model", "m/v", "--verify"];
+        a.extend(extra);
+        s3rdma(&a, tmp.path())
+    };
+    let o = verify(&["--json"]);
+    let rec = record(&o);
+    let v = &rec["results"]["verified"];
+    assert_eq!((v["ok"].as_bool(), v["reference_kind"].as_str(), v["independent"].as_bool()), (Some(true), Some("digest"), Some(true)), "{v}");
+    assert_eq!(v["tensors_checked"], 47);
+    let o = verify(&[]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("digest ok (47)"), "{}", String::from_utf8_lossy(&o.stdout));
+    // One bit flipped at rest, in the last tensor bytes of shard 2.
+    let shard = dir.join("model-00002-of-00004.safetensors");
+    let mut b = std::fs::read(&shard).unwrap();
+    let n = b.len();
+    b[n - 10] ^= 0x10;
+    std::fs::write(&shard, &b).unwrap();
+    let o = verify(&[]);
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1 of 47 tensors differ from the digest written with the model ('m/v/s3rdma-digest.json'"), "{}", stderr(&o));
+    let o = s3rdma(&["weights", "--model", "m/v", "--reference", copy.to_str().unwrap()], tmp.path());
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(stderr(&o).contains("differ from the local copy at"), "{}", stderr(&o));
+    // Without a digest and a local copy, a re-read is all there is: it
+    // returns the flipped byte again, and says it is no independent reference.
+    std::fs::remove_file(dir.join("s3rdma-digest.json")).unwrap();
+    let o = verify(&["--json"]);
+    let rec = record(&o);
+    let v = &rec["results"]["verified"];
+    assert_eq!((v["ok"].as_bool(), v["reference_kind"].as_str(), v["independent"].as_bool()), (Some(true), Some("re-read"), Some(false)), "{v}");
+    let o = verify(&[]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("re-read matches (47, no independent reference)"), "{}", String::from_utf8_lossy(&o.stdout));
+    // A --reference that is not there, or a file for a sharded model: usage errors before the load.
+    for (r, says) in [("nope", "no such file or directory"), ("copy/model-00001-of-00004.safetensors", "a file, but the model has 4 shards")] {
+        let o = s3rdma(&["weights", "--model", "m/v", "--reference", tmp.path().join(r).to_str().unwrap()], tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+    }
 }
