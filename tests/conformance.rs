@@ -162,7 +162,7 @@ async fn a_replaced_object_is_never_read_as_the_pinned_version(s: &dyn ObjectSto
     }
     let Some(v) = t.version else { return };
     let again = s.get_into_version("pinned/obj", None, &mut dst, 0, &v).await.unwrap();
-    assert_eq!((again.bytes, again.version.as_deref()), (n as u64, Some(&*v)));
+    assert_eq!((again.bytes, again.version.as_ref()), (n as u64, Some(&v)));
     s.put_from("pinned/obj", &random(n, 12)).await.unwrap();
     let e = s.get_into_version("pinned/obj", Some(4096..8192), &mut dst, 0, &v).await.unwrap_err();
     assert!(matches!(e, StoreError::Changed { .. }) && e.to_string().contains("'pinned/obj'"), "{e}");

@@ -146,12 +146,12 @@ pub async fn read_range(
     range: std::ops::Range<u64>,
     buf: &mut crate::mem::Buffer,
     window: u64,
-    version: Option<&str>,
+    version: Option<&crate::store::ObjectVersion>,
 ) -> crate::error::Result<(u64, u64)> {
     let (mut bytes, mut n) = (0, 0);
-    let mut pin: Option<std::sync::Arc<str>> = version.map(Into::into);
+    let mut pin = version.cloned();
     for w in crate::store::chunks(range.clone(), window) {
-        let t = crate::store::read_into_version(store, key, Some(w.clone()), buf, (w.start - range.start) as usize, pin.as_deref()).await?;
+        let t = crate::store::read_into_version(store, key, Some(w.clone()), buf, (w.start - range.start) as usize, pin.as_ref()).await?;
         if t.bytes != w.end - w.start {
             return Err(crate::error::Error::Runtime(format!("short read of '{key}' at {}: {} of {} bytes", w.start, t.bytes, w.end - w.start)));
         }

@@ -68,7 +68,7 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
             let store = store.clone();
             async move {
                 let (b, n) =
-                    super::read_range(store.as_ref(), &shard.key, shard.data_start..shard.object_bytes, &mut buf, window, shard.version.as_deref()).await?;
+                    super::read_range(store.as_ref(), &shard.key, shard.data_start..shard.object_bytes, &mut buf, window, shard.version.as_ref()).await?;
                 Ok((buf, b, n))
             }
         })
@@ -105,7 +105,7 @@ pub struct BaselineRun {
 async fn download(store: &dyn ObjectStore, layout: &[ShardLayout], dir: &std::path::Path, bucket: &str) -> Result<()> {
     for shard in layout {
         let mut b = Buffer::host(shard.object_bytes as usize);
-        store::read_into_version(store, &shard.key, None, &mut b, 0, shard.version.as_deref()).await?;
+        store::read_into_version(store, &shard.key, None, &mut b, 0, shard.version.as_ref()).await?;
         let path = dir.join(bucket).join(&shard.key);
         std::fs::create_dir_all(path.parent().expect("a parent"))
             .and_then(|_| std::fs::write(&path, b.as_host().expect("host")))

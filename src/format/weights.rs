@@ -57,7 +57,7 @@ pub struct ShardLayout {
     /// The object version its header was read from ([`crate::store::Transfer::version`]):
     /// the data and any re-read must come from the same one.
     #[serde(skip)]
-    pub version: Option<std::sync::Arc<str>>,
+    pub version: Option<crate::store::ObjectVersion>,
 }
 
 impl ShardLayout {
@@ -149,8 +149,8 @@ async fn get_host_version(
     store: &dyn ObjectStore,
     key: &str,
     range: std::ops::Range<u64>,
-    version: Option<&str>,
-) -> Result<(Vec<u8>, Option<std::sync::Arc<str>>)> {
+    version: Option<&crate::store::ObjectVersion>,
+) -> Result<(Vec<u8>, Option<crate::store::ObjectVersion>)> {
     let mut b = Buffer::host((range.end - range.start) as usize);
     let t = match version {
         Some(v) => store.get_into_version(key, Some(range), &mut b, 0, v).await?,
@@ -227,7 +227,7 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
         if 8 + n > size {
             return Err(bad(&key, format!("header length {n} does not fit the {size}-byte object{}", looks_like(&first))));
         }
-        let (head, _) = get_host_version(store, &key, 0..8 + n, version.as_deref()).await?;
+        let (head, _) = get_host_version(store, &key, 0..8 + n, version.as_ref()).await?;
         out.push(ShardLayout { version, ..parse_header(&key, size, &head)? });
     }
     if let Some(map) = &weight_map {

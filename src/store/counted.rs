@@ -92,7 +92,14 @@ impl ObjectStore for Counted {
         let t = self.inner.get_into_at(key, range, dst, at).await;
         self.count(READ, t)
     }
-    async fn get_into_version(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, version: &str) -> Result<Transfer, StoreError> {
+    async fn get_into_version(
+        &self,
+        key: &str,
+        range: Option<Range<u64>>,
+        dst: &mut Buffer,
+        at: usize,
+        version: &super::ObjectVersion,
+    ) -> Result<Transfer, StoreError> {
         let t = self.inner.get_into_version(key, range, dst, at, version).await;
         self.count(READ, t)
     }

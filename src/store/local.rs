@@ -300,7 +300,7 @@ impl ObjectStore for LocalStore {
         let range = resolve_range(key, range, md.len())?;
         check_capacity(key, range.end - range.start, at, dst)?;
         let bytes = if range.is_empty() { 0 } else { blocking(|| self.read_range(key, &path, range, dst, at))? };
-        Ok(Transfer { version: Some(file_version(&md).into()), ..Transfer::of(bytes, TransferPath::Local) })
+        Ok(Transfer { version: Some(file_version(&md)), ..Transfer::of(bytes, TransferPath::Local) })
     }
 
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
@@ -373,12 +373,12 @@ impl ObjectStore for LocalStore {
     }
 }
 
-/// A local file's version: inode, modification time (ns) and size. Every
-/// write here goes to a temporary name and is renamed over the key, so a
-/// replaced object has a new inode.
-fn file_version(md: &fs::Metadata) -> String {
+/// A local file's version: inode and modification time (ns), and its size.
+/// Every write here goes to a temporary name and is renamed over the key,
+/// so a replaced object has a new inode.
+fn file_version(md: &fs::Metadata) -> super::ObjectVersion {
     use std::os::unix::fs::MetadataExt;
-    format!("ino{}-mtime{}.{:09}-size{}", md.ino(), md.mtime(), md.mtime_nsec(), md.len())
+    super::ObjectVersion { tag: Some(format!("inode {} mtime {}.{:09}", md.ino(), md.mtime(), md.mtime_nsec()).into()), size: md.len() }
 }
 
 #[cfg(test)]

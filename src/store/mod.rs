@@ -181,12 +181,31 @@ pub struct Transfer {
     /// (HTTP GETs only; `None` where the notion does not apply).
     pub first_byte: Option<Duration>,
     /// Which version of the object a read was served from, where the store
-    /// can tell: the `ETag` of an S3 answer (RFC 9110 section 8.8.3), a local
-    /// file's identity (inode, modification time, size). `None` for writes
-    /// and where nothing says (the rdma library's own reads). Pass it to
-    /// [`ObjectStore::get_into_version`] to keep a read of several calls on
-    /// one version.
-    pub version: Option<std::sync::Arc<str>>,
+    /// can tell. `None` for writes and where nothing says (the rdma
+    /// library's own reads). Pass it to [`ObjectStore::get_into_version`] to
+    /// keep a read of several calls on one version.
+    pub version: Option<ObjectVersion>,
+}
+
+/// One version of an object, as a read found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    /// What names the version: the `ETag` of an S3 answer (RFC 9110 section
+    /// 8.8.3; `None` when the server sends none), a local file's inode and
+    /// modification time.
+    pub tag: Option<std::sync::Arc<str>>,
+    /// The object's size, bytes, as the answer stated it (the total of a
+    /// `Content-Range`, a file's length).
+    pub size: u64,
+}
+
+impl fmt::Display for ObjectVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.tag {
+            Some(t) => write!(f, "{t}, {} bytes", self.size),
+            None => write!(f, "{} bytes", self.size),
+        }
+    }
 }
 
 impl Transfer {
@@ -196,13 +215,15 @@ impl Transfer {
     }
 }
 
-/// Check that a read asked of version `pinned` was served from it (`served`;
-/// `None`, where the store cannot tell, passes).
+/// Check that a read asked of version `pinned` was served from it
+/// (`served`): the same size, and the same tag where both have one. `None`,
+/// where the store cannot tell, passes.
 ///
 /// Errors: [`StoreError::Changed`] naming both versions.
-pub fn check_version(key: &str, location: &str, pinned: &str, served: Option<&str>) -> Result<(), StoreError> {
+pub fn check_version(key: &str, location: &str, pinned: &ObjectVersion, served: Option<&ObjectVersion>) -> Result<(), StoreError> {
+    let differ = |v: &ObjectVersion| v.size != pinned.size || matches!((&v.tag, &pinned.tag), (Some(a), Some(b)) if a != b);
     match served {
-        Some(v) if v != pinned => {
+        Some(v) if differ(v) => {
             Err(StoreError::Changed { key: key.into(), location: location.into(), detail: format!("version {pinned} -> {v} between two reads of one load") })
         }
         _ => Ok(()),
@@ -295,9 +316,16 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// compared after the read, whose bytes then count for nothing.
     ///
     /// Errors: [`StoreError::Changed`] naming both versions; as `get_into_at`.
-    async fn get_into_version(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, version: &str) -> Result<Transfer, StoreError> {
+    async fn get_into_version(
+        &self,
+        key: &str,
+        range: Option<Range<u64>>,
+        dst: &mut Buffer,
+        at: usize,
+        version: &ObjectVersion,
+    ) -> Result<Transfer, StoreError> {
         let t = self.get_into_at(key, range, dst, at).await?;
-        check_version(key, &self.location(), version, t.version.as_deref())?;
+        check_version(key, &self.location(), version, t.version.as_ref())?;
         Ok(t)
     }
     /// Write `src[range]` as the object `key`, replacing any object of that
@@ -396,7 +424,7 @@ pub async fn read_into_version(
     range: Option<Range<u64>>,
     dst: &mut Buffer,
     at: usize,
-    version: Option<&str>,
+    version: Option<&ObjectVersion>,
 ) -> Result<Transfer, StoreError> {
     match (dst, version) {
         (Buffer::Device(d), _) if !store.writes_device() => staged_read(store, key, range, d, at, version).await,

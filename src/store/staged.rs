@@ -49,7 +49,7 @@ pub async fn staged_read(
     range: Option<Range<u64>>,
     dst: &mut crate::mem::DeviceBuffer,
     at: usize,
-    version: Option<&str>,
+    version: Option<&super::ObjectVersion>,
 ) -> Result<Transfer, StoreError> {
     let cuda = |e: String| StoreError::Other { op: "GET", key: key.into(), location: store.location(), detail: e };
     let range = match range {
@@ -72,7 +72,7 @@ pub async fn staged_read(
     };
     let t0 = std::time::Instant::now();
     let mut first_byte = None;
-    let mut served: Option<std::sync::Arc<str>> = version.map(Into::into);
+    let mut served: Option<super::ObjectVersion> = version.cloned();
     // The bounce buffers travel with their reads (each read owns its buffer),
     // and come back to `dst` whatever happens.
     let mut idle: Vec<(usize, Buffer)> = std::mem::take(&mut dst.bounce).into_iter().enumerate().rev().collect();

@@ -303,6 +303,7 @@ fn read_lies() -> Vec<(&'static str, Fault, Option<u32>, &'static str)> {
         ("another range in Content-Range", Fault::ShiftContentRange(4096), None, "not the requested bytes"),
         ("200 for a ranged GET", Fault::Answer200, None, "not the requested bytes"),
         ("object replaced mid-read", Fault::NewEtag, Some(1), "changed during the read"),
+        ("another object size in Content-Range", Fault::WrongTotal(1 << 20), Some(1), "changed during the read"),
         ("412 to If-Match", Fault::Status { code: 412, retry_after: None }, Some(1), "changed during the read"),
     ]
 }
@@ -353,6 +354,29 @@ fn fetch_and_weights_refuse_bytes_that_are_not_the_requested_bytes() {
         }
     }
     assert!(problems.is_empty(), "{} of the runs ended wrong:\n{}", problems.len(), problems.join("\n"));
+}
+
+/// A lie the headers cannot show (one flipped byte in a window of tensor
+/// data, the right Content-Range) is caught by `weights --verify` through the
+/// digest written with the model, exit 4 naming the tensor and the digest;
+/// a re-read of the store would have returned the right bytes and passed
+/// the wrong ones.
+#[test]
+fn a_flipped_byte_under_right_headers_is_caught_by_the_weights_digest() {
+    let s = common::server();
+    let mut synth = creds("weights", "lies-digest");
+    synth.extend(["--synth", "tiny", "--model", "tiny", "--shard-size", "16MB"]);
+    prepare(&synth, &s.endpoint);
+    let mut a = creds("weights", "lies-digest");
+    a.extend(["--model", "tiny", "--dest", "host", "--repeats", "1", "--concurrency", "1", "--verify"]);
+    // Skip 8: the two header reads of each of the 4 shards pass; the first
+    // window of tensor data gets the flip.
+    let rule = Rule { method: Some("GET"), path_contains: Some("/lies-digest/tiny/model-".into()), skip: 8, count: Some(1), fault: Fault::FlipByte(4099) };
+    let (o, _, _tmp, injected, log) = faulted(&a, &s.endpoint, rule);
+    let err = stderr(&o);
+    assert_eq!(injected, 1, "{}", log.join("\n"));
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains("differ from the digest written with the model ('tiny/s3rdma-digest.json'") && !err.contains("panicked"), "{err}");
 }
 
 /// A lie the headers cannot show (one flipped byte, the right Content-Range)

@@ -36,6 +36,10 @@ pub enum Fault {
     /// answer's `Content-Range` first and last byte by this many bytes, the
     /// body untouched (`bad_cr`: another range, said in the header).
     ShiftContentRange(i64),
+    /// Forward, then add this many bytes to the object size (the total) in
+    /// the answer's `Content-Range`, the range and body untouched (`bad_cr`
+    /// total: a size no other answer agrees with).
+    WrongTotal(u64),
     /// Forward, then answer `200 OK` without `Content-Range` (a proxy that
     /// ignores Range; `range200`).
     Answer200,
@@ -312,6 +316,13 @@ fn serve(client: TcpStream, upstream: &str, st: &Mutex<State>) -> std::io::Resul
                 for (k, v) in resp.headers.iter_mut() {
                     if let (true, Some(((a, b), t))) = (k.eq_ignore_ascii_case("content-range"), parse_cr(v)) {
                         *v = format!("bytes {}-{}/{t}", a as i64 + d, b as i64 + d);
+                    }
+                }
+            }
+            Some(Fault::WrongTotal(d)) => {
+                for (k, v) in resp.headers.iter_mut() {
+                    if let (true, Some(((a, b), t))) = (k.eq_ignore_ascii_case("content-range"), parse_cr(v)) {
+                        *v = format!("bytes {a}-{b}/{}", t + d);
                     }
                 }
             }

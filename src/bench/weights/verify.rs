@@ -164,7 +164,7 @@ pub async fn verify(store: &dyn ObjectStore, prefix: &str, layout: &[ShardLayout
     } else {
         for (shard, buf) in layout.iter().zip(bufs) {
             let mut b = Buffer::host(shard.object_bytes as usize);
-            crate::store::read_into_version(store, &shard.key, None, &mut b, 0, shard.version.as_deref()).await?;
+            crate::store::read_into_version(store, &shard.key, None, &mut b, 0, shard.version.as_ref()).await?;
             checked += shard.tensors.len();
             compare_file(shard, &loaded(shard, buf)?, b.as_host().expect("host"), &shard.key, &mut mismatched)?;
         }

@@ -33,7 +33,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
-use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, check_version, resolve_range};
+use super::{ObjectMeta, ObjectStore, ObjectVersion, Transfer, TransferPath, check_capacity, check_key, check_source, check_version, resolve_range};
 use crate::error::{StoreError, root_cause};
 use crate::mem::Buffer;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
@@ -146,7 +146,7 @@ impl HttpStore {
     ///
     /// Errors: [`StoreError::Changed`] when the object is another version;
     /// [`StoreError::WrongRange`] for a wrong answer; as `get_into_at`.
-    async fn read(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, pin: Option<&str>) -> Result<Transfer, StoreError> {
+    async fn read(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, pin: Option<&ObjectVersion>) -> Result<Transfer, StoreError> {
         check_key(key)?;
         if let Some(r) = &range
             && r.start >= r.end
@@ -157,7 +157,7 @@ impl HttpStore {
         let t0 = Instant::now();
         let start = range.as_ref().map_or(0, |r| r.start);
         let first_end = range.as_ref().map_or(u64::MAX, |r| r.end).min(start.saturating_add(self.part_size));
-        let Some(first) = self.send_first(key, start, first_end - 1, pin).await? else {
+        let Some(first) = self.send_first(key, start, first_end - 1, pin.and_then(|p| p.tag.as_deref())).await? else {
             // Out of range: either an empty object (whole-object read of
             // nothing) or a range beyond the end.
             let size = self.head(key).await?.size;
@@ -169,7 +169,7 @@ impl HttpStore {
         let version = self.first_version(key, start, first_end - 1, &first)?;
         if let Some(p) = pin {
             // A server that ignores If-Match answers with the version it has.
-            check_version(key, &self.endpoint, p, version.etag.as_deref())?;
+            check_version(key, &self.endpoint, p, Some(&version.served()))?;
         }
         let full = resolve_range(key, range, version.size)?;
         let len = full.end - full.start;
@@ -185,7 +185,7 @@ impl HttpStore {
         // The first part's body is in flight too, so one fewer here.
         let rest_fut = futures::stream::iter(parts).buffer_unordered(self.part_concurrency.saturating_sub(1).max(1)).try_collect::<Vec<_>>();
         let (first_byte, _) = futures::try_join!(first_fut, rest_fut)?;
-        Ok(Transfer { bytes: len, path: TransferPath::Http, first_byte: first_byte.map(|t| t - t0), version: version.etag.map(Into::into) })
+        Ok(Transfer { bytes: len, path: TransferPath::Http, first_byte: first_byte.map(|t| t - t0), version: Some(version.served()) })
     }
 
     /// One ranged GET of `dst.len()` bytes at `offset` of the object version
@@ -507,7 +507,14 @@ impl ObjectStore for HttpStore {
         self.read(key, range, dst, at, None).await
     }
 
-    async fn get_into_version(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize, version: &str) -> Result<Transfer, StoreError> {
+    async fn get_into_version(
+        &self,
+        key: &str,
+        range: Option<Range<u64>>,
+        dst: &mut Buffer,
+        at: usize,
+        version: &ObjectVersion,
+    ) -> Result<Transfer, StoreError> {
         self.read(key, range, dst, at, Some(version)).await
     }
 

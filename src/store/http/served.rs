@@ -43,6 +43,13 @@ pub struct Version {
     pub etag: Option<String>,
 }
 
+impl Version {
+    /// This version as reads report it ([`super::super::Transfer::version`]).
+    pub fn served(&self) -> super::super::ObjectVersion {
+        super::super::ObjectVersion { tag: self.etag.as_deref().map(Into::into), size: self.size }
+    }
+}
+
 /// Check the first part of a read: asked `first..=last` (`last` may lie past
 /// the end of an object of unknown size; the server ends the range at its
 /// last byte). Returns the object's size and ETag for the later parts.
