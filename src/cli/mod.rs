@@ -364,6 +364,7 @@ impl WitnessArgs {
             servers: self.servers.clone(),
             metrics_url: self.metrics_url.clone(),
             metrics_token: self.metrics_token.clone(),
+            scrape_timeout: store.read_timeout.min(crate::witness::SCRAPE_TIMEOUT),
         }
     }
 }

@@ -96,7 +96,14 @@ pub struct WitnessConfig {
     pub metrics_url: Vec<String>,
     /// Bearer token for the metrics endpoints.
     pub metrics_token: Option<String>,
+    /// Longest wait for one scrape: [`SCRAPE_TIMEOUT`], or the store's
+    /// `--read-timeout` when shorter, so a hung server fails a run within the
+    /// time the user allowed its requests.
+    pub scrape_timeout: Duration,
 }
+
+/// Longest wait for one scrape of a metrics endpoint, by default: 5 s.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Scrapes the configured targets; one per run, shared by every window.
 #[derive(Debug)]
@@ -191,7 +198,7 @@ impl Witness {
         } else {
             Some(
                 reqwest::Client::builder()
-                    .timeout(Duration::from_secs(5))
+                    .timeout(args.scrape_timeout)
                     .build()
                     .map_err(|e| Error::Runtime(format!("cannot build the metrics HTTP client: {e}")))?,
             )

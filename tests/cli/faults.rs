@@ -260,6 +260,38 @@ fn a_2gib_ckpt_save_against_a_stalled_server_ends_within_the_bound() {
     eprintln!("2 GiB save against a stalled server: {took:.1} s from the first PUT, {puts} PUTs");
 }
 
+/// A server that hangs on everything once the save has begun (a stopped
+/// process whose socket still accepts): the save's requests and the
+/// clean-up after it (the listing and deletes of the partial generation)
+/// together end within attempts x --read-timeout + 5 s of the first hung
+/// request, flat and async alike; the clean-up no longer spends a new round
+/// of attempts.
+#[test]
+fn a_save_against_a_server_that_hangs_on_everything_ends_within_the_bound() {
+    let s = common::server();
+    std::fs::create_dir_all(s.root.join("faults-ckpt-hang")).unwrap();
+    for method in ["flat", "async"] {
+        let proxy = FaultProxy::start(&s.endpoint);
+        // Skip 1: the bucket check passes; every later request to the bucket hangs.
+        proxy.set(Rule { method: None, path_contains: Some("/faults-ckpt-hang".into()), skip: 1, count: None, fault: Fault::StallHead });
+        let tmp = tempfile::tempdir().unwrap();
+        let mut a = creds("ckpt", "faults-ckpt-hang");
+        a.extend(["--sizes", "256MiB", "--chunk", "16MiB", "--concurrency", "2", "--methods", method, "--repeats", "1", "--ops", "save", "--dest", "host"]);
+        a.extend(["--endpoint", &proxy.endpoint, "--attempts", "3", "--read-timeout", "1s", "--connect-timeout", "1s"]);
+        let o = s3rdma(&a, tmp.path());
+        let end = proxy.elapsed();
+        let log = proxy.log();
+        let hung: f64 = log.iter().find(|l| l.ends_with("Some(StallHead)")).and_then(|l| l.split(' ').next()?.parse().ok()).expect("a request hung");
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{method}: {err}");
+        let took = end - hung;
+        // 3 attempts x 1 s for the save, at most 1 s for its clean-up, and
+        // slack; a clean-up with its own attempts took 3 s more.
+        assert!(took < 5.5, "{method}: {took:.1} s from the first hung request to the end: {err}\n{}", log.join("\n"));
+        eprintln!("{method} save against a hung server: {took:.1} s from the first hung request");
+    }
+}
+
 /// ../shared/cases/retry-slowdown on the SDK path: two `503 SlowDown` with
 /// `Retry-After: 1`, then the object. The run waits for the server (at least
 /// 2 s in all, where the SDK alone retried after 0.63 s) and counts both

@@ -262,7 +262,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                             let r = save_flat(&ctx, &key, &state, buf, &generation).await;
                             if r.is_err() {
                                 // Never committed: its chunks are garbage (the previous generation stays).
-                                delete_prefix(store.as_ref(), &format!("{key}.g{generation}.part")).await;
+                                delete_prefix(store.as_ref(), &format!("{key}.g{generation}.part"), args.store.read_timeout).await;
                             }
                             r
                         }
@@ -351,13 +351,20 @@ fn no_bucket(e: StoreError) -> Error {
     }
 }
 
-/// Delete every object whose key starts with `prefix` (best effort).
-async fn delete_prefix(store: &dyn ObjectStore, prefix: &str) {
-    if let Ok(objs) = store.list(prefix).await {
-        for o in objs {
-            let _ = store.delete(&o.key).await;
+/// Delete every object whose key starts with `prefix`, best effort, within
+/// `budget` in all: clean-up after a failed save gets one short budget (the
+/// `--read-timeout`), never a new round of attempts per request, so a save
+/// against a hung server fails within attempts x `--read-timeout` of its
+/// first hung request plus this.
+async fn delete_prefix(store: &dyn ObjectStore, prefix: &str, budget: std::time::Duration) {
+    let _ = tokio::time::timeout(budget, async {
+        if let Ok(objs) = store.list(prefix).await {
+            for o in objs {
+                let _ = store.delete(&o.key).await;
+            }
         }
-    }
+    })
+    .await;
 }
 
 /// Delete the chunks of `key` of every generation but `current` (all of them for `None`).
