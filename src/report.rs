@@ -445,13 +445,47 @@ fn cmp_keys(a: &[(f64, String)], b: &[(f64, String)]) -> std::cmp::Ordering {
     std::cmp::Ordering::Equal
 }
 
-/// The baseline of each row: `--baseline` names a backend (rows of that
-/// backend with the same dims) or a file (rows of that file with the same dims).
-/// None when no row matches, or when several do (the ratio would be arbitrary).
-fn baseline_for<'a>(r: &Row, rows: &'a [Row], baseline: &str) -> Option<&'a Row> {
-    let mut m = rows.iter().filter(|b| b.benchmark == r.benchmark && b.dims == r.dims && b.metric == r.metric && is_baseline(b, baseline));
-    let first = m.next()?;
-    m.next().is_none().then_some(first)
+/// The baseline rows of a report, indexed once by (benchmark, dims,
+/// metric): `--baseline` names a backend (rows of that backend) or a file
+/// (rows of that file). A row's baseline is the one baseline row with its
+/// dimensions; none when no row or several match (the ratio would be
+/// arbitrary). Built in one pass, so a report's cost stays linear in its rows.
+/// What a row and its baseline share: benchmark, dimensions, metric.
+type DimsKey = (String, BTreeMap<String, String>, String);
+
+fn dims_key(r: &Row) -> DimsKey {
+    (r.benchmark.clone(), r.dims.clone(), r.metric.clone())
+}
+
+struct Baselines<'a> {
+    by_dims: std::collections::HashMap<DimsKey, Vec<&'a Row>>,
+}
+
+impl<'a> Baselines<'a> {
+    fn new(rows: &'a [Row], baseline: &str) -> Baselines<'a> {
+        let mut by_dims: std::collections::HashMap<_, Vec<&Row>> = std::collections::HashMap::new();
+        for b in rows.iter().filter(|b| is_baseline(b, baseline)) {
+            by_dims.entry(dims_key(b)).or_default().push(b);
+        }
+        Baselines { by_dims }
+    }
+
+    fn matching(&self, r: &Row) -> &[&'a Row] {
+        self.by_dims.get(&dims_key(r)).map_or(&[], Vec::as_slice)
+    }
+
+    /// The baseline of `r`, when exactly one row matches.
+    fn of(&self, r: &Row) -> Option<&'a Row> {
+        match self.matching(r) {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
+
+    /// Whether several baseline rows match `r` (repeated runs).
+    fn ambiguous(&self, r: &Row) -> bool {
+        self.matching(r).len() > 1
+    }
 }
 
 fn is_baseline(b: &Row, baseline: &str) -> bool {
@@ -483,7 +517,8 @@ fn fmt_spread(s: &Spread) -> String {
 pub fn render(rows: &[Row], args: &ReportArgs) -> String {
     let mut rows = rows.to_vec();
     rows.sort_by(|a, b| cmp_keys(&group_key(a, &args.group_by), &group_key(b, &args.group_by)).then_with(|| a.file.cmp(&b.file)));
-    let ratio = |r: &Row| args.baseline.as_deref().and_then(|b| baseline_for(r, &rows, b)).map(|b| r.value.median / b.value.median);
+    let baselines = args.baseline.as_deref().map(|b| Baselines::new(&rows, b));
+    let ratio = |r: &Row| baselines.as_ref().and_then(|b| b.of(r)).map(|b| r.value.median / b.value.median);
     match args.format {
         ReportFormat::Json => {
             let v: Vec<Value> = rows
@@ -589,9 +624,8 @@ pub async fn run(args: ReportArgs) -> Result<()> {
         return Err(Error::Usage(format!("--baseline '{b}' matches no row: the rows' backends are {}; or name one of the files", backends.join(", "))));
     }
     if let Some(b) = &args.baseline
-        && rows.iter().any(|r| {
-            baseline_for(r, &rows, b).is_none() && rows.iter().filter(|x| x.benchmark == r.benchmark && x.dims == r.dims && is_baseline(x, b)).count() > 1
-        })
+        && let index = Baselines::new(&rows, b)
+        && rows.iter().any(|r| index.ambiguous(r))
     {
         eprintln!(
             "note: some rows match several --baseline '{b}' rows with the same dimensions (repeated runs): their ratio is left empty; name one file as --baseline"
