@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The read-only benches over http against nginx on the GPU machine (issue 22
-# item 7): nginx serves the local backend's directory as static files
+# The read-only benches over http against nginx on the GPU machine: nginx
+# serves the local backend's directory as static files
 # (sendfile, Range, path-style /<bucket>/<key>, HEAD-bucket answered 200), so
 # a GET costs the server a sendfile, not a test server's 4 KiB reads; beside
 # them, in the same run, the same reads from the local backend (page cache).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Peers on a GPU machine (issue 22): one run, same files, interleaved, warm
+# Peers on a GPU machine: one run, same files, interleaved, warm
 # and cold, into GPU memory; every figure lands in results/.
 #   1. weights: a synthetic Llama-3.1-8B (16.06 GB, 4 shards) loaded by
 #      s3rdma (default and tuned flags), safetensors, fastsafetensors (its

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checkpoint peers harness (issue 22, item 5): PyTorch's own ways to save
+"""Checkpoint peers harness: PyTorch's own ways to save
 and restore a GPU-resident training state, on the same disk, in one run,
 beside `s3rdma ckpt --methods flat,async`. Writes one record to results/ and
 prints a table.

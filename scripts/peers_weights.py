@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Model-load peers harness (issue 22, item 5): s3rdma weights against the
+"""Model-load peers harness: s3rdma weights against the
 strongest Python loaders, in one run, interleaved, on the same files, warm and
 cold, into GPU memory. Writes one record to results/ and prints a table.
 
@@ -27,8 +27,8 @@ Loaders, at each one's documented best settings for one GPU:
     no memory limit (its reads skip the page cache where O_DIRECT works).
   - disk-odirect-qN: no loader, the disk itself: every shard read with
     O_DIRECT in 16 MiB preads by N threads (N reads in flight) into host
-    memory, nothing copied to the GPU: the rate a cold load can approach
-    (issue 22, item 2), measured in the same run, same files, same cache state.
+    memory, nothing copied to the GPU: the rate a cold load can approach,
+    measured in the same run, same files, same cache state.
 
 The record is rewritten (temporary name, then rename) after every load, so a
 run cut short keeps what it measured.

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""What page-locked host memory costs on this host (issue 22 item 3): the
-driver's own allocator against allocating and touching ordinary memory, then
-registering it, with 4 KiB pages and with transparent huge pages. Why
+"""What page-locked host memory costs on this host (on the path to a weights
+load's time to ready: docs/gpu.md): the driver's own allocator against
+allocating and touching ordinary memory, then registering it, with 4 KiB pages
+and with transparent huge pages. Why
 src/mem/host.rs registers rather than calls cuMemHostAlloc.
 
     python3 scripts/pinned_probe.py [--buffers 16] [--size-mib 64]

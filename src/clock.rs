@@ -1,5 +1,6 @@
 //! Seconds since this process started: what a user waits from `exec`, not
-//! only a bench's timed window (issue 22 item 3, "exec-to-ready").
+//! only a bench's timed window ("exec to tensors usable": the `weights`
+//! record's `ready_s`, docs/gpu.md "time to ready").
 //!
 //! The kernel's start time of the process (`/proc/self/stat` field 22,
 //! `starttime`, in clock ticks since boot; proc(5)) is compared with

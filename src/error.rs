@@ -1,6 +1,6 @@
 //! Error types and their mapping to exit codes.
 //!
-//! Exit codes (DESIGN.md, "Exit codes"): 0 ok, 1 runtime error, 2 usage error,
+//! Exit codes (README.md, "Exit codes"): 0 ok, 1 runtime error, 2 usage error,
 //! 3 witness verdict failed `--require-rdma`, 4 data verification mismatch.
 
 use std::ops::Range;
@@ -201,7 +201,7 @@ pub enum Error {
 }
 
 impl Error {
-    /// The process exit code for this error (DESIGN.md, "Exit codes").
+    /// The process exit code for this error (README.md, "Exit codes").
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) | Error::NotImplemented(_) => 2,

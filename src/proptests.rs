@@ -1,4 +1,4 @@
-//! Property tests for every parser of outside input (issue 21, item 8):
+//! Property tests for every parser of outside input:
 //! Prometheus text, safetensors headers, checkpoint manifests (ours and the
 //! original suite's), `Content-Range`, launcher environments and
 //! `SLURM_TASKS_PER_NODE`, JPEG tar shard indexes, the ImageFolder walk.

@@ -3,9 +3,10 @@
 //!
 //! Field names are a superset of the original suite's `RunRecord`
 //! (`benchmark, backend, params, results, environment, rdma_witness, host,
-//! timestamp`; seeds/000, DESIGN.md "Results"), so old and new runs compare in
-//! one table. Units live in field names: `_bytes`, `_s`, `_ms`, `_gbps`
-//! (1e9 bytes/s), `_gibps` (2^30 bytes/s), `_cores` (CPU-seconds / wall-seconds).
+//! timestamp`, as the original Python suite wrote them; field reference: docs/results.md), so old and new
+//! runs compare in one table. Units live in field names: `_bytes`, `_s`, `_ms`,
+//! `_gbps` (1e9 bytes/s), `_gibps` (2^30 bytes/s), `_cores` (CPU-seconds /
+//! wall-seconds).
 
 use std::fs;
 use std::io::Write;
@@ -133,7 +134,7 @@ fn parse_nvidia_smi(text: &str) -> Vec<GpuInfo> {
         .collect()
 }
 
-/// One run's record (DESIGN.md "Results").
+/// One run's record (its fields: docs/results.md).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunRecord {
     /// [`SCHEMA_VERSION`] at write time.

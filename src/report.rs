@@ -65,7 +65,8 @@ pub struct Row {
 /// What a record says about a server on its own host: the process
 /// (`environment.store.server.local_process.process`, or the rdma store's
 /// `control_plane`), "on this host"; records written before that field, with
-/// a loopback endpoint: "loopback server" (issue 22 item 7).
+/// a loopback endpoint: "loopback server" (docs/05-interpreting-results.md,
+/// "A server on the measuring host").
 pub fn server_of(record: &Value) -> Option<String> {
     let store = &record["environment"]["store"];
     let store = if store["control_plane"].is_object() { &store["control_plane"] } else { store };

@@ -258,7 +258,7 @@ async fn invalid_keys(s: &dyn ObjectStore) {
     for k in ["", "/abs", "a/../b", "a//b", " ", "  \t"] {
         assert!(matches!(s.put_from(k, &b).await, Err(StoreError::InvalidKey { .. })), "{k:?}");
     }
-    // ../shared/cases/key-single-space: the refusal names the key and why.
+    // A key of one space (" "): the refusal names the key and why.
     let e = s.put_from(" ", &b).await.unwrap_err().to_string();
     assert!(e.contains("' '") && e.contains("only whitespace"), "{e}");
 }

@@ -5,7 +5,7 @@
 //! that commit (`report <files>` and `--format csv`), so any change to how
 //! records are read shows here. One intended change since: http rows against
 //! a server on the measuring host say so ("http (loopback server)", a note
-//! under their table, a `server` CSV column; issue 22 item 7).
+//! under their table, a `server` CSV column).
 
 use std::path::Path;
 use std::process::Command;

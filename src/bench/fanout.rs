@@ -1,5 +1,5 @@
 //! Fan-out with fail-fast: many transfers at once, and the first failure
-//! stops the rest (issue 21: a 2 GiB checkpoint in 64 MiB chunks against a
+//! stops the rest (without it, a 2 GiB checkpoint in 64 MiB chunks against a
 //! stalled server took 55-218 s to fail while every chunk ran its attempts).
 
 use crate::error::{Error, Result};
@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 /// Run transfers (checkpoint chunks, model shards) with at most
 /// `concurrency` in flight, each its own task (a local read or write blocks
 /// its thread); results in input order.
-/// Fail fast (issue 21): the first failure starts no further chunk and
+/// Fail fast: the first failure starts no further chunk and
 /// aborts those in flight (their requests are dropped mid-way, a multipart
 /// upload is aborted), so the error comes after one request's attempts, not
 /// after every chunk's; and this returns only once every started task has

@@ -1,4 +1,4 @@
-//! The run lifecycle every bench shares (DESIGN.md "Layout": `bench/session.rs`).
+//! The run lifecycle every bench shares (its place in the layout: docs/architecture.md).
 //!
 //! A [`Session`] owns, once per process: launcher and rank detection (and,
 //! when no launcher started us, starting the ranks ourselves), the GPU, the
@@ -324,7 +324,10 @@ impl Session {
         if me.is_root() {
             store.ensure_bucket(spec.create_bucket).await.map_err(spec.no_bucket)?;
         }
-        let group = Group::join(me.clone(), raw, group_args.barrier_timeout, group_args.rendezvous).await?;
+        let group = Group::join(me.clone(), raw.clone(), group_args.barrier_timeout, group_args.rendezvous).await?;
+        if me.world > 1 {
+            ranks::clear_on_sigterm(raw, me.clone());
+        }
         // What the store knows before any transfer (the library's own word,
         // reads it cannot carry), said once, before the run.
         let warnings = store.preflight(0);

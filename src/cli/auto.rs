@@ -1,4 +1,4 @@
-//! Defaults chosen from the machine (issue 22, item 1): where a tuning flag
+//! Defaults chosen from the machine: where a tuning flag
 //! is left out, the value comes from the host's cores and memory, and the
 //! record says which value was used and why. A flag always wins.
 //!

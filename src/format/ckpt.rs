@@ -1,4 +1,4 @@
-//! The flat checkpoint format (DESIGN.md, "On-store formats"), compatible
+//! The flat checkpoint format (docs/04-checkpoint-benchmark.md, "Methods"), compatible
 //! with the original suite's: every tensor packed 512-byte aligned into one
 //! contiguous buffer, written as chunk objects `<prefix>.part00000`, ... and
 //! then, last, `<key>.manifest.json`. No manifest = no checkpoint.
@@ -22,7 +22,7 @@ pub const ALIGNMENT: u64 = 512;
 /// Manifest `format_version` this tool writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
 /// The largest chunk: one RDMA descriptor registers at most 4 GiB (cuObject's
-/// limit; seeds/000, the 4 GiB segfault), so chunks stay below it.
+/// limit; the original Python suite hit it as a segfault at 4 GiB), so chunks stay below it.
 pub const MAX_CHUNK: u64 = (4 << 30) - 1;
 
 /// One tensor to save: name, dtype (safetensors spelling) and shape.
@@ -322,7 +322,7 @@ mod tests {
         assert_eq!(s.len(), 161 + 53 * 3 + 161);
         let (_, total) = pack(&s);
         let mib = total as f64 / (1 << 20) as f64;
-        // seeds/000: "ResNet-50 (195 MiB)".
+        // The original Python suite: "ResNet-50 (195 MiB)".
         assert!((194.5..196.0).contains(&mib), "{mib} MiB");
         assert!(s.iter().any(|t| t.path == "layer4.2.bn3.running_var" && t.shape == [2048]));
         assert!(s.iter().any(|t| t.path == "layer3.0.downsample.0.weight" && t.shape == [1024, 512, 1, 1]));

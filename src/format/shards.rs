@@ -1,4 +1,4 @@
-//! Dataset shard layouts (DESIGN.md, "On-store formats"), compatible with the
+//! Dataset shard layouts (docs/02-prepare-dataset.md), compatible with the
 //! original suite's ingest so its datasets carry over:
 //!
 //! - token shards: `<prefix>-NNNNNN.bin` = sequences x seq_len int32 little-endian,
@@ -365,7 +365,7 @@ mod tests {
         };
         assert_eq!(t.data_bytes(), 163_840);
         let r = RawShard { samples: 4096, height: 256, width: 256, channels: 3, labels: vec![], keys: vec![], classes: vec![] };
-        // DESIGN.md: 4096 x 256 x 256 x 3 is "about 768 MiB".
+        // docs/02-prepare-dataset.md: 4096 images of 256 x 256 x 3 are "768 MiB".
         assert_eq!(r.data_bytes(), 768 << 20);
     }
 

@@ -23,7 +23,7 @@ pub const INDEX: &str = "model.safetensors.index.json";
 /// The single-file name.
 pub const SINGLE: &str = "model.safetensors";
 /// Hugging Face's default `max_shard_size="5GB"`: decimal, so a full shard is
-/// above cuObject's 4 GiB limit (seeds/000, B8).
+/// above cuObject's 4 GiB limit (the original Python suite, benchmark B8).
 pub const HF_SHARD_BYTES: u64 = 5_000_000_000;
 /// Largest header accepted (the crate's own limit is 100 MB).
 const MAX_HEADER: u64 = 100_000_000;
@@ -263,7 +263,7 @@ fn check_index(index_key: &str, prefix: &str, map: &std::collections::BTreeMap<S
 
 /// Tensor names and shapes of a published architecture, bf16: `llama-3.1-8b`
 /// (Meta's config: hidden 4096, intermediate 14336, 32 layers, 8 KV heads,
-/// vocab 128256, untied head; the shapes of ../shared/bench/python_baselines_gpu.py),
+/// vocab 128256, untied head; the shapes the original suite's Python GPU baseline loads),
 /// `qwen3-32b` (Qwen's config: hidden 5120, intermediate 25600, 64 layers, 64
 /// query and 8 KV heads of 128, vocab 151936, q/k norms, untied head), or
 /// `tiny` (same structure, about 40 MB, for tests).

@@ -375,8 +375,8 @@ mod tests {
         std::fs::write(p, b"x").unwrap();
     }
 
-    /// ../shared/cases/imagefolder-nested and the rest of torchvision's
-    /// rules: files below a class directory at any depth, extensions in any
+    /// torchvision's ImageFolder rules (tests/fixtures/imagefolder-nested among
+    /// them): files below a class directory at any depth, extensions in any
     /// case, nothing from the root itself, labels by sorted class name.
     #[test]
     fn image_folder_follows_torchvision() {
@@ -391,13 +391,11 @@ mod tests {
         // os.walk order, sorted by directory path: b, b/deep/er; c, c/sub.
         assert_eq!(got, [("b/y".to_string(), 0), ("b/deep/er/x".to_string(), 0), ("c/a".to_string(), 1), ("c/sub/e".to_string(), 1)]);
 
-        // The case's own tree: 2 images, both class c, label 0.
-        let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/cases/imagefolder-nested/root");
-        if case.is_dir() {
-            let (classes, src) = scan_image_folder(&case).unwrap();
-            assert_eq!((classes.len(), src.len()), (1, 2));
-            assert!(src.iter().all(|s| s.label == 0));
-        }
+        // A nested tree (c/a.jpg, c/sub/e.jpg): 2 images, both class c, label 0.
+        let case = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/imagefolder-nested/root");
+        let (classes, src) = scan_image_folder(&case).unwrap();
+        assert_eq!((classes.len(), src.len()), (1, 2));
+        assert!(src.iter().all(|s| s.label == 0));
     }
 
     #[test]

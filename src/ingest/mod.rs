@@ -194,7 +194,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
         tk.with_padding(None);
         // Document text is text: a document that spells a special token
         // (e.g. "<|endoftext|>") must not become that token, or it makes a
-        // false document boundary (../shared/cases/tokens-literal-separator).
+        // false document boundary (tests/fixtures/tokens-literal-separator).
         // Boundaries come from the ingest alone: one separator per input file.
         tk.set_encode_special_tokens(true);
         let sep = separator(&tk);

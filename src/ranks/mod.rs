@@ -15,7 +15,7 @@
 
 mod group;
 
-pub use group::{CLOCK_SLACK, Coordination, Group, Released, Rendezvous, remove_markers};
+pub use group::{CLOCK_SLACK, Coordination, Group, Released, Rendezvous, clear_on_sigterm, remove_markers};
 
 use std::ffi::OsString;
 use std::process::{Child, Command};
@@ -409,8 +409,8 @@ mod tests {
         assert_eq!((o.rank, o.local_rank, o.launcher, o.run_id.as_str()), (1, 1, "openmpi", "mine"));
     }
 
-    /// ../shared/cases/launcher-stale-slurm-under-mpirun: a batch job's Slurm
-    /// variables, inherited by what mpirun starts, lose to Open MPI's.
+    /// mpirun inside a Slurm batch job: the job's Slurm variables, inherited
+    /// by what mpirun starts, lose to Open MPI's.
     #[test]
     fn the_launcher_that_started_us_wins_over_inherited_slurm() {
         let env = vars(&[

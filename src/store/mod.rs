@@ -132,7 +132,7 @@ pub struct StoreConfig {
 /// Which data path carried a transfer's bytes, as the client saw it. For the
 /// rdma backend this is what the client library was asked to do, never proof:
 /// libminiocpp returns the same code whether RDMA or its silent HTTP fallback
-/// moved the bytes (DESIGN.md), so only the witness proves the transport.
+/// moved the bytes (docs/witness.md), so only the witness proves the transport.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TransferPath {
@@ -571,7 +571,7 @@ pub fn check_key(key: &str) -> Result<(), StoreError> {
         return bad("keys must not contain NUL");
     }
     if key.trim().is_empty() {
-        // ../shared/cases/key-single-space: aws-sdk-s3 drops such a key while
+        // A key of one space (" "): aws-sdk-s3 drops such a key while
         // building the request ("key was missing: A required field was not
         // set"); refused here on every backend, so one key set works on all.
         return bad(

@@ -1,5 +1,6 @@
 //! Which server answered, when it runs on this host: the process listening
-//! on the endpoint's port (issue 22 item 7). A figure measured against a test
+//! on the endpoint's port (docs/05-interpreting-results.md, "A server on the
+//! measuring host"). A figure measured against a test
 //! server on loopback (s3s-fs reads files in 4 KiB pieces, about 0.6–0.7 GB/s
 //! on the H200 machine: docs/http-peers.md) measures that server, and the
 //! record has to say so; its CPU beside the client's shows which side worked.

@@ -1,10 +1,10 @@
 //! The witness: server-side proof of which transport carried a run's bytes.
 //!
-//! The client library falls back from RDMA to HTTP silently (seeds/000, "silent
-//! fallback traps"; seeds/002: at 768 MiB x 8 processes only a third of the
+//! The client library falls back from RDMA to HTTP silently (the original Python suite's "silent
+//! fallback traps"; an upstream report on multi-process scaling: at 768 MiB x 8 processes only a third of the
 //! bytes went over RDMA with no error). So every timed window is wrapped: every
 //! server node's counters are scraped before and after, diffed, summed over
-//! nodes and compared with the bytes the client moved (DESIGN.md, "The witness").
+//! nodes and compared with the bytes the client moved (docs/witness.md).
 //!
 //! Counters (AIStor RDMA build, per node): `/minio/metrics/v3/api/rdma` —
 //! `minio_api_rdma_read_bytes_total`, `_read_ops_total` (GET, server -> client),
@@ -550,7 +550,7 @@ mod tests {
         // Other series are none of the witness's business.
         assert!(parse_exposition("go_gc_duration_seconds NaN\n").is_ok());
         // Label values may hold ',', '=' and '}' (quoted, with \" \\ \n escapes):
-        // every series is kept under its full label set (../shared/cases/metrics-label-comma).
+        // every series is kept under its full label set.
         let comma = "minio_api_rdma_read_bytes_total{bar=\"baz,qux\"} 524288\nminio_api_rdma_read_bytes_total{bar=\"baz,zap\"} 524288\n";
         let got = parse_exposition(comma).unwrap();
         assert_eq!(got.len(), 2, "{got:?}");

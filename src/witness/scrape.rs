@@ -10,7 +10,7 @@ pub(crate) const RDMA_PREFIX: &str = "minio_api_rdma_";
 pub(crate) const HTTP_SENT: &str = "minio_api_requests_traffic_sent_bytes";
 pub(crate) const HTTP_RECEIVED: &str = "minio_api_requests_traffic_received_bytes";
 
-/// NIC error counters worth watching on an RDMA fabric (DESIGN.md, "Fabric health").
+/// NIC error counters worth watching on an RDMA fabric (docs/witness.md, "Fabric health").
 pub const FABRIC_COUNTERS: [&str; 6] = ["local_ack_timeout_err", "out_of_buffer", "packet_seq_err", "req_cqe_error", "resp_cqe_error", "rnr_nak_retry_err"];
 
 /// A series by name and (sorted) labels, whatever target reported it.
@@ -104,8 +104,8 @@ pub fn decode_body(encoding: &str, body: &[u8]) -> std::result::Result<String, S
 /// values are quoted strings with the escapes `\"`, `\\` and `\n`, so they may
 /// hold `,`, `=` and `}`. prometheus-parse 0.2.5 (the newest release) splits
 /// label sets on those characters inside quotes, merging or dropping series
-/// (../shared/cases/metrics-label-comma: two series read as one, half the
-/// RDMA bytes lost); for the witness that is a wrong verdict, not a nuisance.
+/// (two series whose label values differ only after a comma were read as one,
+/// half the RDMA bytes lost); for the witness that is a wrong verdict, not a nuisance.
 ///
 /// Errors: a witnessed line that does not follow the grammar; a witnessed
 /// name a `# TYPE` line declares a histogram or summary; a value that is not

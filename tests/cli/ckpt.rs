@@ -290,7 +290,7 @@ fn ckpt_restore_checks_the_tensor_set_and_the_seed_and_keeps_what_it_did_not_sav
 
 #[test]
 fn ckpt_on_a_fresh_local_root_creates_its_bucket() {
-    // ../shared/cases/ckpt-local-bucket-missing: a save needs no mkdir by hand.
+    // A fresh local root without the bucket directory: a save needs no mkdir by hand.
     let tmp = tempfile::tempdir().unwrap();
     let o = s3rdma(
         &["ckpt", "--root", "fresh", "--sizes", "8MiB", "--chunk", "2MiB", "--methods", "flat", "--repeats", "1", "--dest", "host", "--json"],

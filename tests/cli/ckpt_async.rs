@@ -1,4 +1,4 @@
-//! ckpt --methods async (issue 22, item 4): the stall is the snapshot, the
+//! ckpt --methods async (docs/04-checkpoint-benchmark.md): the stall is the snapshot, the
 //! save is durable only when its manifest commits, and a save killed after
 //! its snapshot leaves no checkpoint a restore would accept.
 

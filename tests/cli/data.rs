@@ -67,12 +67,12 @@ fn ingest_tokens_matches_the_tokenizer_on_real_text() {
     assert_eq!(sides[0]["dtype"], "int32");
     assert!(out.contains(&format!("{} tokens from {} document(s)", expected.len(), files.len())), "{out}");
     // Document boundaries come from the ingest alone: one [SEP] per file, though
-    // docs/02 spells "[SEP]" in its text (../shared/cases/tokens-literal-separator).
+    // docs/02 spells "[SEP]" in its text (tests/fixtures/tokens-literal-separator).
     assert_eq!(expected.iter().filter(|&&i| i == sep).count(), files.len());
     assert!(out.contains("note: 1 document(s) spell a special token in their text; it was encoded as text"), "{out}");
 }
 
-/// ../shared/cases/tokens-literal-separator with its own tokenizer, whose
+/// tests/fixtures/tokens-literal-separator with its own tokenizer, whose
 /// word-level vocabulary maps the text "<|endoftext|>" to the separator's id
 /// even as text: the ids cannot avoid it, so the run says so.
 #[test]
@@ -456,8 +456,8 @@ fn tokens_over(base: &str) -> Output {
 
 #[test]
 fn a_listing_the_server_never_ends_is_an_error_not_a_truncation() {
-    // ../shared/cases/list-truncated-without-token: every ListObjectsV2 page says
-    // IsTruncated=true and gives no continuation token.
+    // A server whose every ListObjectsV2 page says IsTruncated=true and gives
+    // no continuation token.
     let stub = common::metrics_server(|path| {
         if path.contains("list-type=2") {
             let keys: String = (0..1000).map(|i| format!("<Contents><Key>t-{i:06}.json</Key><Size>8</Size></Contents>")).collect();

@@ -1,6 +1,5 @@
-//! The fault matrix (issue 21, item 7): fetch on both GET paths, ckpt save and
-//! restore, weights and verify, each through an in-process fault proxy
-//! (`common::faultproxy`, the faults of `../shared/tools/faultproxy.py`)
+//! The fault matrix: fetch on both GET paths, ckpt save and restore, weights
+//! and verify, each through an in-process fault proxy (`common::faultproxy`)
 //! under: server gone, reset and short body mid-object, a 503 storm with
 //! Retry-After, a stalled head and a stalled body. Every run must exit 1
 //! within attempts x --read-timeout + 5 s, say what failed, leave no record,
@@ -14,7 +13,7 @@ use common::faultproxy::{Fault, FaultProxy, Rule};
 /// Flags every faulted run takes: 2 attempts, 1 s to a response's start.
 const BOUNDS: [&str; 6] = ["--attempts", "2", "--read-timeout", "1s", "--connect-timeout", "1s"];
 
-/// attempts x --read-timeout + 5 s: the issue's bound on time to error.
+/// attempts x --read-timeout + 5 s: the bound on time to error.
 const LIMIT: Duration = Duration::from_secs(2 + 5);
 
 /// The faults a read can meet, by name.
@@ -292,7 +291,7 @@ fn a_save_against_a_server_that_hangs_on_everything_ends_within_the_bound() {
     }
 }
 
-/// ../shared/cases/retry-slowdown on the SDK path: two `503 SlowDown` with
+/// A server asking the client to slow down, on the SDK path: two `503 SlowDown` with
 /// `Retry-After: 1`, then the object. The run waits for the server (at least
 /// 2 s in all, where the SDK alone retried after 0.63 s) and counts both
 /// retries in the record, outside the throughput.

@@ -127,7 +127,7 @@ fn unreachable_endpoint_fails_cleanly() {
 
 /// A server that accepts connections and never answers: the error names the
 /// operation, the bucket or key, how long was waited and the flags that bound
-/// it, never "cannot reach" (issue 21, item 3).
+/// it, never "cannot reach".
 #[test]
 fn a_server_that_never_answers_is_a_timeout_naming_operation_and_flags() {
     let tmp = tempfile::tempdir().unwrap();

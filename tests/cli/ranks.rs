@@ -1,6 +1,7 @@
 //! Ranks: `s3rdma barrier` (the rendezvous simulation of docs/scaling.md) on
 //! the local backend and the in-process S3 server, both rendezvous; launcher
-//! detection as a user meets it (../shared/cases/launcher-stale-slurm-under-mpirun).
+//! detection as a user meets it (mpirun inside a Slurm batch job: Open MPI's
+//! variables win over the inherited Slurm ones).
 
 use super::*;
 
@@ -29,7 +30,7 @@ fn barrier_costs_o1_requests_per_rank_with_a_leader_and_o_n_keys_with_listing() 
         assert_eq!((r["ranks"].as_u64(), r["barriers"].as_u64(), r["rendezvous"].as_str()), (Some(n), Some(6), Some("leader")));
         let p = &r["per_rank_per_barrier"];
         // Each rank's marker, and rank 0's go PUT and listings shared out: at
-        // least 1 + 2/N, at most the bound of 4.
+        // least 1 + 2/N, at most the bound of 4.
         let besides = p["requests_besides_polls"].as_f64().unwrap();
         assert!((1.0 + 2.0 / n as f64..=4.0).contains(&besides), "{p}");
         // The three others poll `go` at least once each.

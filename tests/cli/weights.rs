@@ -43,7 +43,7 @@ fn weights_synthetic_sharded_model_loads_and_verifies_on_local_and_http() {
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(rec["results"]["shards"], 3);
     // The server is this test process, on loopback: the record names it and
-    // measures its CPU in every window (issue 22 item 7).
+    // measures its CPU in every window.
     let server = &rec["environment"]["store"]["server"];
     assert_eq!(server["loopback"], true, "{server}");
     assert_eq!(server["local_process"]["pid"].as_u64(), Some(u64::from(std::process::id())), "{server}");
@@ -141,7 +141,8 @@ fn ingest_weights_checks_every_shard_before_writing_and_names_the_fix() {
 
 #[test]
 fn weights_refuses_structurally_broken_files_and_says_what_they_are() {
-    // ../shared/cases/safetensors-*: copied under tests/fixtures/safetensors.
+    // Broken files under tests/fixtures/safetensors (a header that does not cover
+    // the data, a Git LFS pointer), and more made here.
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/safetensors");
     let run = |file: &str, bytes: Option<Vec<u8>>| {
         let tmp = tempfile::tempdir().unwrap();

@@ -357,8 +357,8 @@ fn verify_refuses_sizes_beyond_memory_and_keys_it_would_destroy() {
 
 #[test]
 fn label_values_holding_commas_keep_their_series_apart() {
-    // ../shared/cases/metrics-label-comma: two series of one counter whose
-    // label values differ only after a comma, each growing by 524,288 per scrape.
+    // Two series of one counter whose label values differ only after a
+    // comma, each growing by 524,288 per scrape.
     let s = common::server();
     let body = |n: u64| {
         let v = 524_288 * n;

@@ -1,7 +1,7 @@
 //! A fault-injecting HTTP/1.1 proxy in front of an S3 server, in-process,
-//! with the faults of `../shared/tools/faultproxy.py`: an error status with
-//! `Retry-After`, a response cut (FIN) or reset (RST) after n body bytes, a
-//! head or body that stalls, a connection refused mid-run.
+//! with these faults: an error status with `Retry-After`, a response cut
+//! (FIN) or reset (RST) after n body bytes, a head or body that stalls, a
+//! connection refused mid-run.
 //!
 //! Blocking std sockets and a thread per connection: a handful of
 //! connections per test, and a stalled fault is just a sleeping thread. The

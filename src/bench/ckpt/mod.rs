@@ -5,7 +5,7 @@
 //! The state lives as one allocation per tensor (as a framework holds it),
 //! filled with seeded random bytes. Two methods, each timed per repeat:
 //!
-//! - `flat` (DESIGN.md, "On-store formats"): *flatten* copies every tensor
+//! - `flat` (the format of `format::ckpt`): *flatten* copies every tensor
 //!   into one flat buffer at its 512-byte aligned offset (device-to-device on
 //!   a GPU); the buffer goes out as `--chunk` part objects, `--concurrency` in
 //!   flight, straight from the flat buffer where the transport reads device
@@ -25,8 +25,8 @@
 //!   pinned host buffer — the training stall, `stall_s` — and the chunks go
 //!   out from there, manifest last; `wall_s` runs until the manifest commits
 //!   (durable). A trainer overlaps that persistence with its next steps; the
-//!   bench reports both. Restore is flat's. (The goal in issue 22: a 16 GiB
-//!   stall of at most 0.5 s where pinned device-to-host copies run at 55 GB/s.)
+//!   bench reports both. Restore is flat's. (The goal: a 16 GiB stall of at
+//!   most 0.5 s where pinned device-to-host copies run at 55 GB/s.)
 //!
 //! After the restores, every tensor is compared byte for byte with the
 //! original allocation (`verified`); a mismatch exits 4.
@@ -169,7 +169,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         world: World::Ranks(args.ranks),
         rdma_threads: args.concurrency,
         // A checkpoint writes: on the local backend its bucket directory is
-        // created like any directory a save writes into (../shared/cases/ckpt-local-bucket-missing);
+        // created like any directory a save writes into (a fresh --root needs no mkdir by hand);
         // a server's bucket stays the operator's to create.
         create_bucket: args.store.backend == crate::store::Backend::Local,
         no_bucket,
@@ -370,7 +370,7 @@ async fn delete_prefix(store: &dyn ObjectStore, prefix: &str, budget: std::time:
 /// Delete the chunks of `key` of every generation but `current` (all of them for `None`).
 ///
 /// Errors: the listing's (a listing that fails or never ends is the
-/// store's fault and ends the run, issue 21); deletes are best effort.
+/// store's fault and ends the run); deletes are best effort.
 async fn collect_old_generations(store: &dyn ObjectStore, key: &str, current: Option<&str>) -> Result<()> {
     let keep = current.map(|g| format!("{key}.g{g}.part"));
     let objs = store.list(&format!("{key}.")).await.map_err(|e| Error::Runtime(format!("listing the older generations of {key} to remove them: {e}")))?;

@@ -1,7 +1,7 @@
 //! Each fetch stream's buffer: a whole-object buffer, or one reusable
-//! window read through in order (`--stream-buffer`; the case
-//! `../shared/cases/fetch-large-objects-many-streams`: 64 streams x 1 GiB
-//! objects needed 64 GiB of buffers, where warp reads them in bounded memory).
+//! window read through in order (`--stream-buffer`; with whole-object buffers
+//! alone, 64 streams x 1 GiB objects needed 64 GiB of buffers, where warp
+//! reads them in bounded memory).
 
 use std::time::Instant;
 

@@ -43,7 +43,7 @@ pub struct SessionSpec<'a> {
     pub no_bucket: fn(StoreError) -> Error,
     /// Leave the GPU opening in the background past [`Session::start`](super::Session::start) until
     /// the first [`Session::gpu`](super::Session::gpu) or [`Session::buffers`](super::Session::buffers) (weights reads its
-    /// headers meanwhile: issue 22 item 3). Over rdma the GPU is still open
+    /// headers meanwhile, which shortens its time to ready). Over rdma the GPU is still open
     /// before the store (its workers bind the context when they start).
     pub defer_gpu: bool,
 }
@@ -72,7 +72,7 @@ impl<'a> SessionSpec<'a> {
 /// When the store's server is a process on this host (a loopback
 /// endpoint: `environment.store.server.local_process`), every window also
 /// measures its CPU ([`crate::sampler::watch_server`]); returns the line rank
-/// 0 prints under the table, saying the figures include that server (issue 22 item 7).
+/// 0 prints under the table, saying the figures include that server.
 pub(super) fn watch_local_server(store: &dyn ObjectStore) -> Option<String> {
     let d = store.describe();
     let server = d.get("server").or_else(|| d.get("control_plane").and_then(|c| c.get("server")));

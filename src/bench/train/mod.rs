@@ -3,7 +3,7 @@
 //! 28.25 s; storage wait 0.00 s on every arm), and with `--loader-only` the
 //! input pipeline alone (B2).
 //!
-//! Two layouts (DESIGN.md "On-store formats"):
+//! Two layouts (`format::shards`; docs/02-prepare-dataset.md):
 //! - `raw`: `--fetch-workers` workers each own one device buffer of a whole
 //!   shard (GPU-Direct on rdma, staged through pinned memory elsewhere), read a
 //!   shard into it, and cut it into batches of sample indices (shuffled within

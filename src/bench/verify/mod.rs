@@ -2,7 +2,7 @@
 //!
 //! Numbered steps, each PASS / WARN / FAIL / SKIP with the fix for anything
 //! but PASS, then a table (size, memory, request, verdict, RDMA share) and one
-//! RESULT line (the original suite's `11-verify-rdma.py` shape, seeds/000).
+//! RESULT line (the original suite's `11-verify-rdma.py` shape).
 //! Step 1 checks what the library generation loaded needs (libs3rdma: verbs
 //! libraries, a DC-capable device with an ACTIVE port, `S3RDMA_DEVICE`;
 //! cuObject: cufile.json, libcufile). Per `--sizes` entry: a GPU-Direct probe

@@ -250,9 +250,9 @@ fn error_fields() {
     assert_eq!(xml_field("<html>nope</html>", "Code"), None);
 }
 
-/// ../shared/cases/retry-slowdown: `503 SlowDown` with `Retry-After: 1`
-/// twice, then the data. Each retry waits at least the second the server
-/// asked for, carries its own `x-amz-date` and signature, and is counted.
+/// A server answering `503 SlowDown` with `Retry-After: 1` twice, then the
+/// data. Each retry waits at least the second the server asked for, carries
+/// its own `x-amz-date` and signature, and is counted.
 #[tokio::test]
 async fn retries_wait_for_retry_after_and_are_signed_afresh() {
     use std::sync::{Arc, Mutex};

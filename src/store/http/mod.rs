@@ -569,8 +569,8 @@ impl ObjectStore for HttpStore {
             }
             // A listing either ends (IsTruncated false) or says where it goes
             // on; a server that claims more keys without a new token cannot be
-            // continued, and stopping there would truncate silently
-            // (../shared/cases/list-truncated-without-token).
+            // continued, and stopping there would truncate silently (tests/cli/data.rs,
+            // `a_listing_the_server_never_ends_is_an_error_not_a_truncation`).
             let broken = |why: &str| StoreError::Other {
                 op: "LIST",
                 key: prefix.to_string(),

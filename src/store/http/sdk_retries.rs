@@ -1,6 +1,7 @@
 //! The SDK paths' retries (PUT, multipart, HEAD, LIST, DELETE and
-//! `--http-get sdk`), made to match the direct GET path (issue 21, item 4
-//! and the case `../shared/cases/retry-slowdown`): a retry waits at least
+//! `--http-get sdk`), made to match the direct GET path (a server answering
+//! `503 SlowDown` with `Retry-After`; tests/cli/faults.rs,
+//! `sdk_retries_wait_for_retry_after_and_are_counted`): a retry waits at least
 //! the server's `Retry-After` (the SDK's own classifiers ignore it and
 //! retried a 503 SlowDown after 0.63 s where the server asked for 2 s),
 //! and every retry is counted by the cause of the attempt before it.

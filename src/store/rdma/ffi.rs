@@ -170,7 +170,7 @@ pub fn lib_path(flag: Option<&Path>) -> PathBuf {
 impl Lib {
     /// Load and resolve. The library is leaked on purpose: cuFile/cuObject
     /// install thread-local and exit-time destructors, and unloading it while
-    /// the process lives on crashes (seeds/000 troubleshooting).
+    /// the process lives on crashes (the original Python suite's troubleshooting notes).
     ///
     /// Errors: one line per missing required symbol, or the loader's message.
     pub fn load(path: &Path) -> Result<(Lib, LibInfo), String> {

@@ -176,7 +176,7 @@ struct ClientArgs {
 }
 
 fn worker(lib: Lib, args: Arc<ClientArgs>, bucket: CString, jobs: Arc<Mutex<Receiver<Job>>>, ready: Sender<Result<(), String>>) {
-    // cuFile needs a bound CUDA context in each thread (seeds/000: a fresh
+    // cuFile needs a bound CUDA context in each thread (the original Python suite: a fresh
     // thread segfaults without one); a no-op when no GPU is in use.
     if let Err(e) = crate::mem::bind_active_gpu() {
         let _ = ready.send(Err(format!("cannot bind the CUDA context in an RDMA worker: {e}")));
