@@ -165,6 +165,9 @@ async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardL
 /// Run `s3rdma weights`.
 pub async fn run(args: WeightsArgs) -> Result<()> {
     if let Some(name) = &args.synth {
+        if args.verify || args.reference.is_some() {
+            return Err(Error::Usage("--synth writes a model and loads none: run --verify (or --reference) as a second command, without --synth".into()));
+        }
         // Writes a model and no record: no timed window, so no session.
         crate::record::check_results_dir(&args.output.results_dir)?;
         weights::synth_shapes(name)?; // a bad name is a usage error before anything is created
@@ -191,6 +194,9 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         // A wrong --reference fails before the load, not after it.
         verify::reference_files(r, &args.model, &layout)?;
     }
+    // Read before the load: a model whose write stopped midway is refused
+    // whether or not --verify is asked.
+    let digest = crate::format::digest::read(store.as_ref(), &args.model).await?;
     let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
     let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
     // What the session said already (the store's size-independent warnings) is not said twice.
@@ -231,7 +237,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         });
     }
     let verified = if args.verify || args.reference.is_some() {
-        Some(verify::verify(store.as_ref(), &args.model, &layout, &bufs, args.reference.as_deref()).await?)
+        Some(verify::verify(store.as_ref(), &args.model, &layout, &bufs, args.reference.as_deref(), digest.as_ref()).await?)
     } else {
         None
     };

@@ -5,10 +5,14 @@
 //! not come from the store's current bytes, so bytes changed at rest are
 //! caught (a second read of the store would return them again).
 //!
-//! Shape (JSON): `{"format": "s3rdma-weights-digest/1", "algorithm":
-//! "xxh3-64", "shards": {"<file name>": {"object_bytes": N, "tensors":
-//! {"<tensor>": "<16 hex digits>"}}}}`; file names as the index's weight_map
-//! gives them. XXH3-64 is the xxhash-rust crate's, as for checkpoint chunks.
+//! Shape (JSON): `{"format": "s3rdma-weights-digest/1", "state":
+//! "complete", "algorithm": "xxh3-64", "shards": {"<file name>":
+//! {"object_bytes": N, "tensors": {"<tensor>": {"dtype": "BF16", "shape":
+//! [..], "offsets": [start, end], "xxh3": "<16 hex digits>"}}}}}`; file names
+//! as the index's weight_map gives them. XXH3-64 is the xxhash-rust crate's,
+//! as for checkpoint chunks. A writer first puts a digest whose `state` is
+//! `writing` and no shards, and the complete one last: a write that stopped
+//! midway leaves a model every load refuses, never one half old, half new.
 
 use std::collections::BTreeMap;
 
@@ -24,11 +28,17 @@ pub const DIGEST: &str = "s3rdma-digest.json";
 /// The `format` value this version writes and reads.
 const FORMAT: &str = "s3rdma-weights-digest/1";
 
+/// The largest digest read (64 MiB: about 500,000 tensors; models hold
+/// thousands): anything larger is not a digest.
+const MAX_DIGEST_BYTES: u64 = 64 << 20;
+
 /// A model's digest (see the module docs for its JSON shape).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Digest {
     /// `s3rdma-weights-digest/1`.
     pub format: String,
+    /// `complete`, or `writing` while the model is being written.
+    pub state: String,
     /// `xxh3-64`.
     pub algorithm: String,
     /// Per shard file name (relative to the model's prefix).
@@ -40,13 +50,26 @@ pub struct Digest {
 pub struct ShardDigest {
     /// The shard object's size, bytes (header included).
     pub object_bytes: u64,
-    /// XXH3-64 of each tensor's bytes, as 16 lowercase hex digits.
-    pub tensors: BTreeMap<String, String>,
+    /// Each tensor, by name.
+    pub tensors: BTreeMap<String, TensorDigest>,
+}
+
+/// One tensor's digest: what the header says of it, and its bytes' hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorDigest {
+    /// safetensors dtype name, e.g. `BF16`.
+    pub dtype: String,
+    /// Dimensions.
+    pub shape: Vec<usize>,
+    /// Start and end of its bytes in the data section.
+    pub offsets: [u64; 2],
+    /// XXH3-64 of its bytes, 16 lowercase hex digits.
+    pub xxh3: String,
 }
 
 impl Default for Digest {
     fn default() -> Digest {
-        Digest { format: FORMAT.into(), algorithm: "xxh3-64".into(), shards: BTreeMap::new() }
+        Digest { format: FORMAT.into(), state: "complete".into(), algorithm: "xxh3-64".into(), shards: BTreeMap::new() }
     }
 }
 
@@ -58,8 +81,9 @@ impl Digest {
     }
 
     /// Compare the loaded data section `data` of the shard `file` (layout
-    /// `layout`) with this digest: the names of the tensors that differ, or
-    /// one line naming the shard when its size or tensor set differs.
+    /// `layout`) with this digest: the names of the tensors that differ (in
+    /// dtype, shape, place or bytes; a tensor only one side has), or one line
+    /// naming the shard when the digest does not know it or its size differs.
     pub fn mismatches(&self, file: &str, layout: &ShardLayout, data: &[u8]) -> Vec<String> {
         let Some(want) = self.shards.get(file) else {
             return vec![format!("{}: not in {DIGEST}", layout.key)];
@@ -68,29 +92,43 @@ impl Digest {
             return vec![format!("{}: {} bytes, {DIGEST} says {}", layout.key, layout.object_bytes, want.object_bytes)];
         }
         let got = tensor_digests(layout, data);
-        if got.len() != want.tensors.len() || got.keys().ne(want.tensors.keys()) {
-            return vec![format!("{}: its tensors are not the ones {DIGEST} names", layout.key)];
-        }
-        got.into_iter().filter(|(n, d)| want.tensors.get(n) != Some(d)).map(|(n, _)| n).collect()
+        let mut out: Vec<String> = got.iter().filter(|(n, d)| want.tensors.get(*n) != Some(d)).map(|(n, _)| n.clone()).collect();
+        out.extend(want.tensors.keys().filter(|n| !got.contains_key(*n)).map(|n| format!("{n} (in {DIGEST}, not in {})", layout.key)));
+        out
+    }
+
+    /// Shards the digest names that the loaded model lacks (`files`: the
+    /// model's shard file names).
+    pub fn missing<'a>(&'a self, files: &[&str]) -> Vec<&'a str> {
+        self.shards.keys().map(String::as_str).filter(|f| !files.contains(f)).collect()
     }
 }
 
-/// XXH3-64 of every tensor of `layout` in its data section `data`.
-fn tensor_digests(layout: &ShardLayout, data: &[u8]) -> BTreeMap<String, String> {
-    layout.tensors.iter().map(|t| (t.name.clone(), super::ckpt::xxh3_hex(&data[t.offset as usize..(t.offset + t.nbytes) as usize]))).collect()
+/// Every tensor of `layout`, its bytes in the data section `data`.
+fn tensor_digests(layout: &ShardLayout, data: &[u8]) -> BTreeMap<String, TensorDigest> {
+    layout
+        .tensors
+        .iter()
+        .map(|t| {
+            let d = TensorDigest {
+                dtype: t.dtype.clone(),
+                shape: t.shape.clone(),
+                offsets: [t.offset, t.offset + t.nbytes],
+                xxh3: super::ckpt::xxh3_hex(&data[t.offset as usize..(t.offset + t.nbytes) as usize]),
+            };
+            (t.name.clone(), d)
+        })
+        .collect()
 }
 
-/// Remove the digest under `prefix` (before a model is rewritten there, so an
-/// interrupted write never leaves an old digest beside new shards).
+/// Mark the model under `prefix` as being written (before a model is
+/// written there): a digest in state `writing`, which every load refuses
+/// until [`write`] puts the complete one.
 ///
-/// Errors: the store's, but for a missing digest.
-pub async fn remove(store: &dyn ObjectStore, prefix: &str) -> Result<()> {
-    let key = key_in(prefix, DIGEST);
-    match store.head(&key).await {
-        Ok(_) => Ok(store.delete(&key).await?),
-        Err(StoreError::NotFound { .. }) => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+/// Errors: the store's.
+pub async fn begin(store: &dyn ObjectStore, prefix: &str) -> Result<()> {
+    let d = Digest { state: "writing".into(), ..Digest::default() };
+    write(store, prefix, &d).await
 }
 
 /// Write `digest` under `prefix` (call it last, after every shard and the index).
@@ -102,22 +140,40 @@ pub async fn write(store: &dyn ObjectStore, prefix: &str, digest: &Digest) -> Re
     Ok(())
 }
 
-/// The digest under `prefix`, `None` when there is none.
+/// The complete digest under `prefix`, `None` when there is none.
 ///
-/// Errors: a digest that is not this format (naming the key and the fix);
+/// Errors: a model still being written, or one whose write stopped midway
+/// (state `writing`); a digest that is not this format, over 64 MiB, or
+/// holds a hash that is not 16 hex digits (each naming the key and the fix);
 /// the store's.
 pub async fn read(store: &dyn ObjectStore, prefix: &str) -> Result<Option<Digest>> {
     let key = key_in(prefix, DIGEST);
-    let body = match store::get_bytes(store, &key).await {
-        Ok(b) => b,
+    let bad =
+        |why: String| Error::Runtime(format!("'{key}' is not a weights digest ({why}): remove it, or write the model again with --synth or `ingest weights`"));
+    let size = match store.head(&key).await {
+        Ok(m) => m.size,
         Err(StoreError::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let bad =
-        |why: String| Error::Runtime(format!("'{key}' is not a weights digest ({why}): remove it, or write the model again with --synth or `ingest weights`"));
+    if size > MAX_DIGEST_BYTES {
+        return Err(bad(format!("{size} bytes, over the {MAX_DIGEST_BYTES}-byte limit")));
+    }
+    let body = store::get_bytes(store, &key).await?;
     let d: Digest = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
     if d.format != FORMAT || d.algorithm != "xxh3-64" {
         return Err(bad(format!("format '{}', algorithm '{}'; this build reads {FORMAT}, xxh3-64", d.format, d.algorithm)));
+    }
+    if d.state == "writing" {
+        return Err(Error::Runtime(format!(
+            "the model under '{prefix}' is being written, or its write stopped midway ('{key}' says so): wait for the write, or write the model again with --synth or `ingest weights`"
+        )));
+    }
+    if d.state != "complete" {
+        return Err(bad(format!("state '{}'", d.state)));
+    }
+    let hex16 = |h: &str| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit());
+    if let Some((t, _)) = d.shards.values().flat_map(|s| &s.tensors).find(|(_, t)| !hex16(&t.xxh3)) {
+        return Err(bad(format!("the hash of tensor '{t}' is not 16 hex digits")));
     }
     Ok(Some(d))
 }
@@ -151,6 +207,13 @@ mod tests {
         let b = l.tensors.iter().find(|t| t.name == "b").unwrap();
         blob[b.offset as usize + 3] ^= 1;
         assert_eq!(d.mismatches("model.safetensors", &l, &blob), ["b"]);
+        blob[b.offset as usize + 3] ^= 1;
+        // The same bytes under another dtype name: the header changed at rest.
+        let mut relabelled = l.clone();
+        relabelled.tensors.iter_mut().find(|t| t.name == "a").unwrap().dtype = "I8".into();
+        assert_eq!(d.mismatches("model.safetensors", &relabelled, &blob), ["a"]);
+        assert_eq!(d.missing(&["model.safetensors"]), Vec::<&str>::new());
+        assert_eq!(d.missing(&["other.safetensors"]), ["model.safetensors"]);
         assert_eq!(d.mismatches("other.safetensors", &l, &blob), ["m/model.safetensors: not in s3rdma-digest.json"]);
         let bigger = ShardLayout { object_bytes: l.object_bytes + 1, ..l.clone() };
         assert!(d.mismatches("model.safetensors", &bigger, &blob)[0].contains("bytes, s3rdma-digest.json says"));

@@ -324,9 +324,9 @@ pub fn plan_shards(shapes: &[(String, Vec<usize>)], bytes_per_elem: u64, max_sha
 pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_shard: u64) -> Result<(u64, usize)> {
     let shapes = synth_shapes(name)?;
     let plan = plan_shards(&shapes, 2, max_shard);
-    // The old digest goes first and the new one is written last: an
-    // interrupted write leaves no digest, never one of another model.
-    super::digest::remove(store, prefix).await?;
+    // A digest saying "writing" goes first and the complete one last: every
+    // load refuses a model whose write stopped midway.
+    super::digest::begin(store, prefix).await?;
     let mut digest = super::digest::Digest::default();
     let count = plan.len();
     let mut rng = SmallRng::from_os_rng();
@@ -364,7 +364,8 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
         buf.as_host_mut().expect("host").copy_from_slice(&text);
         store.put_from(&key_in(prefix, INDEX), &buf).await?;
     }
-    remove_stale_shards(store, prefix, &weight_map).await?;
+    let files: std::collections::BTreeSet<&str> = weight_map.values().map(String::as_str).collect();
+    remove_stale_shards(store, prefix, &files, "synth").await?;
     super::digest::write(store, prefix, &digest).await?;
     Ok((total, count))
 }
@@ -374,8 +375,12 @@ pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_
 /// model is one file) and its shards (Hugging Face names, `model.safetensors`
 /// or `model-NNNNN-of-NNNNN.safetensors`, directly under `prefix`), so the
 /// prefix holds one model. Other keys are left alone.
-async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, weight_map: &BTreeMap<String, String>) -> Result<()> {
-    let keep: std::collections::BTreeSet<String> = weight_map.values().map(|f| key_in(prefix, f)).collect();
+///
+/// `files`: the new model's shard file names; `who` starts each line said.
+///
+/// Errors: the store's.
+pub(crate) async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, files: &std::collections::BTreeSet<&str>, who: &str) -> Result<()> {
+    let keep: std::collections::BTreeSet<String> = files.iter().map(|f| key_in(prefix, f)).collect();
     if keep.contains(&key_in(prefix, SINGLE)) {
         // An earlier model's index would win over the new single file; removed
         // only now that the new file is whole, so an interrupted synth leaves
@@ -385,7 +390,7 @@ async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, weight_map: 
         match store.head(&index).await {
             Ok(_) => {
                 store.delete(&index).await?;
-                eprintln!("synth: removed {index} (left by an earlier model)");
+                eprintln!("{who}: removed {index} (left by an earlier model)");
             }
             Err(StoreError::NotFound { .. }) => {}
             Err(e) => return Err(e.into()),
@@ -397,7 +402,7 @@ async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, weight_map: 
         let hf_name = name == SINGLE || is_numbered_shard(name);
         if hf_name && !keep.contains(&o.key) {
             store.delete(&o.key).await?;
-            eprintln!("synth: removed {} (left by an earlier model)", o.key);
+            eprintln!("{who}: removed {} (left by an earlier model)", o.key);
         }
     }
     Ok(())

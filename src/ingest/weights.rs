@@ -72,9 +72,9 @@ pub async fn run(a: IngestWeightsArgs) -> Result<()> {
     }
     let store = store::open(&a.store.config())?;
     store.ensure_bucket(true).await?;
-    // The old digest goes first, the new one last: an interrupted ingest
-    // leaves no digest, never one of another model.
-    digest::remove(store.as_ref(), &prefix).await?;
+    // A digest saying "writing" goes first, the complete one last: every
+    // load refuses a model whose ingest stopped midway.
+    digest::begin(store.as_ref(), &prefix).await?;
     let mut sums = digest::Digest::default();
     let mut total = 0u64;
     for (path, name) in &files {
@@ -89,6 +89,10 @@ pub async fn run(a: IngestWeightsArgs) -> Result<()> {
         total += body.len() as u64;
         store::put_bytes(store.as_ref(), &key, body).await?;
     }
+    // What an earlier model left under this prefix goes, as after --synth:
+    // its index would otherwise win over a new one-file model.
+    let shards: std::collections::BTreeSet<&str> = files.iter().filter(|(_, n)| n != INDEX).map(|(_, n)| n.as_str()).collect();
+    crate::format::weights::remove_stale_shards(store.as_ref(), &prefix, &shards, "ingest").await?;
     digest::write(store.as_ref(), &prefix, &sums).await?;
     let shards = files.iter().filter(|(_, n)| n != INDEX).count();
     println!("ingested {shards} shard(s), {total} bytes, under '{prefix}' at {}", store.location());

@@ -77,6 +77,32 @@ pub struct LocalStore {
 }
 
 impl LocalStore {
+    /// Read `range` of `key` into `dst[at..]`; with `pin`, only from that
+    /// version of the file, checked before anything is read (a file replaced
+    /// or cut short meanwhile is a change, not a bad range).
+    async fn read(
+        &self,
+        key: &str,
+        range: Option<Range<u64>>,
+        dst: &mut Buffer,
+        at: usize,
+        pin: Option<&super::ObjectVersion>,
+    ) -> Result<Transfer, StoreError> {
+        let path = self.path(key)?;
+        self.bucket_exists()?;
+        let md = fs::metadata(&path).map_err(|e| self.io("cannot stat", key, e))?;
+        if !md.is_file() {
+            return Err(self.not_found(key));
+        }
+        if let Some(p) = pin {
+            super::check_version(key, &self.location(), p, Some(&file_version(&md)))?;
+        }
+        let range = resolve_range(key, range, md.len())?;
+        check_capacity(key, range.end - range.start, at, dst)?;
+        let bytes = if range.is_empty() { 0 } else { blocking(|| self.read_range(key, &path, range, dst, at))? };
+        Ok(Transfer { version: Some(file_version(&md)), ..Transfer::of(bytes, TransferPath::Local) })
+    }
+
     /// Bind to `<root>/<bucket>`. The directory need not exist yet.
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
         let root =
@@ -291,16 +317,18 @@ impl ObjectStore for LocalStore {
     }
 
     async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
-        let path = self.path(key)?;
-        self.bucket_exists()?;
-        let md = fs::metadata(&path).map_err(|e| self.io("cannot stat", key, e))?;
-        if !md.is_file() {
-            return Err(self.not_found(key));
-        }
-        let range = resolve_range(key, range, md.len())?;
-        check_capacity(key, range.end - range.start, at, dst)?;
-        let bytes = if range.is_empty() { 0 } else { blocking(|| self.read_range(key, &path, range, dst, at))? };
-        Ok(Transfer { version: Some(file_version(&md)), ..Transfer::of(bytes, TransferPath::Local) })
+        self.read(key, range, dst, at, None).await
+    }
+
+    async fn get_into_version(
+        &self,
+        key: &str,
+        range: Option<Range<u64>>,
+        dst: &mut Buffer,
+        at: usize,
+        version: &super::ObjectVersion,
+    ) -> Result<Transfer, StoreError> {
+        self.read(key, range, dst, at, Some(version)).await
     }
 
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {

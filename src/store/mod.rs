@@ -324,7 +324,18 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         at: usize,
         version: &ObjectVersion,
     ) -> Result<Transfer, StoreError> {
-        let t = self.get_into_at(key, range, dst, at).await?;
+        let t = match self.get_into_at(key, range, dst, at).await {
+            // Cut short since the pinned read: a change, not a bad range.
+            Err(StoreError::BadRange { size, .. }) if size != version.size => {
+                let now = ObjectVersion { tag: None, size };
+                return Err(StoreError::Changed {
+                    key: key.into(),
+                    location: self.location(),
+                    detail: format!("version {version} -> {now} between two reads of one load"),
+                });
+            }
+            t => t?,
+        };
         check_version(key, &self.location(), version, t.version.as_ref())?;
         Ok(t)
     }

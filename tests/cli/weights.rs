@@ -326,3 +326,37 @@ fn weights_verify_names_its_reference_and_catches_bytes_changed_at_rest() {
         assert!(stderr(&o).contains(says), "{}", stderr(&o));
     }
 }
+
+/// A model written over another one under the same prefix, by `ingest
+/// weights` as by `--synth`, leaves one model: the earlier index and shards
+/// go (each named), so the new one-file model is what loads. A write that
+/// stopped midway (its digest still says "writing") is refused by every
+/// load, and `--synth` refuses the verify flags it would ignore.
+#[test]
+fn a_model_written_over_another_leaves_one_and_a_stopped_write_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bucket = tmp.path().join("s3rdma-data/s3rdma-bench");
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "one"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m", "--shard-size", "16MB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = s3rdma(&["ingest", "weights", "--src", bucket.join("one/model.safetensors").to_str().unwrap(), "--model", "m"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("ingest: removed m/model.safetensors.index.json (left by an earlier model)"), "{}", stderr(&o));
+    let mut names: Vec<String> = std::fs::read_dir(bucket.join("m")).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["model.safetensors", "s3rdma-digest.json"]);
+    let rec = record(&s3rdma(&["weights", "--model", "m", "--verify", "--json"], tmp.path()));
+    assert_eq!((rec["results"]["shards"].as_u64(), rec["results"]["verified"]["reference_kind"].as_str()), (Some(1), Some("digest")));
+    // A write that stopped after its first step: the digest says "writing".
+    let digest = bucket.join("m/s3rdma-digest.json");
+    let mut d: Value = serde_json::from_slice(&std::fs::read(&digest).unwrap()).unwrap();
+    d["state"] = "writing".into();
+    std::fs::write(&digest, serde_json::to_vec(&d).unwrap()).unwrap();
+    let o = s3rdma(&["weights", "--model", "m"], tmp.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is being written, or its write stopped midway"), "{}", stderr(&o));
+    let o = s3rdma(&["weights", "--synth", "tiny", "--model", "x", "--verify"], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(!bucket.join("x").exists(), "nothing written");
+}

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::format::digest::{self, DIGEST};
+use crate::format::digest::{DIGEST, Digest};
 use crate::format::weights::{ShardLayout, key_in};
 use crate::mem::Buffer;
 use crate::store::ObjectStore;
@@ -92,6 +92,10 @@ impl Verified {
 ///
 /// Errors: [`Error::Usage`] naming the path or the missing file and the fix.
 pub fn reference_files(path: &Path, prefix: &str, layout: &[ShardLayout]) -> Result<Vec<PathBuf>> {
+    let kind = what_is(path);
+    if !kind.is_empty() {
+        return Err(Error::Usage(format!("--reference {}: {kind}: pass the model's local copy (its directory or its one .safetensors file)", path.display())));
+    }
     if path.is_file() {
         if layout.len() != 1 {
             return Err(Error::Usage(format!(
@@ -102,23 +106,35 @@ pub fn reference_files(path: &Path, prefix: &str, layout: &[ShardLayout]) -> Res
         }
         return Ok(vec![path.to_path_buf()]);
     }
-    if !path.is_dir() {
-        return Err(Error::Usage(format!(
-            "--reference {}: no such file or directory: pass the model's local copy (its directory or its one .safetensors file)",
-            path.display()
-        )));
-    }
     layout
         .iter()
         .map(|s| {
             let f = path.join(file_of(prefix, &s.key));
-            if f.is_file() {
-                Ok(f)
-            } else {
-                Err(Error::Usage(format!("--reference {}: no {} (the store's '{}'): pass the directory of the same model", path.display(), f.display(), s.key)))
+            match what_is(&f) {
+                k if k.is_empty() && f.is_file() => Ok(f),
+                k if k.is_empty() => {
+                    Err(Error::Usage(format!("--reference {}: {} (the store's '{}') is a directory, not a file", path.display(), f.display(), s.key)))
+                }
+                k => Err(Error::Usage(format!(
+                    "--reference {}: {}: {k} (the store's '{}'): pass the directory of the same model",
+                    path.display(),
+                    f.display(),
+                    s.key
+                ))),
             }
         })
         .collect()
+}
+
+/// What is wrong with `path` as a reference: "" for a regular file or a
+/// directory (symbolic links followed), else why not, in words.
+fn what_is(path: &Path) -> String {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() || m.is_dir() => String::new(),
+        Ok(_) => "not a regular file or a directory".into(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        Err(e) => e.to_string(),
+    }
 }
 
 /// A shard's file name relative to the model's prefix (what the index and the digest name).
@@ -141,10 +157,17 @@ fn loaded(shard: &ShardLayout, buf: &Buffer) -> Result<Vec<u8>> {
 
 /// Compare every tensor of `layout`, loaded into `bufs` (one per shard),
 /// with the best reference there is (module docs): `reference` when given,
-/// else the digest under `prefix`, else a re-read of `store`.
+/// else `digest` (the model's, [`digest::read`]), else a re-read of `store`.
 ///
-/// Errors: an unreadable reference or digest; the store's.
-pub async fn verify(store: &dyn ObjectStore, prefix: &str, layout: &[ShardLayout], bufs: &[Buffer], reference: Option<&Path>) -> Result<Verified> {
+/// Errors: an unreadable reference; the store's.
+pub async fn verify(
+    store: &dyn ObjectStore,
+    prefix: &str,
+    layout: &[ShardLayout],
+    bufs: &[Buffer],
+    reference: Option<&Path>,
+    digest: Option<&Digest>,
+) -> Result<Verified> {
     let mut checked = 0;
     let mut mismatched = Vec::new();
     let (kind, words) = if let Some(path) = reference {
@@ -155,11 +178,13 @@ pub async fn verify(store: &dyn ObjectStore, prefix: &str, layout: &[ShardLayout
             compare_file(shard, &loaded(shard, buf)?, &bytes, &file.display().to_string(), &mut mismatched)?;
         }
         (Reference::LocalCopy, format!("the local copy at {} (the safetensors crate's reading)", path.display()))
-    } else if let Some(d) = digest::read(store, prefix).await? {
+    } else if let Some(d) = digest {
         for (shard, buf) in layout.iter().zip(bufs) {
             checked += shard.tensors.len();
             mismatched.extend(d.mismatches(file_of(prefix, &shard.key), shard, &loaded(shard, buf)?));
         }
+        let files: Vec<&str> = layout.iter().map(|s| file_of(prefix, &s.key)).collect();
+        mismatched.extend(d.missing(&files).into_iter().map(|f| format!("{f}: a shard {DIGEST} names that the model lacks")));
         (Reference::Digest, format!("the digest written with the model ('{}', xxh3-64 per tensor)", key_in(prefix, DIGEST)))
     } else {
         for (shard, buf) in layout.iter().zip(bufs) {

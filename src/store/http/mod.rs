@@ -161,6 +161,12 @@ impl HttpStore {
             // Out of range: either an empty object (whole-object read of
             // nothing) or a range beyond the end.
             let size = self.head(key).await?.size;
+            if let Some(p) = pin
+                && p.size != size
+            {
+                // Cut short since the pinned read: a change, not a bad range.
+                check_version(key, &self.endpoint, p, Some(&ObjectVersion { tag: None, size }))?;
+            }
             if size == 0 && range.is_none() {
                 return Ok(Transfer { first_byte: Some(t0.elapsed()), ..Transfer::of(0, TransferPath::Http) });
             }
