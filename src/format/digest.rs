@@ -123,7 +123,7 @@ fn tensor_digests(layout: &ShardLayout, data: &[u8]) -> BTreeMap<String, TensorD
 
 /// Mark the model under `prefix` as being written (before a model is
 /// written there): a digest in state `writing`, which every load refuses
-/// until [`write`] puts the complete one.
+/// until [`write()`] puts the complete one.
 ///
 /// Errors: the store's.
 pub async fn begin(store: &dyn ObjectStore, prefix: &str) -> Result<()> {
