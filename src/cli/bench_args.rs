@@ -180,6 +180,15 @@ pub struct FetchArgs {
     /// GETs) in every repeat, e.g. --series 1s; `report --plot` draws it.
     #[arg(long, value_parser = parse_positive_duration)]
     pub series: Option<Duration>,
+    /// Compare every byte read with what `--prepare` wrote there (each
+    /// object's bytes are a function of its key and offset), as fio's and
+    /// elbencho's verify do: a server that serves another range, another
+    /// object or changed bytes under right headers ends the run (exit 4).
+    /// The check runs in the timed window and costs client CPU (device
+    /// memory is copied back first): compare throughput only between runs
+    /// with the same setting. Objects written another way never verify.
+    #[arg(long)]
+    pub verify: bool,
     #[command(flatten)]
     /// How ranks meet.
     pub group: GroupArgs,

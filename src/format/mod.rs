@@ -1,7 +1,9 @@
 //! On-store layouts and their manifests: checkpoints (`ckpt`), dataset
-//! shards (`shards`), safetensors models (`weights`) and their digests (`digest`).
+//! shards (`shards`), safetensors models (`weights`) and their digests (`digest`), and the content of
+//! fetch's objects (`pattern`).
 
 pub mod ckpt;
 pub mod digest;
+pub mod pattern;
 pub mod shards;
 pub mod weights;

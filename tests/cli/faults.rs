@@ -432,6 +432,36 @@ fn a_flipped_byte_under_right_headers_is_caught_by_the_checkpoint_manifest() {
     assert!(err.contains("part0") && !err.contains("panicked"), "{err}");
 }
 
+/// fetch has no digest, but its objects' bytes are a function of key and
+/// offset: with --verify a flipped byte under right headers ends the run
+/// (exit 4, naming the object and the byte) on both GET paths, with no
+/// record; without it the run says the bytes were not checked.
+#[test]
+fn fetch_verify_catches_a_flipped_byte_under_right_headers() {
+    let s = common::server();
+    let mut base = creds("fetch", "lies-fetch");
+    base.extend(["--sizes", "1MiB", "--concurrency", "1", "--iters", "2", "--warmup", "0s", "--objects", "1", "--dest", "host"]);
+    let mut first = base.clone();
+    first.extend(["--prepare", "--verify"]);
+    prepare(&first, &s.endpoint);
+    let rule = || Rule { method: Some("GET"), path_contains: Some("/lies-fetch/".into()), skip: 0, count: Some(1), fault: Fault::FlipByte(777) };
+    for path in ["direct", "sdk"] {
+        let mut a = base.clone();
+        a.extend(["--http-get", path, "--verify"]);
+        let (o, _, tmp, injected, log) = faulted(&a, &s.endpoint, rule());
+        let err = stderr(&o);
+        assert_eq!(injected, 1, "{}", log.join("\n"));
+        assert_eq!(o.status.code(), Some(4), "{path}: {err}");
+        assert!(err.contains("object 'fetch/1048576/obj-000000'") && err.contains("byte 777 ") && !err.contains("panicked"), "{path}: {err}");
+        assert!(results_in(&tmp.path().join("results")).is_empty(), "{path}: no record of a run that read other bytes");
+    }
+    let mut a = base.clone();
+    a.extend(["--http-get", "direct"]);
+    let (o, ..) = faulted(&a, &s.endpoint, rule());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("bytes not checked"), "the table says what was not checked");
+}
+
 /// A server asking (Retry-After) to wait longer than the tool waits between
 /// attempts: the run stops at once on both GET paths, naming the wait, not
 /// `--attempts`.

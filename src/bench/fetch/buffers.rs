@@ -8,7 +8,8 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::cli::StreamBuffer;
-use crate::error::{Error, Result, StoreError};
+use crate::error::{Error, Result};
+use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};
 use crate::store::{self, ObjectStore, Transfer};
 use crate::units::{size_approx, size_name};
@@ -122,20 +123,31 @@ pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> Value {
 /// ends the object early, for the caller to report); the first byte is the
 /// first read's.
 ///
-/// Errors: the store's.
-pub(super) async fn read_object(store: &dyn ObjectStore, key: &str, size: u64, buf: &mut Buffer) -> std::result::Result<Transfer, StoreError> {
+/// With `verify`, every read's bytes are compared with what `fetch
+/// --prepare` writes there ([`Pattern`]) before the next read overwrites them.
+///
+/// Errors: the store's; [`Error::Mismatch`] naming the key and the first
+/// differing byte when `verify` finds other bytes.
+pub(super) async fn read_object(store: &dyn ObjectStore, key: &str, size: u64, buf: &mut Buffer, verify: bool) -> Result<Transfer> {
     let len = buf.len() as u64;
     if len >= size {
         // Device reads name the range so the staged pipeline needs no HEAD.
         let range = matches!(buf, Buffer::Device(_)).then_some(0..size);
-        return store::read_into(store, key, range, buf).await;
+        let tr = store::read_into(store, key, range, buf).await?;
+        if verify {
+            check(store, key, 0, tr.bytes, buf)?;
+        }
+        return Ok(tr);
     }
     let t0 = Instant::now();
     let mut out: Option<Transfer> = None;
     for r in store::chunks(0..size, len) {
         let want = r.end - r.start;
         let t = Instant::now();
-        let tr = store::read_into(store, key, Some(r), buf).await?;
+        let tr = store::read_into(store, key, Some(r.clone()), buf).await?;
+        if verify {
+            check(store, key, r.start, tr.bytes, buf)?;
+        }
         let o = out.get_or_insert(Transfer { first_byte: tr.first_byte.map(|f| f + (t - t0)), ..Transfer::of(0, tr.path) });
         o.bytes += tr.bytes;
         if tr.bytes != want {
@@ -143,6 +155,29 @@ pub(super) async fn read_object(store: &dyn ObjectStore, key: &str, size: u64, b
         }
     }
     Ok(out.expect("size > len > 0: at least one range"))
+}
+
+/// Compare the first `n` bytes of `buf`, the object's bytes from `offset`,
+/// with its [`Pattern`] (device memory is copied to the host first).
+fn check(store: &dyn ObjectStore, key: &str, offset: u64, n: u64, buf: &Buffer) -> Result<()> {
+    let copy;
+    let bytes = match buf.as_host() {
+        Some(h) => &h[..n as usize],
+        None => {
+            let mut v = vec![0u8; n as usize];
+            buf.copy_to_host(0, &mut v).map_err(|e| Error::Runtime(format!("--verify: cannot copy the bytes of '{key}' back to the host: {e}")))?;
+            copy = v;
+            &copy[..]
+        }
+    };
+    match Pattern::of(key).first_difference(offset, bytes) {
+        None => Ok(()),
+        Some(at) => Err(Error::Mismatch(format!(
+            "--verify: object '{key}' at {}: byte {at} (of the bytes {offset}-{} read) differs from what `fetch --prepare` writes there: the server, or something between, served other bytes (another range or object, or changed bytes), so nothing of this run is counted; objects written another way never verify: delete them and pass --prepare",
+            store.location(),
+            offset + n.max(1) - 1,
+        ))),
+    }
 }
 
 #[cfg(test)]

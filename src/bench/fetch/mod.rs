@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -21,6 +20,7 @@ use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use super::{Latency, Spread, dedup, host_cores, now_unix};
 use crate::cli::FetchArgs;
 use crate::error::{Error, Result, StoreError};
+use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::{self, ObjectStore, StoreStats, TransferPath};
@@ -95,8 +95,9 @@ fn check_args(args: &FetchArgs) -> Result<BufferPlan> {
 }
 
 /// Make sure every object exists with the right size; with `prepare`, write
-/// missing or wrong-sized ones with random bytes (never zeros: some stores and
-/// filesystems compress or dedupe zeros).
+/// missing or wrong-sized ones with their [`Pattern`] (pseudo-random, never
+/// zeros, no two objects alike: nothing for a store to compress or dedupe;
+/// `--verify` checks every byte read against it).
 async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, prepare: bool) -> Result<()> {
     let mut missing = Vec::new();
     for key in keys {
@@ -123,10 +124,9 @@ async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, pr
     eprintln!("prepare: writing {} object(s) of {} to {}", missing.len(), size_name(size), store.location());
     let pb = progress_bar();
     let mut buf = Buffer::host(size as usize);
-    let mut rng = SmallRng::from_os_rng();
     for (i, key) in missing.iter().enumerate() {
         pb.set_message(format!("prepare: writing {key} ({}/{})", i + 1, missing.len()));
-        rng.fill_bytes(buf.as_host_mut().expect("host buffer"));
+        Pattern::of(key).fill(0, buf.as_host_mut().expect("host buffer"));
         store.put_from(key, &buf).await?;
     }
     pb.finish_and_clear();
@@ -142,6 +142,7 @@ async fn run_streams(
     size: u64,
     stop: Stop,
     counter: &Arc<AtomicU64>,
+    verify: bool,
 ) -> Result<(Vec<OpSample>, Duration)> {
     let n = buffers.len();
     let barrier = Arc::new(tokio::sync::Barrier::new(n));
@@ -168,10 +169,10 @@ async fn run_streams(
                     // Streams start on different objects and walk them round-robin.
                     let key = &keys[(s + i as usize * n) % keys.len()];
                     let t = Instant::now();
-                    match buffers::read_object(store.as_ref(), key, expect, &mut buf).await {
+                    match buffers::read_object(store.as_ref(), key, expect, &mut buf, verify).await {
                         Ok(tr) if tr.bytes != expect => {
                             failed.store(true, Ordering::Relaxed);
-                            result = Err(StoreError::ShortBody { key: key.clone(), location: store.location(), got: tr.bytes, expected: expect });
+                            result = Err(StoreError::ShortBody { key: key.clone(), location: store.location(), got: tr.bytes, expected: expect }.into());
                             break;
                         }
                         Ok(tr) => {
@@ -202,7 +203,7 @@ async fn run_streams(
         }
     }
     match first_err {
-        Some(e) => Err(e.into()),
+        Some(e) => Err(e),
         None => Ok((all, end - t0)),
     }
 }
@@ -246,7 +247,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
         let label = format!("{} x {streams} streams x {procs} procs, repeat {rep}/{}", size_name(size), args.run.repeats);
         if !args.run.warmup.is_zero() && active {
             pb.set_message(format!("{label}: warm-up"));
-            run_streams(store, keys, &mut buffers, size, Stop::At(Instant::now() + args.run.warmup), &counter).await?;
+            run_streams(store, keys, &mut buffers, size, Stop::At(Instant::now() + args.run.warmup), &counter, args.verify).await?;
         }
         counter.store(0, Ordering::Relaxed);
         // Counters are scraped outside the sampler's window: the scrape's own
@@ -286,7 +287,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
         });
         let start_unix_s = now_unix();
         let sampler = Sampler::start();
-        let res = if active { run_streams(store, keys, &mut buffers, size, stop, &counter).await } else { Ok((Vec::new(), Duration::ZERO)) };
+        let res = if active { run_streams(store, keys, &mut buffers, size, stop, &counter, args.verify).await } else { Ok((Vec::new(), Duration::ZERO)) };
         let s = sampler.finish();
         ticker.abort();
         let series = series_task.map(|h| {
@@ -391,7 +392,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         "prefix": args.prefix, "bucket": args.store.bucket,
         "duration_s": args.run.iters.is_none().then_some(args.run.duration.as_secs_f64()),
         "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
-        "repeats": args.run.repeats, "prepare": prepare,
+        "repeats": args.run.repeats, "prepare": prepare, "verify": args.verify,
         "stream_buffer": buffers::describe(plan, chosen_by),
     });
     let mut outcome = Outcome::new(params, &cells, windows);
@@ -410,6 +411,14 @@ pub async fn run(args: FetchArgs) -> Result<()> {
                 println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
             }
             println!("{}", table(&cells));
+            println!(
+                "{}",
+                if args.verify {
+                    "--verify: every byte read matched what --prepare wrote (checked in the timed window)"
+                } else {
+                    "bytes not checked: only headers, lengths and the object version are (pass --verify to compare every byte)"
+                }
+            );
             if args.run.repeats > 1 {
                 println!("GB/s: median (min–max) over repeats; latency columns: the median-throughput repeat");
             }
