@@ -9,7 +9,7 @@ use std::ops::Range;
 ///
 /// Every message names the object or bucket and where it was looked for (the
 /// endpoint URL or the local directory). The flags that fix it are the CLI
-/// layer's to add ([`crate::cli::flag_hint`], through [`Error::Store`]).
+/// layer's to add when it prints the error (`cli::message`).
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The bucket does not exist and the caller did not ask to create it.
@@ -175,11 +175,9 @@ pub enum Error {
     /// Invalid arguments or combinations of arguments (exit 2).
     #[error("{0}")]
     Usage(String),
-    /// A subcommand that exists in the CLI but is not built yet (exit 2).
-    #[error("'{0}' is not implemented yet")]
-    NotImplemented(&'static str),
-    /// A store operation failed (exit 1); the message ends with the flags that fix it.
-    #[error("{0}{hint}", hint = crate::cli::flag_hint(.0))]
+    /// A store operation failed (exit 1); the CLI adds the flags that fix it
+    /// when it prints the error (`cli::message`).
+    #[error("{0}")]
     Store(#[from] StoreError),
     /// Any other runtime failure (exit 1).
     #[error("{0}")]
@@ -204,7 +202,7 @@ impl Error {
     /// The process exit code for this error (README.md, "Exit codes").
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Usage(_) | Error::NotImplemented(_) => 2,
+            Error::Usage(_) => 2,
             Error::Store(StoreError::Config(_) | StoreError::Library(_)) => 2,
             Error::Store(_) | Error::Runtime(_) => 1,
             Error::WitnessFailed(_) => 3,

@@ -43,11 +43,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Train(args) => bench::train::run(args).await,
         Command::Barrier(args) => bench::barrier::run(args).await,
         Command::Report(args) => report::run(args).await,
-        Command::Completions { shell } => {
-            use clap::CommandFactory;
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "s3rdma", &mut script);
-            report::write_stdout(&script)
-        }
+        Command::Completions { shell } => report::write_stdout(&cli::completions(shell)),
     }
 }

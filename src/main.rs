@@ -49,7 +49,7 @@ fn main() {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(s3rdma::run(cli)))) {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
-            let _ = writeln!(std::io::stderr(), "error: {e}");
+            let _ = writeln!(std::io::stderr(), "error: {}", s3rdma::cli::message(&e));
             std::process::exit(e.exit_code());
         }
         Err(p) => match s3rdma::error::output_failure(p.as_ref()) {

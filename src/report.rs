@@ -296,8 +296,8 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
             for it in items {
                 let found = [("throughput_gbps", "GB/s"), ("gbps", "GB/s"), ("tokens_per_s", "tokens/s"), ("images_per_s", "images/s")]
                     .iter()
-                    .find_map(|(k, unit)| spread(it.get(*k)?).map(|v| (*k, *unit, v)));
-                let Some((key, unit, v)) = found else { continue };
+                    .find_map(|(k, unit)| spread(it.get(*k)?).map(|v| (*unit, v)));
+                let Some((unit, v)) = found else { continue };
                 let mut dims = BTreeMap::new();
                 for k in ["size", "object_size", "size_bytes", "concurrency", "streams", "procs", "layout", "state", "op", "method"] {
                     if let Some(x) = it.get(k).filter(|x| x.is_string() || x.is_number()) {
@@ -324,7 +324,6 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
                 if let Some(w) = it.get("rdma_witness").or_else(|| it.get("witness")) {
                     r.verdict = verdict_of(w);
                 }
-                let _ = key;
                 out.push(r);
             }
         }

@@ -301,7 +301,7 @@ async fn missing_bucket(s: &dyn ObjectStore) {
         Err(e @ StoreError::NoSuchBucket { .. }) => {
             // The store names the bucket and where; the CLI layer adds the flag that fixes it.
             assert!(e.to_string().contains("does not exist at") && !e.to_string().contains("--"), "{e}");
-            let shown = s3rdma::error::Error::from(e).to_string();
+            let shown = s3rdma::cli::message(&s3rdma::error::Error::from(e));
             assert!(shown.ends_with(": create it or pass --prepare"), "{shown}");
         }
         other => panic!("expected NoSuchBucket, got {other:?}"),

@@ -8,7 +8,6 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use clap::Parser;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
@@ -78,13 +77,6 @@ fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// The memory flags' defaults: this bench moves no data.
-#[derive(Parser)]
-struct NoMem {
-    #[command(flatten)]
-    mem: MemArgs,
-}
-
 /// Run `s3rdma barrier`.
 ///
 /// Errors: the session's (store, ranks); a barrier that times out, naming the missing ranks.
@@ -93,7 +85,7 @@ pub async fn run(args: BarrierArgs) -> Result<()> {
         return Err(Error::Usage("--barriers 0: give at least one timed barrier".into()));
     }
     // Host memory: N ranks must not open N CUDA contexts to move no data.
-    let mem = NoMem::parse_from(["s3rdma", "--dest", "host"]).mem;
+    let mem = MemArgs { dest_arg: Some(crate::mem::Dest::Host), device: 0, bounce_buffers: None, stage_chunk: None };
     // 8 ranks by default when this process starts them; a launcher's count otherwise.
     let launched = crate::ranks::Rank::from_env(args.group.run_id.as_deref()).ok().flatten().is_some();
     let ranks = if launched { args.ranks } else { Some(args.ranks.unwrap_or(8)) };

@@ -1,6 +1,12 @@
 //! Each subcommand's own flags (fetch, ckpt, weights, tokens, train, verify, ingest), over the shared groups in `cli/mod.rs`.
 
-use super::*;
+use super::{
+    GroupArgs, MemArgs, OutputArgs, RunArgs, StoreArgs, WitnessArgs, parse_bytes, parse_duration, parse_part_size, parse_positive, parse_positive_duration,
+};
+use clap::{Args, Subcommand, ValueEnum};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// A checkpoint method (`--methods`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]

@@ -6,11 +6,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde::Serialize;
 
 pub mod auto;
 mod bench_args;
-pub use bench_args::*;
+mod values;
+pub use bench_args::{
+    Amp, BarrierArgs, Baseline, ChunkChecksum, CkptArgs, CkptMethod, CkptOp, FetchArgs, IngestImagesArgs, IngestKind, IngestTokensArgs, IngestWeightsArgs,
+    JpegFetch, Layout, StreamBuffer, TokensArgs, TrainArgs, VerifyArgs, WeightsArgs,
+};
 
 /// Benchmark deep-learning storage work over S3-over-RDMA, tuned S3-over-HTTP
 /// and local disk, and prove from the server's counters which transport carried
@@ -86,6 +89,36 @@ pub struct ReportArgs {
     pub format: ReportFormat,
 }
 
+/// The completion script of `shell` for the whole command line.
+pub fn completions(shell: clap_complete::Shell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "s3rdma", &mut script);
+    script
+}
+
+/// Test-only: the store configuration of `flags` (store flags alone), through
+/// the one conversion ([`StoreArgs::config`]).
+#[cfg(test)]
+pub(crate) fn store_config_of(flags: &[&str]) -> crate::store::StoreConfig {
+    #[derive(Parser)]
+    struct A {
+        #[command(flatten)]
+        store: StoreArgs,
+    }
+    A::parse_from(std::iter::once("s3rdma").chain(flags.iter().copied())).store.config()
+}
+
+/// An error as the user reads it: its message, and for a store error the
+/// flags that fix it ([`flag_hint`]). Every place that prints an error for
+/// the user prints this.
+pub fn message(e: &crate::error::Error) -> String {
+    match e {
+        crate::error::Error::Store(s) => format!("{e}{}", flag_hint(s)),
+        _ => e.to_string(),
+    }
+}
+
 /// The flags that fix a store error, as a suffix of its message (`""` when
 /// no flag does): the store describes the problem, the CLI names the flags.
 pub fn flag_hint(e: &crate::error::StoreError) -> &'static str {
@@ -100,7 +133,7 @@ pub fn flag_hint(e: &crate::error::StoreError) -> &'static str {
     }
 }
 
-// The store's own enums, used as flag values (clap's ValueEnum derive lives on them).
+// The store's own enums, used as flag values (spelled in `values.rs`).
 pub use crate::store::{Backend, ChecksumMode, HttpGet};
 
 /// Which store to use and how to reach it.

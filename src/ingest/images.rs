@@ -1,6 +1,16 @@
 //! `ingest raw` and `ingest jpeg`: ImageFolder discovery, decode, resize and center-crop, synthetic images, and WebDataset tar shards with their byte-offset index.
 
-use super::*;
+use super::{bar, check_shard_memory, commit, pool};
+use crate::cli::IngestImagesArgs;
+use crate::error::{Error, Result};
+use crate::format::shards::{self, DatasetManifest, JpegIndex, JpegSample, RawShard};
+use crate::store;
+use image::{ImageEncoder, RgbImage, imageops::FilterType};
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use rayon::prelude::*;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 // ---------------------------------------------------------------- images
 

@@ -7,23 +7,22 @@
 //! ingest leaves at most one data object without a sidecar, which readers
 //! ignore and the next ingest of the same prefix overwrites.
 
-use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use image::{ImageEncoder, RgbImage, imageops::FilterType};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use rayon::prelude::*;
 
-use crate::cli::{IngestImagesArgs, IngestKind, IngestTokensArgs};
+use crate::cli::{IngestKind, IngestTokensArgs};
 use crate::error::{Error, Result};
-use crate::format::shards::{self, DatasetManifest, JpegIndex, JpegSample, RawShard, TokenShard};
+use crate::format::shards::{self, DatasetManifest, TokenShard};
 use crate::store::{self, ObjectStore};
 
 pub(crate) mod images;
 pub mod weights;
-pub use images::*;
+pub(crate) use images::images;
+pub use images::{Source, TarShard, build_tar, resize_center_crop, scan_image_folder, synth_image};
 
 /// Run `s3rdma ingest <kind>`.
 pub async fn run(kind: IngestKind) -> Result<()> {
@@ -186,7 +185,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
         };
         (None, proto)
     } else {
-        let path = a.tokenizer.clone().expect("clap: required without --synthetic");
+        let path = a.tokenizer.clone().expect("the flags require --tokenizer without --synthetic");
         let mut tk = tokenizers::Tokenizer::from_file(&path)
             .map_err(|e| Error::Usage(format!("--tokenizer {}: cannot load a Hugging Face tokenizer.json ({e})", path.display())))?;
         // Whole documents: the file's own truncation/padding (e.g. 128 for a sentence model) must not apply.
@@ -230,7 +229,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
     let mut tokens_total = 0u64;
     match tk {
         None => {
-            let total_seqs = a.total_bytes.expect("clap: --synthetic requires --total-bytes") / seq_bytes;
+            let total_seqs = a.total_bytes.expect("the flags require --total-bytes with --synthetic") / seq_bytes;
             if total_seqs == 0 {
                 return Err(Error::Usage(format!("--total-bytes {} holds no whole sequence of {seq_bytes} bytes: raise it", a.total_bytes.unwrap_or(0))));
             }
@@ -328,6 +327,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use image::RgbImage;
 
     #[test]
     fn input_files_are_walked_recursively_in_sorted_order() {

@@ -190,7 +190,7 @@ impl Buffer {
 }
 
 /// Where a bench puts the bytes it reads (`--dest`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dest {
     /// Pageable host memory.

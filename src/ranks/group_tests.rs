@@ -9,15 +9,9 @@ fn markers_name_their_rank() {
 
 /// A local store in `dir` (test-only: built through the flags' one conversion).
 fn local(dir: &std::path::Path) -> Arc<dyn ObjectStore> {
-    use clap::Parser;
-    #[derive(Parser)]
-    struct A {
-        #[command(flatten)]
-        store: crate::cli::StoreArgs,
-    }
-    let a = A::parse_from(["t", "--root", dir.to_str().unwrap(), "--bucket", "bkt"]);
+    let config = crate::cli::store_config_of(&["--root", dir.to_str().unwrap(), "--bucket", "bkt"]);
     std::fs::create_dir_all(dir.join("bkt")).unwrap();
-    Arc::from(store::open(&a.store.config()).unwrap())
+    Arc::from(store::open(&config).unwrap())
 }
 
 fn rank(rank: usize, world: usize) -> Rank {

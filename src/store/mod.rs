@@ -28,20 +28,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::StoreError;
 use crate::mem::Buffer;
-use clap::ValueEnum;
 
 // The flag values of `--backend`, `--response-checksums` and `--http-get`
-// are these enums (clap's ValueEnum derive): one definition, owned by the store.
+// are these enums: one definition, owned by the store (the CLI spells them,
+// `src/cli/values.rs`).
 
 /// Which transport a store uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
     /// A local filesystem directory (bucket = directory under --root).
     Local,
     /// Any S3 endpoint over HTTP(S): ranged GETs per `--http-get`, everything else through aws-sdk-s3.
     Http,
-    /// S3 over RDMA through libminiocpp's C ABI (AIStor + cuObject).
+    /// S3 over RDMA through libminiocpp's C ABI (AIStor: GPU-Direct into
+    /// device memory, host memory too with libs3rdma).
     Rdma,
 }
 
@@ -57,7 +58,7 @@ impl Backend {
 }
 
 /// When the HTTP backend validates response checksums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ChecksumMode {
     /// Only when the operation requires it (the default: costs no CPU on GETs).
@@ -67,7 +68,7 @@ pub enum ChecksumMode {
 }
 
 /// How the http backend performs ranged GETs (docs/http-peers.md has the measurements).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HttpGet {
     /// direct for plain http:// endpoints without --response-checksums when-supported, sdk otherwise.

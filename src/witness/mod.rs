@@ -20,14 +20,12 @@
 //! window counts from zero (MinIO creates series on first use); one that goes
 //! backwards (server restart) or vanishes makes the window `unverified`.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::error::{Error, Result, root_cause};
-use crate::store::Backend;
 
 mod rails;
 mod recheck;
@@ -35,8 +33,8 @@ pub(crate) mod scrape;
 mod verdict;
 pub use rails::{RailsWindow, rails_note};
 pub use recheck::{Proof, proof_of};
-pub use scrape::*;
-pub use verdict::*;
+pub use scrape::{FABRIC_COUNTERS, FabricReport, FabricSnapshot, Sample, Snapshot, decode_body, diff, fabric_diff, openmetrics_as_text, parse_exposition};
+pub use verdict::{Deltas, Expect, HTTP_OVERHEAD_PER_OP, NOISE_SHARE, Payload, VERIFIED_SHARE, Verdict, WitnessReport, judge, pct_floor, recheck, worst};
 
 /// RDMA counter group path on every AIStor node.
 pub const RDMA_PATH: &str = "/minio/metrics/v3/api/rdma";
@@ -301,6 +299,7 @@ fn now_rfc3339() -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::scrape::{RDMA_READ_BYTES, RDMA_READ_OPS};
     use super::*;
 
     /// Two AIStor nodes' v3 rdma group, in the shape MinIO emits (HELP/TYPE,

@@ -1,6 +1,9 @@
 //! Reading the servers' counters: Prometheus text parsed into series, snapshots summed per metric, diffs over a window; and the RDMA NIC error counters under /sys/class/infiniband.
 
-use super::*;
+use super::Deltas;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
 
 pub(crate) const RDMA_READ_BYTES: &str = "minio_api_rdma_read_bytes_total";
 pub(crate) const RDMA_READ_OPS: &str = "minio_api_rdma_read_ops_total";

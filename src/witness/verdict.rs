@@ -1,6 +1,9 @@
 //! The verdict: what the client moved (Payload), what the servers' counters say (Deltas), and the one function that judges a window from them (judge), with the worst-of rule over windows.
 
-use super::*;
+use super::FabricReport;
+use crate::store::Backend;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Share of the payload the server must account as RDMA for `rdma-verified`.
 pub const VERIFIED_SHARE: f64 = 0.99;

@@ -32,19 +32,15 @@
 //! original allocation (`verified`); a mismatch exits 4.
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use rand::{RngCore, SeedableRng, rngs::SmallRng};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::dedup;
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
-use super::{Spread, dedup, fanout, host_cores, now_unix};
 use crate::cli::{Backend, ChunkChecksum, CkptArgs, CkptMethod, CkptOp};
 use crate::error::{Error, Result, StoreError};
-use crate::format::ckpt::{self as fmt, Checksums, Manifest, TensorEntry, TensorSpec};
-use crate::mem::{Buffer, Dest, Gpu};
+use crate::format::ckpt::{self as fmt, Manifest, TensorEntry};
+use crate::mem::{Buffer, Dest};
 use crate::ranks::{self, Rank};
 use crate::sampler::Sampler;
 use crate::store::{self, ObjectStore, blocking};
@@ -53,8 +49,9 @@ use crate::witness::WitnessReport;
 
 mod ops;
 mod results;
-pub(crate) use ops::*;
-pub use results::*;
+pub(crate) use ops::{Ctx, State, StateSpec, restore_flat, restore_serialized, save_flat, save_serialized, serial_key, verify};
+pub use results::{CkptResults, OpFigures, RepeatRow, Row, Verified};
+pub(crate) use results::{print_table, summarize};
 
 /// Bytes compared or hashed per step when device memory is read back.
 const WINDOW: usize = 64 << 20;

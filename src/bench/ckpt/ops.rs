@@ -1,6 +1,15 @@
 //! The checkpoint operations of one rank: the live state, flat save and restore (chunks + manifest), serialize-then-put save and restore, and the comparison with the originals.
 
-use super::*;
+use super::{OpFigures, Verified, WINDOW};
+use crate::bench::{fanout, now_unix};
+use crate::cli::ChunkChecksum;
+use crate::error::{Error, Result, StoreError};
+use crate::format::ckpt::{self as fmt, Checksums, Manifest, TensorEntry, TensorSpec};
+use crate::mem::{Buffer, Dest, Gpu};
+use crate::store::{self, ObjectStore, blocking};
+use rand::{RngCore, SeedableRng, rngs::SmallRng};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// A state to save: its name in keys and records, and its tensors (this rank's share).
 pub(crate) struct StateSpec {

@@ -1,6 +1,12 @@
 //! What `ckpt` records and prints: per-rank figures, per-repeat rows across ranks, the per-(state, method, op) summary and the table.
 
-use super::*;
+use super::StateSpec;
+use crate::bench::{Spread, host_cores};
+use crate::cli::{CkptArgs, CkptMethod, CkptOp};
+use crate::mem::Dest;
+use crate::witness::WitnessReport;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::{Deserialize, Serialize};
 
 /// The figures of one rank's one operation.
 #[derive(Debug, Clone, Serialize, Deserialize)]

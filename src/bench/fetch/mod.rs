@@ -6,31 +6,28 @@
 //! GETs each). Throughput = bytes / wall, wall = from start to the last
 //! stream's last completed GET (GETs in flight at the deadline finish and count).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
-use super::{Latency, Spread, dedup, host_cores, now_unix};
+use super::{dedup, now_unix};
 use crate::cli::FetchArgs;
 use crate::error::{Error, Result, StoreError};
 use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};
-use crate::sampler::{Sampler, SamplerReport};
+use crate::sampler::Sampler;
 use crate::store::{self, ObjectStore, StoreStats, TransferPath};
 use crate::units::{size_approx, size_name};
-use crate::witness::{self, Verdict, WitnessReport};
 
 mod buffers;
 mod results;
 use buffers::BufferPlan;
-pub use results::*;
+pub use results::{CellResult, CellSummary, ProcFigures, RepeatResult, table};
+pub(crate) use results::{ProcWire, placeholder_summary, proc_wire, summarize_cell, summarize_repeat};
 
 /// One GET as a stream saw it.
 pub(crate) struct OpSample {
@@ -68,9 +65,9 @@ fn check_args(args: &FetchArgs) -> Result<BufferPlan> {
         return Err(Error::Usage("--prefix must not be empty".into()));
     }
     store::check_key(&object_key(&args.prefix, 1, 0)).map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", args.prefix)))?;
-    let max_size = *args.sizes.iter().max().expect("clap gives at least one size");
-    let max_c = *args.concurrency.iter().max().expect("clap gives at least one count") as u64;
-    let max_p = *args.procs.iter().max().expect("clap gives at least one count") as u64;
+    let max_size = *args.sizes.iter().max().expect("the flag parser gives at least one size");
+    let max_c = *args.concurrency.iter().max().expect("the flag parser gives at least one count") as u64;
+    let max_p = *args.procs.iter().max().expect("the flag parser gives at least one count") as u64;
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
     // --prepare fills each missing object from one host buffer of its size
@@ -321,13 +318,13 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     dedup(&mut args.sizes);
     dedup(&mut args.concurrency);
     dedup(&mut args.procs);
-    let max_procs = *args.procs.iter().max().expect("clap gives at least one count") as usize;
+    let max_procs = *args.procs.iter().max().expect("the flag parser gives at least one count") as usize;
     let prepare = args.run.prepare_for(&args.store);
     let spec = SessionSpec {
         group: Some(&args.group),
         world: World::AtLeast(max_procs),
         // One RDMA worker (and client) per stream of the widest cell.
-        rdma_threads: *args.concurrency.iter().max().expect("clap gives at least one count"),
+        rdma_threads: *args.concurrency.iter().max().expect("the flag parser gives at least one count"),
         create_bucket: prepare,
         ..SessionSpec::new("fetch", &args.store, &args.witness, &args.mem, &args.output)
     };
@@ -429,6 +426,8 @@ pub async fn run(args: FetchArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sampler::SamplerReport;
+    use crate::witness;
 
     #[test]
     fn keys_and_sizes_render() {

@@ -1,6 +1,15 @@
 //! What `fetch` records and prints: each process's figures, a repeat summed over processes, the per-cell summary over repeats, and the table.
 
-use super::*;
+use super::OpSample;
+use crate::bench::{Latency, Spread, host_cores};
+use crate::sampler::SamplerReport;
+use crate::store::TransferPath;
+use crate::units::size_name;
+use crate::witness::{self, Verdict, WitnessReport};
+use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Figures of one timed repeat of one cell.
 #[derive(Debug, Clone, Serialize)]

@@ -68,7 +68,7 @@ pub fn conclude(
         Err(e) => {
             // The reason first, then the measurement, so neither is lost; a
             // failed verdict or data check keeps its own exit code (3, 4).
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::cli::message(&e));
             if !output.json {
                 eprintln!("the record that could not be written:\n{}", serde_json::to_string_pretty(record).expect("record encodes"));
             }

@@ -1,6 +1,16 @@
 //! The input pipeline: fetch workers reading raw shards whole or JPEG samples by ranged GET, decoding on CPU threads into pooled batch buffers.
 
-use super::*;
+use crate::cli::JpegFetch;
+use crate::error::{Error, Result};
+use crate::format::shards::{JpegIndex, Listed, RawShard};
+use crate::mem::Buffer;
+use crate::store::ObjectStore;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng, rngs::SmallRng};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+use tokio::sync::mpsc;
 
 /// Shorter side a JPEG is resized to before the random crop (torchvision's
 /// ImageNet recipe: Resize(256) then crop 224).

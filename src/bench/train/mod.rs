@@ -25,30 +25,26 @@
 //! training without the all-reduce.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng, rngs::SmallRng};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::Spread;
-use super::session::{Direction, OpenWindow, Outcome, Session, SessionSpec, World};
-use crate::cli::{JpegFetch, Layout, TrainArgs};
+use super::session::{Direction, OpenWindow, Session, SessionSpec, World};
+use crate::cli::{Layout, TrainArgs};
 use crate::error::{Error, Result};
-use crate::format::shards::{self, JpegIndex, Listed, RawShard};
+use crate::format::shards::{self, Listed, RawShard};
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::sampler::Sampler;
-use crate::store::{self, ObjectStore};
+use crate::store;
 use crate::witness::WitnessReport;
 
 mod loader;
 mod steps;
-pub use loader::*;
-pub use steps::*;
+pub use loader::{Batch, JPEG_RESIZE, LoaderCounters, Pixels, Pooled, decode_crop};
+pub(crate) use loader::{LoaderCtx, counters_now, start_jpeg, start_raw};
+pub use steps::{LoaderOnly, LoopFigures, RankRepeat, StepTimes, Stepper};
+pub(crate) use steps::{RepeatOutput, WindowFigures, finish, train_loop};
 
 fn usage_without_model() -> Error {
     Error::Usage(
@@ -294,7 +290,9 @@ fn make_stepper(args: &TrainArgs, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i
 
 #[cfg(test)]
 mod tests {
+    use super::loader::shard_order;
     use super::*;
+    use rand::{SeedableRng, rngs::SmallRng};
 
     #[test]
     fn decode_crop_takes_a_window_of_the_resized_image() {

@@ -1,6 +1,17 @@
 //! The training loop (warm-up, timed steps, one witnessed window per repeat), the step timings, and the ranks' figures aggregated into the record and table.
 
-use super::*;
+use super::{Batch, Pixels};
+use crate::bench::Spread;
+use crate::bench::session::{Outcome, Session};
+use crate::cli::TrainArgs;
+use crate::error::{Error, Result};
+use crate::mem::Buffer;
+use crate::witness::WitnessReport;
+use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::time::Instant;
+use tokio::sync::mpsc;
 
 /// Seconds of one step, by phase.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]

@@ -166,7 +166,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         Err(e) => {
             let fix =
                 if backend == Backend::Local { "fix --root or --bucket, or pass --prepare" } else { "fix the endpoint, credentials or bucket named above" };
-            s.add(2, Status::Fail, Error::Store(e).to_string(), Some(fix.into()));
+            s.add(2, Status::Fail, crate::cli::message(&Error::Store(e)), Some(fix.into()));
             false
         }
     };

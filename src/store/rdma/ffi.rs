@@ -161,8 +161,8 @@ pub const REQUIRED: [&str; 8] = [
     "miniocpp_last_error",
 ];
 
-/// Which library to load: `--rdma-lib`, else `MINIOCPP_LIB` (clap folds the
-/// two), else `libminiocpp.so` from the system search path.
+/// Which library to load: `--rdma-lib`, else `MINIOCPP_LIB` (the flag parser
+/// folds the two), else `libminiocpp.so` from the system search path.
 pub fn lib_path(flag: Option<&Path>) -> PathBuf {
     flag.map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("libminiocpp.so"))
 }
