@@ -214,6 +214,10 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
                 if let Some(p) = cell.get("procs") {
                     dims.insert("procs".into(), p.to_string());
                 }
+                // --verify costs client CPU on the read path: a verified run is another cell.
+                if record["params"]["verify"] == true {
+                    dims.insert("verify".into(), "every byte".into());
+                }
                 let mut r = base(dims, "GB/s", v);
                 r.series = cell["repeats"][0]["series"].as_array().map(|a| a.iter().filter_map(|p| Some([p[0].as_f64()?, p[1].as_f64()?])).collect());
                 let cores: Vec<f64> = cell["repeats"].as_array().map(|a| a.iter().filter_map(|r| r["client_cpu_cores"].as_f64()).collect()).unwrap_or_default();

@@ -190,9 +190,10 @@ pub struct FetchArgs {
     /// object's bytes are a function of its key and offset), as fio's and
     /// elbencho's verify do: a server that serves another range, another
     /// object or changed bytes under right headers ends the run (exit 4).
-    /// The check runs in the timed window and costs client CPU (device
-    /// memory is copied back first): compare throughput only between runs
-    /// with the same setting. Objects written another way never verify.
+    /// Every read is checked as it completes (warm-up included), inside the
+    /// timed window: it costs client CPU (device memory is copied back
+    /// first), so compare throughput only between runs with the same
+    /// setting. Objects written another way never verify.
     #[arg(long)]
     pub verify: bool,
     #[command(flatten)]

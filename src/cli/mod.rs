@@ -265,7 +265,8 @@ pub struct RunArgs {
     /// Timed repeats per cell; the summary gives their median and range.
     #[arg(long, value_parser = parse_positive, default_value_t = 1)]
     pub repeats: u32,
-    /// Create the bucket and any missing or wrong-sized objects (random bytes);
+    /// Create the bucket and any missing or wrong-sized objects (fetch:
+    /// pseudo-random bytes, a function of key and offset, that --verify checks);
     /// objects of the right size are reused. On by default only for the local
     /// backend's own default directory (./s3rdma-data), which the tool owns.
     #[arg(long)]

@@ -43,37 +43,67 @@ impl Pattern {
         mix(self.seed.wrapping_add(i.wrapping_add(1).wrapping_mul(GOLDEN))).to_le_bytes()
     }
 
+    /// The pattern of bytes `offset..offset + len`, as (position in the
+    /// range, the word's bytes that fall in it) in order.
+    fn pieces(self, offset: u64, len: usize) -> impl Iterator<Item = (usize, [u8; 8], std::ops::Range<usize>)> {
+        let mut done = 0usize;
+        std::iter::from_fn(move || {
+            (done < len).then(|| {
+                let pos = offset + done as u64;
+                let skip = (pos % 8) as usize;
+                let n = (8 - skip).min(len - done);
+                let at = done;
+                done += n;
+                (at, self.word(pos / 8), skip..skip + n)
+            })
+        })
+    }
+
     /// Write the object's bytes `offset..offset + out.len()` into `out`.
     pub fn fill(self, offset: u64, out: &mut [u8]) {
-        let mut pos = offset;
-        let mut rest = out;
-        while !rest.is_empty() {
-            let w = self.word(pos / 8);
-            let skip = (pos % 8) as usize;
-            let n = (8 - skip).min(rest.len());
-            rest[..n].copy_from_slice(&w[skip..skip + n]);
-            rest = &mut rest[n..];
-            pos += n as u64;
+        // Up to a word boundary piece by piece, then whole words.
+        let head = (((8 - offset % 8) % 8) as usize).min(out.len());
+        for (at, w, r) in self.pieces(offset, head) {
+            out[at..at + r.len()].copy_from_slice(&w[r]);
+        }
+        let first = (offset + head as u64) / 8;
+        let total = out.len();
+        let mut words = out[head..].chunks_exact_mut(8);
+        for (i, c) in (&mut words).enumerate() {
+            c.copy_from_slice(&self.word(first + i as u64));
+        }
+        let tail = words.into_remainder();
+        let at = offset + (total - tail.len()) as u64;
+        for (k, w, r) in self.pieces(at, tail.len()) {
+            tail[k..k + r.len()].copy_from_slice(&w[r]);
         }
     }
 
     /// The absolute offset of the first byte of `bytes` (the object's bytes
     /// from `offset` on) that differs from the pattern; `None` when all agree.
     pub fn first_difference(self, offset: u64, bytes: &[u8]) -> Option<u64> {
-        let mut pos = offset;
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let w = self.word(pos / 8);
-            let skip = (pos % 8) as usize;
-            let n = (8 - skip).min(rest.len());
-            if rest[..n] != w[skip..skip + n] {
-                let k = rest[..n].iter().zip(&w[skip..skip + n]).position(|(a, b)| a != b).unwrap_or(0);
-                return Some(pos + k as u64);
-            }
-            rest = &rest[n..];
-            pos += n as u64;
+        // Piece by piece (exact position) for the unaligned head, the tail,
+        // and a word that differs; whole words compared at once otherwise.
+        let exact = |from: usize, to: usize| {
+            self.pieces(offset + from as u64, to - from).find_map(|(at, w, r)| {
+                let got = &bytes[from + at..from + at + r.len()];
+                got.iter().zip(&w[r]).position(|(a, b)| a != b).map(|k| offset + (from + at + k) as u64)
+            })
+        };
+        let head = (((8 - offset % 8) % 8) as usize).min(bytes.len());
+        if let Some(d) = exact(0, head) {
+            return Some(d);
         }
-        None
+        let first = (offset + head as u64) / 8;
+        let words = bytes[head..].chunks_exact(8);
+        let tail_from = bytes.len() - words.remainder().len();
+        for (i, c) in words.enumerate() {
+            if c != self.word(first + i as u64) {
+                let at = head + i * 8;
+                return exact(at, at + 8);
+            }
+        }
+        exact(tail_from, bytes.len())
     }
 }
 
@@ -106,6 +136,13 @@ mod tests {
         p.fill(100, &mut b);
         b[1234] ^= 1;
         assert_eq!(p.first_difference(100, &b), Some(1334));
+        // Flips in the unaligned head, a whole word and the tail.
+        for (off, len, flip) in [(3u64, 100usize, 2usize), (3, 100, 40), (3, 100, 99), (0, 64, 63), (5, 3, 1)] {
+            let mut v = vec![0u8; len];
+            p.fill(off, &mut v);
+            v[flip] ^= 0x80;
+            assert_eq!(p.first_difference(off, &v), Some(off + flip as u64), "{off} {len} {flip}");
+        }
         // The right bytes from another offset (a server answering another range).
         let mut shifted = vec![0u8; 64];
         p.fill(1 << 20, &mut shifted);

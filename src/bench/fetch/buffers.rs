@@ -8,7 +8,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::cli::StreamBuffer;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, StoreError};
 use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};
 use crate::store::{self, ObjectStore, Transfer};
@@ -141,10 +141,27 @@ pub(super) async fn read_object(store: &dyn ObjectStore, key: &str, size: u64, b
     }
     let t0 = Instant::now();
     let mut out: Option<Transfer> = None;
+    // Every window is pinned to the version (tag and object size) the first
+    // one came from: a later window of another version, or an answer that
+    // states another object size, ends the read as a change.
+    let mut pin: Option<store::ObjectVersion> = None;
     for r in store::chunks(0..size, len) {
         let want = r.end - r.start;
         let t = Instant::now();
-        let tr = store::read_into(store, key, Some(r.clone()), buf).await?;
+        let tr = store::read_into_version(store, key, Some(r.clone()), buf, 0, pin.as_ref()).await?;
+        if pin.is_none() {
+            if let Some(v) = &tr.version
+                && v.size != size
+            {
+                return Err(Error::Store(StoreError::Other {
+                    op: "GET",
+                    key: key.into(),
+                    location: store.location(),
+                    detail: format!("the answer says the object is {} bytes, expected {size}: pass --prepare to rewrite it", v.size),
+                }));
+            }
+            pin = tr.version.clone();
+        }
         if verify {
             check(store, key, r.start, tr.bytes, buf)?;
         }
@@ -173,7 +190,7 @@ fn check(store: &dyn ObjectStore, key: &str, offset: u64, n: u64, buf: &Buffer) 
     match Pattern::of(key).first_difference(offset, bytes) {
         None => Ok(()),
         Some(at) => Err(Error::Mismatch(format!(
-            "--verify: object '{key}' at {}: byte {at} (of the bytes {offset}-{} read) differs from what `fetch --prepare` writes there: the server, or something between, served other bytes (another range or object, or changed bytes), so nothing of this run is counted; objects written another way never verify: delete them and pass --prepare",
+            "--verify: object '{key}' at {}: byte {at} (of the bytes {offset}-{} read) differs from what `fetch --prepare` writes there: the store served other bytes (another range or object, or changed bytes), so nothing of this run is counted; an object written another way (another tool, an older s3rdma) never verifies: delete it, then pass --prepare",
             store.location(),
             offset + n.max(1) - 1,
         ))),
