@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Latency;
 use super::session::{Outcome, Session, SessionSpec, World};
-use crate::cli::{BarrierArgs, MemArgs};
+use crate::cli::BarrierArgs;
 use crate::error::{Error, Result};
 use crate::ranks::{Coordination, Rendezvous};
 
@@ -85,7 +85,7 @@ pub async fn run(args: BarrierArgs) -> Result<()> {
         return Err(Error::Usage("--barriers 0: give at least one timed barrier".into()));
     }
     // Host memory: N ranks must not open N CUDA contexts to move no data.
-    let mem = MemArgs { dest_arg: Some(crate::mem::Dest::Host), device: 0, bounce_buffers: None, stage_chunk: None };
+    let mem = crate::mem::MemConfig::host();
     // 8 ranks by default when this process starts them; a launcher's count otherwise.
     let launched = crate::ranks::Rank::from_env(args.group.run_id.as_deref()).ok().flatten().is_some();
     let ranks = if launched { args.ranks } else { Some(args.ranks.unwrap_or(8)) };
@@ -93,7 +93,7 @@ pub async fn run(args: BarrierArgs) -> Result<()> {
         group: Some(&args.group),
         world: World::Ranks(ranks),
         create_bucket: true,
-        ..SessionSpec::new("barrier", &args.store, &args.witness, &mem, &args.output)
+        ..SessionSpec::new("barrier", &args.store, &args.witness, mem, &args.output)
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     for i in 0..args.warmup {

@@ -34,9 +34,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::cli::{GroupArgs, MemArgs, OutputArgs};
+use crate::cli::{GroupArgs, OutputArgs};
 use crate::error::{Error, Result};
-use crate::mem::{Buffer, Dest, Gpu};
+use crate::mem::{Buffer, Dest, Gpu, MemConfig};
 use crate::ranks::{self, Coordination, Group, Rank};
 use crate::record::RunRecord;
 use crate::store::counted::Counted;
@@ -53,8 +53,8 @@ pub struct Session {
     pub bench: &'static str,
     /// This process's rank.
     pub me: Rank,
-    /// Memory flags with this rank's GPU assigned.
-    pub mem: MemArgs,
+    /// The memory configuration with this rank's GPU assigned.
+    pub mem: MemConfig,
     /// The GPU `--dest pinned|device` opens, once resolved ([`Session::gpu`]).
     gpu: OnceLock<Option<Arc<Gpu>>>,
     /// The store, counting bytes per transfer path.
@@ -234,8 +234,8 @@ impl Session {
                     // Bad store, witness or GPU flags fail once, here, not once per rank.
                     Witness::new(&spec.witness.config(spec.store))?;
                     drop(store::open(&spec.store.config())?);
-                    if spec.mem.dest() != Dest::Host {
-                        crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", spec.mem.dest().name())))?;
+                    if spec.mem.dest != Dest::Host {
+                        crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", spec.mem.dest.name())))?;
                     }
                     let id = group_args.run_id.clone().unwrap_or_else(ranks::new_run_id);
                     let run_id = id.clone();
@@ -267,8 +267,7 @@ impl Session {
         };
         ranks::injected_fault(&me)?;
         let mut mem = spec.mem.clone();
-        let dest = mem.dest();
-        mem.dest_arg = Some(dest);
+        let dest = mem.dest;
         mem.device = ranks::gpu_for(&me, dest, mem.device);
         // The GPU opens on its own thread while the witness and the store
         // start (with `defer_gpu`, also while the bench reads what needs no
@@ -365,9 +364,9 @@ impl Session {
     /// Errors: the allocator's message.
     pub fn buffer(&self, len: usize) -> std::result::Result<Buffer, String> {
         let gpu = self.gpu().map_err(|e| e.to_string())?;
-        let (chunk, buffers) = self.mem.staging();
-        let bounce = if self.store.writes_device() { 0 } else { buffers.value as usize };
-        Buffer::for_dest(self.mem.dest(), gpu.as_ref(), len, bounce, chunk.value as usize)
+        let (chunk, buffers) = (self.mem.chunk_bytes.0, self.mem.bounce_buffers.0);
+        let bounce = if self.store.writes_device() { 0 } else { buffers as usize };
+        Buffer::for_dest(self.mem.dest, gpu.as_ref(), len, bounce, chunk as usize)
     }
 
     /// [`Session::buffer`]s of `lens` bytes, allocated side by side on one

@@ -212,11 +212,11 @@ pub async fn run(args: TokensArgs) -> Result<()> {
     let spec = SessionSpec {
         rdma_threads: args.fetch_workers,
         no_bucket: shards::no_dataset_bucket,
-        ..SessionSpec::new("tokens", &args.store, &args.witness, &args.mem, &args.output)
+        ..SessionSpec::new("tokens", &args.store, &args.witness, args.mem.config(), &args.output)
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let store = s.store.clone();
-    let dest = s.mem.dest();
+    let dest = s.mem.dest;
     let listed = shards::list_tokens(store.as_ref(), &args.prefix).await?;
     let seq_len = listed[0].meta.seq_len;
     if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len) {

@@ -181,12 +181,12 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         rdma_threads: args.concurrency,
         no_bucket,
         defer_gpu: true,
-        ..SessionSpec::new("weights", &args.store, &args.witness, &args.mem, &args.output)
+        ..SessionSpec::new("weights", &args.store, &args.witness, args.mem.config(), &args.output)
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let session_at = Instant::now();
     let store = s.store.clone();
-    let dest = s.mem.dest();
+    let dest = s.mem.dest;
     let t_head = Instant::now();
     let layout = weights::read_layout(store.as_ref(), &args.model).await?;
     let header_s = t_head.elapsed().as_secs_f64();

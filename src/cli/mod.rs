@@ -310,13 +310,6 @@ pub struct MemArgs {
 }
 
 impl MemArgs {
-    /// Staged device reads: (bytes per bounce buffer, bounce buffers per
-    /// stream), each `--stage-chunk` / `--bounce-buffers` or the host's
-    /// default ([`auto::staging`]).
-    pub fn staging(&self) -> (auto::Chosen<u64>, auto::Chosen<u32>) {
-        auto::staging(self.stage_chunk, self.bounce_buffers)
-    }
-
     /// `--dest`, or its default: device when the CUDA driver reports a GPU, else host.
     pub fn dest(&self) -> crate::mem::Dest {
         use std::sync::OnceLock;
@@ -329,34 +322,17 @@ impl MemArgs {
         })
     }
 
-    /// Open the GPU `--dest pinned|device` needs (before any store, so rdma
-    /// workers can bind its context); `None` for host memory.
-    ///
-    /// Errors: one line naming `--dest` and the fix when no GPU is usable.
-    pub fn open_gpu(&self) -> crate::error::Result<Option<std::sync::Arc<crate::mem::Gpu>>> {
-        match self.dest() {
-            crate::mem::Dest::Host => Ok(None),
-            d => crate::mem::Gpu::open(self.device).map(Some).map_err(|e| crate::error::Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name()))),
+    /// The memory configuration these flags describe (the one conversion):
+    /// the destination resolved, staging per `--stage-chunk` /
+    /// `--bounce-buffers` or the host's default ([`auto::staging`]).
+    pub fn config(&self) -> crate::mem::MemConfig {
+        let (chunk, buffers) = auto::staging(self.stage_chunk, self.bounce_buffers);
+        crate::mem::MemConfig {
+            dest: self.dest(),
+            device: self.device,
+            chunk_bytes: (chunk.value, chunk.source),
+            bounce_buffers: (buffers.value, buffers.source),
         }
-    }
-
-    /// What the record says about the memory: dest, GPU, and how device
-    /// reads are done (`direct` when the backend writes device memory itself).
-    pub fn describe(&self, gpu: Option<&std::sync::Arc<crate::mem::Gpu>>, writes_device: bool) -> serde_json::Value {
-        use crate::mem::Dest;
-        serde_json::json!({
-            "dest": self.dest(),
-            "gpu": gpu.map(|g| serde_json::json!({"ordinal": g.ordinal, "name": g.name, "memory_bytes": g.total_mem})),
-            "device_path": match (self.dest(), writes_device) {
-                (Dest::Device, true) => serde_json::json!({"mode": "direct"}),
-                (Dest::Device, false) => {
-                    let (chunk, buffers) = self.staging();
-                    serde_json::json!({"mode": "staged", "bounce_buffers": buffers.value, "chunk_bytes": chunk.value,
-                                       "bounce_buffers_from": buffers.source, "chunk_bytes_from": chunk.source})
-                }
-                _ => serde_json::Value::Null,
-            },
-        })
     }
 }
 

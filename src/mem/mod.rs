@@ -15,9 +15,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
+mod config;
 mod gpu;
 mod host;
 
+pub use config::MemConfig;
 pub use gpu::{CudaInfo, Gpu, bind_active_gpu, cuda_probe};
 pub use host::{HostBuffer, PinnedBuffer};
 

@@ -170,12 +170,12 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         // a server's bucket stays the operator's to create.
         create_bucket: args.store.backend == crate::store::Backend::Local,
         no_bucket,
-        ..SessionSpec::new("ckpt", &args.store, &args.witness, &args.mem, &args.output)
+        ..SessionSpec::new("ckpt", &args.store, &args.witness, args.mem.config(), &args.output)
     };
     let Some(mut s) = Session::start(spec).await? else { return Ok(()) };
     let me = s.me.clone();
     let specs = states(&args, me.world)?;
-    let dest = s.mem.dest();
+    let dest = s.mem.dest;
     let gpu = s.gpu()?;
     let store = s.store.clone();
     // ckpt stages device memory through --chunk-sized pinned buffers, one per

@@ -216,7 +216,7 @@ struct CellCtx<'a> {
 /// same barriers) each running `streams` streams over `keys`.
 async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams: u32, procs: u32) -> Result<CellResult> {
     let (session, args) = (cx.session, cx.args);
-    let (store, me, dest) = (&session.store, &session.me, session.mem.dest());
+    let (store, me, dest) = (&session.store, &session.me, session.mem.dest);
     let active = me.rank < procs as usize;
     // Buffers are allocated (and their pages touched) before any timed window.
     let len = buffers::buffer_len(cx.plan, size);
@@ -326,7 +326,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         // One RDMA worker (and client) per stream of the widest cell.
         rdma_threads: *args.concurrency.iter().max().expect("the flag parser gives at least one count"),
         create_bucket: prepare,
-        ..SessionSpec::new("fetch", &args.store, &args.witness, &args.mem, &args.output)
+        ..SessionSpec::new("fetch", &args.store, &args.witness, args.mem.config(), &args.output)
     };
     let Some(session) = Session::start(spec).await? else { return Ok(()) };
     let store = session.store.clone();
@@ -396,7 +396,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     outcome.witness_extra = vec![("cells", verdict_cells)];
     outcome.environment = vec![("warnings", json!(warnings))];
     outcome.stats = stats;
-    let dest = session.mem.dest();
+    let dest = session.mem.dest;
     let gpu = session.gpu()?.map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
     let checked = if args.verify {
         "--verify: every byte read (warm-up included) matched what --prepare wrote"

@@ -3,8 +3,9 @@
 //! on its way up (a server on this host, [`watch_local_server`]). Part of the
 //! session (`session.rs`).
 
-use crate::cli::{GroupArgs, MemArgs, OutputArgs, StoreArgs, WitnessArgs};
+use crate::cli::{GroupArgs, OutputArgs, StoreArgs, WitnessArgs};
 use crate::error::{Error, StoreError};
+use crate::mem::MemConfig;
 use crate::store::ObjectStore;
 
 /// How many processes a bench wants and what a launcher's count means to it.
@@ -27,8 +28,8 @@ pub struct SessionSpec<'a> {
     pub store: &'a StoreArgs,
     /// Witness flags.
     pub witness: &'a WitnessArgs,
-    /// Memory flags.
-    pub mem: &'a MemArgs,
+    /// The memory configuration (destination resolved).
+    pub mem: MemConfig,
     /// Rank-meeting flags (`None`: defaults, for single-process benches).
     pub group: Option<&'a GroupArgs>,
     /// Where the record goes.
@@ -52,7 +53,7 @@ impl<'a> SessionSpec<'a> {
     /// A single-process bench on an existing bucket (the store's own
     /// message when it is missing), one rdma worker; override fields with
     /// struct-update syntax.
-    pub fn new(bench: &'static str, store: &'a StoreArgs, witness: &'a WitnessArgs, mem: &'a MemArgs, output: &'a OutputArgs) -> Self {
+    pub fn new(bench: &'static str, store: &'a StoreArgs, witness: &'a WitnessArgs, mem: MemConfig, output: &'a OutputArgs) -> Self {
         SessionSpec {
             bench,
             store,

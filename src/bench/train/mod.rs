@@ -79,13 +79,13 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         rdma_threads: args.fetch_workers,
         create_bucket: args.store.is_default_local_dir(),
         no_bucket: shards::no_dataset_bucket,
-        ..SessionSpec::new("train", &args.store, &args.witness, &args.mem, &args.output)
+        ..SessionSpec::new("train", &args.store, &args.witness, args.mem.config(), &args.output)
     };
     let Some(session) = Session::start(spec).await? else { return Ok(()) };
     let session = Arc::new(session);
     let me = session.me.clone();
     let mem = session.mem.clone();
-    let dest = mem.dest();
+    let dest = mem.dest;
     let gpu = session.gpu()?;
     let store = session.store.clone();
     let batch = args.batch_size as usize;
