@@ -162,6 +162,18 @@ pub struct RunRecord {
     pub rdma_witness: Value,
 }
 
+/// Where a run's record goes and how the run reports (`--results-dir`,
+/// `--tag`, `--json`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputConfig {
+    /// Directory the record is written to (`<bench>-<backend>-<UTC time>[-tag].json`).
+    pub results_dir: PathBuf,
+    /// Suffix for the record's file name.
+    pub tag: Option<String>,
+    /// Print the record as JSON on stdout instead of the table.
+    pub json: bool,
+}
+
 /// Make sure `dir` exists and takes a new file, before a run spends its time:
 /// a run whose record cannot be written should fail at once, not at the end.
 pub fn check_results_dir(dir: &Path) -> Result<()> {

@@ -90,10 +90,11 @@ pub async fn run(args: BarrierArgs) -> Result<()> {
     let launched = crate::ranks::Rank::from_env(args.group.run_id.as_deref()).ok().flatten().is_some();
     let ranks = if launched { args.ranks } else { Some(args.ranks.unwrap_or(8)) };
     let spec = SessionSpec {
-        group: Some(&args.group),
+        group: Some(args.group.config()),
         world: World::Ranks(ranks),
         create_bucket: true,
-        ..SessionSpec::new("barrier", &args.store, &args.witness, mem, &args.output)
+        require_rdma: args.witness.require_rdma,
+        ..SessionSpec::new("barrier", args.store.config(), args.witness.config(&args.store), mem, args.output.config())
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     for i in 0..args.warmup {

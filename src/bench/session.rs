@@ -28,17 +28,15 @@
 //! Exit codes are decided by [`exit_status`] only (README "Exit codes").
 
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::cli::{GroupArgs, OutputArgs};
 use crate::error::{Error, Result};
 use crate::mem::{Buffer, Dest, Gpu, MemConfig};
 use crate::ranks::{self, Coordination, Group, Rank};
-use crate::record::RunRecord;
+use crate::record::{OutputConfig, RunRecord};
 use crate::store::counted::Counted;
 use crate::store::{self, Backend, ObjectStore, StoreConfig, StoreStats};
 use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
@@ -69,7 +67,7 @@ pub struct Session {
     pub started: chrono::DateTime<chrono::Utc>,
     /// This host's name.
     pub host: String,
-    output: OutputArgs,
+    output: OutputConfig,
     /// The store's warnings before any transfer ([`ObjectStore::preflight`] of size 0), printed by rank 0.
     pub warnings: Vec<String>,
     /// A bench that stages device memory its own way (not through
@@ -195,10 +193,9 @@ impl Session {
     ///
     /// Errors: usage errors for bad flags (once, before any rank starts), the
     /// store's errors, a rank's failure (its exit code).
-    pub async fn start(spec: SessionSpec<'_>) -> Result<Option<Session>> {
+    pub async fn start(spec: SessionSpec) -> Result<Option<Session>> {
         crate::record::check_results_dir(&spec.output.results_dir)?;
-        let default_group = GroupArgs { run_id: None, barrier_timeout: Duration::from_secs(300), rendezvous: ranks::Rendezvous::Leader };
-        let group_args = spec.group.unwrap_or(&default_group);
+        let group_args = spec.group.clone().unwrap_or_default();
         if let Some(id) = &group_args.run_id {
             ranks::check_run_id(id)?;
         }
@@ -232,8 +229,8 @@ impl Session {
                 }
                 if world > 1 {
                     // Bad store, witness or GPU flags fail once, here, not once per rank.
-                    Witness::new(&spec.witness.config(spec.store))?;
-                    drop(store::open(&spec.store.config())?);
+                    Witness::new(&spec.witness)?;
+                    drop(store::open(&spec.store)?);
                     if spec.mem.dest != Dest::Host {
                         crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", spec.mem.dest.name())))?;
                     }
@@ -256,7 +253,7 @@ impl Session {
                     if ranks_done.is_err() {
                         // Every rank has exited: what they left of their meeting is
                         // provably stale (a later run reusing this id would join a dead epoch).
-                        if let Ok(st) = store::open(&spec.store.config()) {
+                        if let Ok(st) = store::open(&spec.store) {
                             ranks::remove_markers(st.as_ref(), &id).await;
                         }
                     }
@@ -281,9 +278,9 @@ impl Session {
         if dest == Dest::Host || spec.store.backend == Backend::Rdma {
             let _ = gpu.set(mem.open_gpu()?);
         }
-        let witness = Witness::new(&spec.witness.config(spec.store))?;
+        let witness = Witness::new(&spec.witness)?;
         let started = chrono::Utc::now();
-        let mut store_args = spec.store.config();
+        let mut store_args = spec.store.clone();
         store_args.rdma_threads = store_args.rdma_threads.or(Some(spec.rdma_threads.max(1)));
         let counted = Counted::new(Arc::from(store::open(&store_args)?));
         // Ranks meet through the bare store: their markers are not the bench's
@@ -297,7 +294,7 @@ impl Session {
         let counted = Arc::new(counted);
         let store: Arc<dyn ObjectStore> = counted.clone();
         let server_note = watch_local_server(store.as_ref());
-        if spec.witness.require_rdma
+        if spec.require_rdma
             && let Some(why) = store.transport_unavailable()
         {
             // The library's own evidence: no window could be rdma-verified, so
@@ -312,7 +309,7 @@ impl Session {
                     ..RunRecord::new(spec.bench, store.backend().name(), started, spec.output.tag.clone())
                 };
                 let print = || println!("witness: {} ({reason})", Verdict::Unverified.as_str());
-                return conclude(&record, spec.output, started, print, None, true, Verdict::Unverified, &reason).map(|()| None);
+                return conclude(&record, &spec.output, started, print, None, true, Verdict::Unverified, &reason).map(|()| None);
             }
             return exit_status(None, true, Verdict::Unverified, &reason).map(|()| None);
         }
@@ -351,7 +348,7 @@ impl Session {
             warnings,
             device_path: None,
             server_note,
-            require_rdma: spec.witness.require_rdma,
+            require_rdma: spec.require_rdma,
             windows: Default::default(),
         }))
     }

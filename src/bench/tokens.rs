@@ -212,7 +212,7 @@ pub async fn run(args: TokensArgs) -> Result<()> {
     let spec = SessionSpec {
         rdma_threads: args.fetch_workers,
         no_bucket: shards::no_dataset_bucket,
-        ..SessionSpec::new("tokens", &args.store, &args.witness, args.mem.config(), &args.output)
+        ..crate::cli::session_spec("tokens", &args.store, &args.witness, &args.mem, &args.output)
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let store = s.store.clone();

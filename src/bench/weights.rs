@@ -181,7 +181,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
         rdma_threads: args.concurrency,
         no_bucket,
         defer_gpu: true,
-        ..SessionSpec::new("weights", &args.store, &args.witness, args.mem.config(), &args.output)
+        ..crate::cli::session_spec("weights", &args.store, &args.witness, &args.mem, &args.output)
     };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let session_at = Instant::now();

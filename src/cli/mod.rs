@@ -379,6 +379,17 @@ impl WitnessArgs {
     }
 }
 
+/// What every bench starts its session from: the shared flag groups turned
+/// into configuration once (store, witness, memory with the destination
+/// resolved, output, `--require-rdma`); a bench adds its own needs with
+/// struct-update syntax.
+pub fn session_spec(bench: &'static str, store: &StoreArgs, witness: &WitnessArgs, mem: &MemArgs, output: &OutputArgs) -> crate::bench::session::SessionSpec {
+    crate::bench::session::SessionSpec {
+        require_rdma: witness.require_rdma,
+        ..crate::bench::session::SessionSpec::new(bench, store.config(), witness.config(store), mem.config(), output.config())
+    }
+}
+
 /// Where the run record goes.
 #[derive(Debug, Clone, Args)]
 pub struct OutputArgs {
@@ -391,6 +402,13 @@ pub struct OutputArgs {
     /// Print the run record as JSON on stdout instead of the human table.
     #[arg(long)]
     pub json: bool,
+}
+
+impl OutputArgs {
+    /// The output configuration these flags describe.
+    pub fn config(&self) -> crate::record::OutputConfig {
+        crate::record::OutputConfig { results_dir: self.results_dir.clone(), tag: self.tag.clone(), json: self.json }
+    }
 }
 
 /// How ranks meet (see `ranks.rs`): `--ranks`/`--procs` on one host, or a launcher.
@@ -408,6 +426,13 @@ pub struct GroupArgs {
     /// way, O(N) per rank, kept as the baseline of `s3rdma barrier`).
     #[arg(long, value_enum, default_value_t = crate::ranks::Rendezvous::Leader)]
     pub rendezvous: crate::ranks::Rendezvous,
+}
+
+impl GroupArgs {
+    /// The rank-meeting configuration these flags describe.
+    pub fn config(&self) -> crate::ranks::GroupConfig {
+        crate::ranks::GroupConfig { run_id: self.run_id.clone(), barrier_timeout: self.barrier_timeout, rendezvous: self.rendezvous }
+    }
 }
 
 /// Parse a byte size: a plain number of bytes, or a number with a decimal

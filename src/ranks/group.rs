@@ -68,6 +68,24 @@ pub enum Rendezvous {
     List,
 }
 
+/// How this run's ranks meet (`--run-id`, `--barrier-timeout`, `--rendezvous`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupConfig {
+    /// Id shared by every rank of one run (`None`: the launcher's job id, or one this process makes).
+    pub run_id: Option<String>,
+    /// Longest wait for the other ranks at a barrier.
+    pub barrier_timeout: Duration,
+    /// How ranks wait at a barrier.
+    pub rendezvous: Rendezvous,
+}
+
+impl Default for GroupConfig {
+    /// The flags' defaults: the launcher's id, 5 minutes, leader.
+    fn default() -> Self {
+        GroupConfig { run_id: None, barrier_timeout: Duration::from_secs(300), rendezvous: Rendezvous::Leader }
+    }
+}
+
 /// What meeting cost, as counted by this process (or summed over ranks).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coordination {

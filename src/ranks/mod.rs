@@ -15,7 +15,7 @@
 
 mod group;
 
-pub use group::{CLOCK_SLACK, Coordination, Group, Released, Rendezvous, clear_on_sigterm, remove_markers};
+pub use group::{CLOCK_SLACK, Coordination, Group, GroupConfig, Released, Rendezvous, clear_on_sigterm, remove_markers};
 
 use std::ffi::OsString;
 use std::process::{Child, Command};

@@ -162,7 +162,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         states(&args, world)?;
     }
     let spec = SessionSpec {
-        group: Some(&args.group),
+        group: Some(args.group.config()),
         world: World::Ranks(args.ranks),
         rdma_threads: args.concurrency,
         // A checkpoint writes: on the local backend its bucket directory is
@@ -170,7 +170,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         // a server's bucket stays the operator's to create.
         create_bucket: args.store.backend == crate::store::Backend::Local,
         no_bucket,
-        ..SessionSpec::new("ckpt", &args.store, &args.witness, args.mem.config(), &args.output)
+        ..crate::cli::session_spec("ckpt", &args.store, &args.witness, &args.mem, &args.output)
     };
     let Some(mut s) = Session::start(spec).await? else { return Ok(()) };
     let me = s.me.clone();

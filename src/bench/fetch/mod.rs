@@ -321,12 +321,12 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let max_procs = *args.procs.iter().max().expect("the flag parser gives at least one count") as usize;
     let prepare = args.run.prepare_for(&args.store);
     let spec = SessionSpec {
-        group: Some(&args.group),
+        group: Some(args.group.config()),
         world: World::AtLeast(max_procs),
         // One RDMA worker (and client) per stream of the widest cell.
         rdma_threads: *args.concurrency.iter().max().expect("the flag parser gives at least one count"),
         create_bucket: prepare,
-        ..SessionSpec::new("fetch", &args.store, &args.witness, args.mem.config(), &args.output)
+        ..crate::cli::session_spec("fetch", &args.store, &args.witness, &args.mem, &args.output)
     };
     let Some(session) = Session::start(spec).await? else { return Ok(()) };
     let store = session.store.clone();

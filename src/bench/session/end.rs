@@ -2,8 +2,8 @@
 //! the table, then writing the record ([`conclude`]). Part of the session
 //! (`session.rs`), which every bench ends through.
 
-use crate::cli::OutputArgs;
 use crate::error::{Error, Result};
+use crate::record::OutputConfig;
 use crate::record::RunRecord;
 use crate::witness::Verdict;
 
@@ -30,7 +30,7 @@ pub fn exit_status(failure: Option<Error>, require_rdma: bool, verdict: Verdict,
 #[allow(clippy::too_many_arguments)]
 pub fn conclude(
     record: &RunRecord,
-    output: &OutputArgs,
+    output: &OutputConfig,
     started: chrono::DateTime<chrono::Utc>,
     print: impl FnOnce(),
     failure: Option<Error>,
@@ -103,7 +103,7 @@ mod tests {
         // A file where the results directory should be: the write fails.
         let blocked = dir.path().join("results");
         std::fs::write(&blocked, b"x").unwrap();
-        let output = OutputArgs { results_dir: blocked, tag: None, json: true };
+        let output = OutputConfig { results_dir: blocked, tag: None, json: true };
         let record = RunRecord::new("fetch", "rdma", chrono::Utc::now(), None);
         let e = conclude(&record, &output, chrono::Utc::now(), || {}, None, true, Verdict::FullFallback, "cell 1").unwrap_err();
         assert_eq!(e.exit_code(), 3, "{e}");

@@ -3,10 +3,12 @@
 //! on its way up (a server on this host, [`watch_local_server`]). Part of the
 //! session (`session.rs`).
 
-use crate::cli::{GroupArgs, OutputArgs, StoreArgs, WitnessArgs};
 use crate::error::{Error, StoreError};
 use crate::mem::MemConfig;
-use crate::store::ObjectStore;
+use crate::ranks::GroupConfig;
+use crate::record::OutputConfig;
+use crate::store::{ObjectStore, StoreConfig};
+use crate::witness::WitnessConfig;
 
 /// How many processes a bench wants and what a launcher's count means to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,21 +21,24 @@ pub enum World {
     AtLeast(usize),
 }
 
-/// What a bench tells the session before it starts.
+/// What a bench tells the session before it starts: the configuration the
+/// CLI made of the flags once (`cli::session_spec`), and the bench's needs.
 #[derive(Debug, Clone)]
-pub struct SessionSpec<'a> {
+pub struct SessionSpec {
     /// Subcommand name: the record's `benchmark`.
     pub bench: &'static str,
-    /// Store flags.
-    pub store: &'a StoreArgs,
-    /// Witness flags.
-    pub witness: &'a WitnessArgs,
+    /// The store.
+    pub store: StoreConfig,
+    /// The witness.
+    pub witness: WitnessConfig,
+    /// Stop unless every window is rdma-verified (exit 3).
+    pub require_rdma: bool,
     /// The memory configuration (destination resolved).
     pub mem: MemConfig,
-    /// Rank-meeting flags (`None`: defaults, for single-process benches).
-    pub group: Option<&'a GroupArgs>,
+    /// How ranks meet (`None`: defaults, for single-process benches).
+    pub group: Option<GroupConfig>,
     /// Where the record goes.
-    pub output: &'a OutputArgs,
+    pub output: OutputConfig,
     /// Processes wanted.
     pub world: World,
     /// rdma: worker threads (one client each) when `--rdma-threads` is not given: the bench's widest fan-out.
@@ -49,15 +54,16 @@ pub struct SessionSpec<'a> {
     pub defer_gpu: bool,
 }
 
-impl<'a> SessionSpec<'a> {
+impl SessionSpec {
     /// A single-process bench on an existing bucket (the store's own
     /// message when it is missing), one rdma worker; override fields with
     /// struct-update syntax.
-    pub fn new(bench: &'static str, store: &'a StoreArgs, witness: &'a WitnessArgs, mem: MemConfig, output: &'a OutputArgs) -> Self {
+    pub fn new(bench: &'static str, store: StoreConfig, witness: WitnessConfig, mem: MemConfig, output: OutputConfig) -> Self {
         SessionSpec {
             bench,
             store,
             witness,
+            require_rdma: false,
             mem,
             group: None,
             output,

@@ -74,12 +74,12 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         )?;
     }
     let spec = SessionSpec {
-        group: Some(&args.group),
+        group: Some(args.group.config()),
         world: World::Ranks(args.ranks),
         rdma_threads: args.fetch_workers,
         create_bucket: args.store.is_default_local_dir(),
         no_bucket: shards::no_dataset_bucket,
-        ..SessionSpec::new("train", &args.store, &args.witness, args.mem.config(), &args.output)
+        ..crate::cli::session_spec("train", &args.store, &args.witness, &args.mem, &args.output)
     };
     let Some(session) = Session::start(spec).await? else { return Ok(()) };
     let session = Arc::new(session);

@@ -270,7 +270,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         })
     });
     // The steps were printed as they ran.
-    super::session::conclude(&record, &args.output, started, || {}, failure, args.witness.require_rdma, verdict, &reason)
+    super::session::conclude(&record, &args.output.config(), started, || {}, failure, args.witness.require_rdma, verdict, &reason)
 }
 
 /// "host 4KiB, 64MiB; device 4KiB, 64MiB": the memory kinds and sizes the
