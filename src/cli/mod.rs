@@ -19,7 +19,20 @@ pub use bench_args::{
 /// and local disk, and prove from the server's counters which transport carried
 /// the bytes.
 #[derive(Debug, Parser)]
-#[command(name = "s3rdma", version, about, max_term_width = 100)]
+#[command(
+    name = "s3rdma",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("S3RDMA_GIT_COMMIT"), " ", env!("S3RDMA_BUILD_DATE"), ")"),
+    long_version = concat!(
+        env!("CARGO_PKG_VERSION"), " (", env!("S3RDMA_GIT_COMMIT"), " ", env!("S3RDMA_BUILD_DATE"), ")",
+        "\ncommit:     ", env!("S3RDMA_GIT_COMMIT"),
+        "\nbuild date: ", env!("S3RDMA_BUILD_DATE"), " (the commit's date)",
+        "\ntarget:     ", env!("S3RDMA_TARGET"),
+        "\nfeatures:   ", env!("S3RDMA_FEATURES"),
+        "\ntrain:      ", env!("S3RDMA_TRAIN"),
+    ),
+    about,
+    max_term_width = 100
+)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
