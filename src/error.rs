@@ -37,6 +37,8 @@ pub enum StoreError {
         location: String,
         /// What the server or the OS said.
         detail: String,
+        /// Which part of the request the server refused, as far as its answer tells.
+        problem: AuthProblem,
     },
     /// The endpoint could not be reached (connection refused, DNS, timeout).
     #[error("cannot reach {location} ({detail})")]
@@ -167,6 +169,39 @@ pub enum StoreError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+/// What an S3 server's refusal (401/403) says about the request, from its
+/// error code (AWS S3 API reference, "Error responses"): each has its own fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthProblem {
+    /// `InvalidAccessKeyId`: the server does not know the access key id
+    /// (also what it answers to temporary keys sent without their session token).
+    KeyId,
+    /// `SignatureDoesNotMatch`: the secret key does not match the key id.
+    Signature,
+    /// `ExpiredToken`, `InvalidToken`, `TokenRefreshRequired`: the session token.
+    Token,
+    /// `RequestTimeTooSkewed`, `RequestExpired`: the clocks differ by more than 15 minutes.
+    Clock,
+    /// `AccessDenied`: valid credentials without permission.
+    Denied,
+    /// Another code, or none.
+    Other,
+}
+
+impl AuthProblem {
+    /// The problem an S3 error code names.
+    pub fn of_code(code: &str) -> AuthProblem {
+        match code {
+            "InvalidAccessKeyId" => AuthProblem::KeyId,
+            "SignatureDoesNotMatch" => AuthProblem::Signature,
+            "ExpiredToken" | "InvalidToken" | "TokenRefreshRequired" => AuthProblem::Token,
+            "RequestTimeTooSkewed" | "RequestExpired" => AuthProblem::Clock,
+            "AccessDenied" => AuthProblem::Denied,
+            _ => AuthProblem::Other,
+        }
+    }
 }
 
 /// Top-level error of a subcommand; [`Error::exit_code`] maps it to the process exit code.

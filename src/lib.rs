@@ -33,6 +33,10 @@ pub async fn run(cli: Cli) -> Result<()> {
         // These write a record with the host's facts at the end; read them meanwhile.
         record::HostInfo::prefetch();
     }
+    let mut cli = cli;
+    if let Some(store) = cli.command.store_args_mut() {
+        store.resolve_aws().await?;
+    }
     match cli.command {
         Command::Fetch(args) => bench::fetch::run(args).await,
         Command::Verify(args) => bench::verify::run(args).await,

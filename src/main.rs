@@ -3,8 +3,24 @@
 use clap::Parser;
 use s3rdma::cli::Cli;
 
-/// Environment variables the flags fall back to (`env = ...` in `src/cli/`).
-const FLAG_ENV: [&str; 6] = ["AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_SECRET_ACCESS_KEY", "MINIOCPP_LIB", "S3RDMA_METRICS_TOKEN"];
+/// Environment variables the flags fall back to (`env = ...` in `src/cli/`)
+/// and those the AWS settings are resolved from (`src/store/aws.rs`).
+const FLAG_ENV: [&str; 14] = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_CA_BUNDLE",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_PROFILE",
+    "AWS_REGION",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "MINIOCPP_LIB",
+    "S3RDMA_METRICS_TOKEN",
+    "S3_ACCESS_KEY",
+    "S3_ENDPOINT",
+    "S3_SECRET_KEY",
+];
 
 fn main() {
     s3rdma::clock::mark_main();

@@ -12,7 +12,7 @@ mod bench_args;
 mod values;
 pub use bench_args::{
     Amp, BarrierArgs, Baseline, ChunkChecksum, CkptArgs, CkptMethod, CkptOp, FetchArgs, IngestImagesArgs, IngestKind, IngestTokensArgs, IngestWeightsArgs,
-    JpegFetch, Layout, StreamBuffer, TokensArgs, TrainArgs, VerifyArgs, WeightsArgs,
+    JpegFetch, Layout, RestoreCache, StreamBuffer, TokensArgs, TrainArgs, VerifyArgs, WeightsArgs,
 };
 
 /// Benchmark deep-learning storage work over S3-over-RDMA, tuned S3-over-HTTP
@@ -70,6 +70,25 @@ pub enum Command {
         /// The shell to write completions for.
         shell: clap_complete::Shell,
     },
+}
+
+impl Command {
+    /// The store flags of a command that opens a store (`None`: report, completions).
+    pub fn store_args_mut(&mut self) -> Option<&mut StoreArgs> {
+        match self {
+            Command::Fetch(a) => Some(&mut a.store),
+            Command::Verify(a) => Some(&mut a.store),
+            Command::Ckpt(a) => Some(&mut a.store),
+            Command::Ingest(IngestKind::Tokens(a)) => Some(&mut a.store),
+            Command::Ingest(IngestKind::Raw(a) | IngestKind::Jpeg(a)) => Some(&mut a.store),
+            Command::Ingest(IngestKind::Weights(a)) => Some(&mut a.store),
+            Command::Tokens(a) => Some(&mut a.store),
+            Command::Weights(a) => Some(&mut a.store),
+            Command::Train(a) => Some(&mut a.store),
+            Command::Barrier(a) => Some(&mut a.store),
+            Command::Report(_) | Command::Completions { .. } => None,
+        }
+    }
 }
 
 /// Output of `s3rdma report` (`--format`).
@@ -135,10 +154,23 @@ pub fn message(e: &crate::error::Error) -> String {
 /// The flags that fix a store error, as a suffix of its message (`""` when
 /// no flag does): the store describes the problem, the CLI names the flags.
 pub fn flag_hint(e: &crate::error::StoreError) -> &'static str {
-    use crate::error::StoreError;
+    use crate::error::{AuthProblem, StoreError};
     match e {
         StoreError::NoSuchBucket { .. } => ": create it or pass --prepare",
-        StoreError::Auth { .. } => ": check --access-key/--secret-key (or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)",
+        StoreError::Auth { problem, .. } => match problem {
+            AuthProblem::KeyId => {
+                ": the server does not know this access key id: check --access-key, AWS_ACCESS_KEY_ID or the profile's aws_access_key_id (temporary keys also need their session token: --session-token, AWS_SESSION_TOKEN)"
+            }
+            AuthProblem::Signature => {
+                ": the secret key does not match the access key id: check --secret-key, AWS_SECRET_ACCESS_KEY or the profile's aws_secret_access_key"
+            }
+            AuthProblem::Token => {
+                ": the session token is expired or not valid: get fresh temporary credentials (AWS_SESSION_TOKEN, or the profile's credential_process / SSO login)"
+            }
+            AuthProblem::Clock => ": this host's clock and the server's differ by more than 15 minutes: set both right (NTP: chronyc tracking, timedatectl)",
+            AuthProblem::Denied => ": the credentials are valid but not allowed this request: check the user's and the bucket's policy",
+            AuthProblem::Other => ": check the credentials (--access-key/--secret-key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or the profile)",
+        },
         StoreError::Unreachable { .. } => ": check --endpoint and that the server is running",
         StoreError::Broken { .. } => ": the server or something between dropped the connection (its logs say why); raise --attempts to retry more",
         StoreError::Timeout { .. } => ": raise --read-timeout (or --connect-timeout) if the server is only slow, or --attempts to retry more",
@@ -169,18 +201,37 @@ pub struct StoreArgs {
     /// Default: cores / 4, from 1 to 8 (the record says which was used); at most 64.
     #[arg(long, value_parser = parse_io_threads)]
     pub io_threads: Option<u32>,
-    /// http: endpoint URL, e.g. http://127.0.0.1:9000 (default: AWS for --region).
-    #[arg(long, env = "AWS_ENDPOINT_URL")]
+    /// http: endpoint URL, e.g. http://127.0.0.1:9000 (default, as the AWS
+    /// SDKs resolve it: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
+    /// services `s3` or `endpoint_url`, S3_ENDPOINT, else AWS for the region).
+    #[arg(long)]
     pub endpoint: Option<String>,
-    /// http: region used for signing.
-    #[arg(long, env = "AWS_REGION", default_value = "us-east-1")]
-    pub region: String,
-    /// http: access key.
-    #[arg(long, env = "AWS_ACCESS_KEY_ID", hide_env_values = true)]
+    /// http: region used for signing (default: AWS_REGION, AWS_DEFAULT_REGION,
+    /// the profile's `region`, else us-east-1).
+    #[arg(long)]
+    pub region: Option<String>,
+    /// http: access key (default: the AWS credential chain: AWS_ACCESS_KEY_ID,
+    /// the profile, credential_process, SSO, web identity, S3_ACCESS_KEY,
+    /// container or instance metadata; docs/backends.md).
+    #[arg(long)]
     pub access_key: Option<String>,
-    /// http: secret key (never printed or recorded).
-    #[arg(long, env = "AWS_SECRET_ACCESS_KEY", hide_env_values = true)]
+    /// http: secret key, with --access-key (never printed or recorded).
+    #[arg(long)]
     pub secret_key: Option<String>,
+    /// http: session token of temporary credentials, with --access-key and
+    /// --secret-key (never printed or recorded).
+    #[arg(long)]
+    pub session_token: Option<String>,
+    /// http: profile of ~/.aws/config and ~/.aws/credentials to use (default:
+    /// AWS_PROFILE, else `default`): keys, credential_process, SSO, role,
+    /// endpoint_url, region, ca_bundle, s3 addressing_style.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// http: PEM file of certificate authorities to trust besides the system's
+    /// (default: AWS_CA_BUNDLE, else the profile's ca_bundle; SSL_CERT_FILE
+    /// replaces the system's roots instead).
+    #[arg(long)]
+    pub ca_bundle: Option<PathBuf>,
     /// http: one GET is split into ranged GETs of this many bytes; PUTs above it
     /// go multipart with parts of max(this, 5 MiB). IEC (MiB) or decimal (MB).
     #[arg(long, value_parser = parse_part_size, default_value = "8MiB")]
@@ -224,6 +275,10 @@ pub struct StoreArgs {
     /// rdma: largest single transfer; lowered only to test windowing.
     #[arg(long, value_parser = parse_bytes, default_value = "4294967295", hide = true)]
     pub rdma_max_transfer: u64,
+    /// The AWS settings resolved from these flags, the environment and the
+    /// profile files ([`StoreArgs::resolve_aws`]); `None` until then.
+    #[arg(skip)]
+    pub aws: Option<std::sync::Arc<crate::store::aws::AwsSetup>>,
 }
 
 impl StoreArgs {
@@ -232,10 +287,34 @@ impl StoreArgs {
         self.backend == Backend::Local && self.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT)
     }
 
+    /// For the http and rdma backends, resolve credentials, endpoint, region,
+    /// CA bundle and addressing as the AWS CLI does ([`crate::store::aws`]),
+    /// once, before [`StoreArgs::config`]; nothing for the local backend.
+    ///
+    /// Errors: as [`crate::store::aws::AwsSetup::resolve`].
+    pub async fn resolve_aws(&mut self) -> crate::error::Result<()> {
+        if self.backend == Backend::Local || self.aws.is_some() {
+            return Ok(());
+        }
+        let explicit = crate::store::aws::AwsExplicit {
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            access_key: self.access_key.clone(),
+            secret_key: self.secret_key.clone(),
+            session_token: self.session_token.clone(),
+            profile: self.profile.clone(),
+            ca_bundle: self.ca_bundle.clone(),
+        };
+        self.aws = Some(std::sync::Arc::new(crate::store::aws::AwsSetup::resolve(&explicit).await?));
+        Ok(())
+    }
+
     /// The store configuration these flags describe (the one conversion; the
-    /// store never sees flags).
+    /// store never sees flags), with the resolved AWS settings when
+    /// [`StoreArgs::resolve_aws`] ran.
     pub fn config(&self) -> crate::store::StoreConfig {
         let io_threads = auto::io_threads(self.io_threads);
+        let aws = self.aws.as_deref();
         crate::store::StoreConfig {
             backend: self.backend,
             bucket: self.bucket.clone(),
@@ -243,10 +322,14 @@ impl StoreArgs {
             direct: self.direct,
             io_threads: io_threads.value,
             io_threads_source: io_threads.source,
-            endpoint: self.endpoint.clone(),
-            region: self.region.clone(),
-            access_key: self.access_key.clone(),
-            secret_key: self.secret_key.clone(),
+            endpoint: aws.map_or_else(|| self.endpoint.clone(), |a| a.endpoint.clone()),
+            region: aws.map_or_else(|| self.region.clone().unwrap_or_else(|| "us-east-1".into()), |a| a.region.clone()),
+            access_key: aws.map_or_else(|| self.access_key.clone(), |a| Some(a.credentials.access_key_id().to_string())),
+            secret_key: aws.map_or_else(|| self.secret_key.clone(), |a| Some(a.credentials.secret_access_key().to_string())),
+            session_token: aws.map_or_else(|| self.session_token.clone(), |a| a.credentials.session_token().map(str::to_string)),
+            profile: self.profile.clone(),
+            ca_bundle: self.ca_bundle.clone(),
+            aws: self.aws.clone(),
             part_size: self.part_size,
             part_concurrency: self.part_concurrency,
             response_checksums: self.response_checksums,
@@ -376,18 +459,35 @@ pub struct WitnessArgs {
 }
 
 impl WitnessArgs {
+    /// `--servers`, else the original Python suite's `S3_METRICS_SERVERS`
+    /// (comma-separated host:port, said once on the terminal).
+    fn servers_or_seed(&self) -> Vec<String> {
+        if !self.servers.is_empty() {
+            return self.servers.clone();
+        }
+        match std::env::var("S3_METRICS_SERVERS") {
+            Ok(v) if !v.trim().is_empty() => {
+                eprintln!("note: metrics servers from S3_METRICS_SERVERS (the original Python suite's variable; --servers wins when given)");
+                v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
     /// The witness configuration these flags and the store's describe.
     pub fn config(&self, store: &StoreArgs) -> crate::witness::WitnessConfig {
+        let resolved = store.config();
         crate::witness::WitnessConfig {
             expect: store.backend.into(),
-            endpoint: store.endpoint.clone(),
-            region: store.region.clone(),
-            access_key: store.access_key.clone(),
-            secret_key: store.secret_key.clone(),
-            servers: self.servers.clone(),
+            endpoint: resolved.endpoint,
+            region: resolved.region,
+            access_key: resolved.access_key,
+            secret_key: resolved.secret_key,
+            servers: self.servers_or_seed(),
             metrics_url: self.metrics_url.clone(),
             metrics_token: self.metrics_token.clone(),
             scrape_timeout: store.read_timeout.min(crate::witness::SCRAPE_TIMEOUT),
+            ca_pem: store.aws.as_ref().and_then(|a| a.ca_bundle.as_ref()).map(|c| c.pem.clone()),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! returns a [`Transfer`] saying how many bytes moved and over which path, so
 //! the benches can report (and the witness can check) what carried the bytes.
 
+pub mod aws;
 pub mod counted;
 pub mod http;
 pub mod local;
@@ -104,6 +105,17 @@ pub struct StoreConfig {
     pub access_key: Option<String>,
     /// http: secret key (never printed or recorded).
     pub secret_key: Option<String>,
+    /// http: session token of temporary credentials (never printed or recorded).
+    pub session_token: Option<String>,
+    /// http: the AWS profile to read (`None`: `AWS_PROFILE`, else `default`).
+    pub profile: Option<String>,
+    /// http: PEM file of extra certificate authorities.
+    pub ca_bundle: Option<std::path::PathBuf>,
+    /// http, rdma: credentials, endpoint, region, CA and addressing as
+    /// [`aws::AwsSetup::resolve`] found them (`None`: only the explicit values
+    /// above, for a caller that resolved nothing). When set, `endpoint`,
+    /// `region` and the keys above hold its values.
+    pub aws: Option<std::sync::Arc<aws::AwsSetup>>,
     /// http: ranged-GET size and multipart part size, bytes.
     pub part_size: u64,
     /// http: ranged GETs or part uploads in flight per object.
@@ -128,6 +140,21 @@ pub struct StoreConfig {
     pub rdma_threads: Option<u32>,
     /// rdma: largest single transfer, bytes (4 GiB - 1).
     pub rdma_max_transfer: u64,
+}
+
+impl StoreConfig {
+    /// The explicitly given AWS values (flags), for [`aws::AwsSetup`].
+    pub fn explicit_aws(&self) -> aws::AwsExplicit {
+        aws::AwsExplicit {
+            endpoint: self.endpoint.clone(),
+            region: Some(self.region.clone()),
+            access_key: self.access_key.clone(),
+            secret_key: self.secret_key.clone(),
+            session_token: self.session_token.clone(),
+            profile: self.profile.clone(),
+            ca_bundle: self.ca_bundle.clone(),
+        }
+    }
 }
 
 /// Which data path carried a transfer's bytes, as the client saw it. For the

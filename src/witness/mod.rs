@@ -98,6 +98,10 @@ pub struct WitnessConfig {
     /// `--read-timeout` when shorter, so a hung server fails a run within the
     /// time the user allowed its requests.
     pub scrape_timeout: Duration,
+    /// PEM certificate authorities the store's client trusts besides the
+    /// system's (`--ca-bundle`, `AWS_CA_BUNDLE`): the metrics endpoints are
+    /// the same servers.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 /// Longest wait for one scrape of a metrics endpoint, by default: 5 s.
@@ -195,10 +199,19 @@ impl Witness {
             None
         } else {
             Some(
-                reqwest::Client::builder()
-                    .timeout(args.scrape_timeout)
-                    .build()
-                    .map_err(|e| Error::Runtime(format!("cannot build the metrics HTTP client: {e}")))?,
+                {
+                    let mut b = reqwest::Client::builder().timeout(args.scrape_timeout);
+                    if let Some(pem) = &args.ca_pem {
+                        for cert in reqwest::Certificate::from_pem_bundle(pem)
+                            .map_err(|e| Error::Usage(format!("the CA bundle cannot be read for the metrics client: {e}")))?
+                        {
+                            b = b.add_root_certificate(cert);
+                        }
+                    }
+                    b
+                }
+                .build()
+                .map_err(|e| Error::Runtime(format!("cannot build the metrics HTTP client: {e}")))?,
             )
         };
         Ok(Witness { expect: args.expect, targets, auth, bearer, client, fabric_root })

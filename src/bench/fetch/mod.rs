@@ -59,7 +59,7 @@ fn progress_bar() -> ProgressBar {
 /// Check the flags and choose the stream buffers.
 fn check_args(args: &FetchArgs) -> Result<BufferPlan> {
     if args.store.backend == crate::cli::Backend::Local && args.store.endpoint.is_some() {
-        eprintln!("warning: --endpoint (or AWS_ENDPOINT_URL) is set but --backend is local: pass --backend http to use it");
+        eprintln!("warning: --endpoint is set but --backend is local: pass --backend http to use it");
     }
     if args.prefix.is_empty() {
         return Err(Error::Usage("--prefix must not be empty".into()));

@@ -19,10 +19,11 @@
 //! `aws-sigv4` crate's, header parsing `httparse`'s (both already under the SDK).
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_credential_types::Credentials;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sigv4::http_request::{PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings, UriPathNormalizationMode, sign};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
@@ -40,6 +41,8 @@ const MAX_HEAD: usize = 64 << 10;
 const MAX_ERROR_BODY: usize = 1 << 20;
 /// Idle connections kept for reuse.
 const MAX_IDLE: usize = 512;
+/// Credentials are refreshed when they expire within this (the AWS SDKs' lazy cache refreshes within 10 s of expiry; a GET can take longer).
+const REFRESH_AHEAD: Duration = Duration::from_secs(60);
 
 /// What went wrong, in terms the http backend maps to its [`StoreError`](crate::error::StoreError)s.
 #[derive(Debug)]
@@ -54,6 +57,8 @@ pub enum DirectError {
         message: String,
         /// The server's `Retry-After` (delta-seconds or an HTTP date, RFC 9110 §10.2.3), as a wait from now.
         retry_after: Option<Duration>,
+        /// The server's clock (`Date`), when the answer said.
+        server_date: Option<SystemTime>,
     },
     /// Connect, read or write failed, or timed out.
     Io(String),
@@ -64,13 +69,15 @@ pub enum DirectError {
     Closed(String),
     /// The response broke HTTP or S3 rules (no Content-Length, chunked body, oversized head, short body ...).
     Protocol(String),
+    /// Credentials that expired could not be refreshed from their source.
+    Credentials(String),
 }
 
 impl std::fmt::Display for DirectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DirectError::Status { status, code, message, .. } => write!(f, "HTTP {status} {code}: {message}"),
-            DirectError::Io(e) | DirectError::Timeout(e) | DirectError::Closed(e) | DirectError::Protocol(e) => f.write_str(e),
+            DirectError::Io(e) | DirectError::Timeout(e) | DirectError::Closed(e) | DirectError::Protocol(e) | DirectError::Credentials(e) => f.write_str(e),
         }
     }
 }
@@ -100,8 +107,15 @@ pub struct DirectGet {
     base: String,
     /// `Host` header value (the port omitted when it is 80, as the signer does).
     host_header: String,
-    identity: Identity,
+    /// The credentials' source, asked again shortly before they expire.
+    provider: SharedCredentialsProvider,
+    /// The credentials in use (refreshed under this lock, one refresh at a time).
+    credentials: tokio::sync::Mutex<Credentials>,
     region: String,
+    /// How far the server's clock is ahead of this host's, milliseconds, as
+    /// learnt from a `RequestTimeTooSkewed` answer's `Date`; requests are
+    /// signed at local time plus this (what the AWS SDKs do).
+    skew_ms: AtomicI64,
     pool: Mutex<Vec<TcpStream>>,
     connect_timeout: Duration,
     read_timeout: Duration,
@@ -178,18 +192,11 @@ impl std::fmt::Debug for DirectGet {
 
 impl DirectGet {
     /// For `endpoint` (`http://host[:port]`, already checked by the http
-    /// backend). `attempts` counts tries per request for connect failures and
-    /// 5xx answers (1 = no retry). Errors: the endpoint is not plain `http://`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        endpoint: &str,
-        access_key: &str,
-        secret_key: &str,
-        region: &str,
-        connect_timeout: Duration,
-        read_timeout: Duration,
-        attempts: u32,
-    ) -> Result<Self, String> {
+    /// backend), signing with `aws`'s region and credentials (asked again from
+    /// its provider shortly before they expire). `attempts` counts tries per
+    /// request for connect failures and 5xx answers (1 = no retry).
+    /// Errors: the endpoint is not plain `http://`.
+    pub fn new(endpoint: &str, aws: &crate::store::aws::AwsSetup, connect_timeout: Duration, read_timeout: Duration, attempts: u32) -> Result<Self, String> {
         let url = reqwest::Url::parse(endpoint).map_err(|e| format!("endpoint '{endpoint}': {e}"))?;
         if url.scheme() != "http" {
             return Err(format!("--http-get direct reads plain http:// only, not '{endpoint}': use --http-get sdk for https"));
@@ -201,8 +208,10 @@ impl DirectGet {
             addr: format!("{host}:{port}"),
             base: format!("http://{host_header}"),
             host_header,
-            identity: Credentials::new(access_key, secret_key, None, None, "s3rdma-cli").into(),
-            region: region.to_string(),
+            provider: aws.provider.clone(),
+            credentials: tokio::sync::Mutex::new(aws.credentials.clone()),
+            region: aws.region.clone(),
+            skew_ms: AtomicI64::new(0),
             pool: Mutex::new(Vec::new()),
             connect_timeout,
             read_timeout,
@@ -211,8 +220,51 @@ impl DirectGet {
         })
     }
 
+    /// The credentials to sign with now: those in hand, or fresh ones from the
+    /// provider when they expire within [`REFRESH_AHEAD`] (own code because the
+    /// SDK's identity cache is reachable only inside its orchestrator).
+    async fn identity(&self) -> Result<Identity, DirectError> {
+        let mut held = self.credentials.lock().await;
+        if held.expiry().is_some_and(|t| t <= SystemTime::now() + REFRESH_AHEAD) {
+            *held = self
+                .provider
+                .provide_credentials()
+                .await
+                .map_err(|e| DirectError::Credentials(format!("the credentials expired and could not be refreshed: {}", crate::error::root_cause(&e))))?;
+        }
+        Ok(held.clone().into())
+    }
+
+    /// The time to sign with: this host's clock plus the skew learnt from the server.
+    fn signing_time(&self) -> SystemTime {
+        let skew = self.skew_ms.load(Ordering::Relaxed);
+        let now = SystemTime::now();
+        if skew >= 0 { now + Duration::from_millis(skew as u64) } else { now - Duration::from_millis(skew.unsigned_abs()) }
+    }
+
+    /// From an answer that refused the request's time, the server's clock
+    /// offset, when it differs from the one in use by more than a minute
+    /// (`None`: not a clock problem, or nothing new to correct).
+    fn learn_skew(&self, e: &DirectError) -> Option<i64> {
+        let DirectError::Status { status: 403, code, server_date: Some(date), .. } = e else { return None };
+        if !matches!(code.as_str(), "RequestTimeTooSkewed" | "RequestExpired" | "SignatureDoesNotMatch" | "InvalidSignatureException") {
+            return None;
+        }
+        let now = SystemTime::now();
+        let skew = match date.duration_since(now) {
+            Ok(ahead) => ahead.as_millis() as i64,
+            Err(behind) => -(behind.duration().as_millis() as i64),
+        };
+        (skew.abs_diff(self.skew_ms.load(Ordering::Relaxed)) > 60_000).then_some(skew)
+    }
+
+    /// The clock difference in use, milliseconds (positive: the server is ahead).
+    pub fn skew_ms(&self) -> i64 {
+        self.skew_ms.load(Ordering::Relaxed)
+    }
+
     /// The request head of a signed `GET /<bucket>/<key>` for bytes `first..=last`.
-    fn request(&self, bucket: &str, key: &str, first: u64, last: u64, if_match: Option<&str>) -> Result<Vec<u8>, DirectError> {
+    fn request(&self, identity: &Identity, bucket: &str, key: &str, first: u64, last: u64, if_match: Option<&str>) -> Result<Vec<u8>, DirectError> {
         let path = format!("/{}/{}", utf8_percent_encode(bucket, KEY_ESCAPE), utf8_percent_encode(key, KEY_ESCAPE));
         let range = format!("bytes={first}-{last}");
         let mut settings = SigningSettings::default();
@@ -222,10 +274,10 @@ impl DirectGet {
         settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
         settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
         let params = v4::SigningParams::builder()
-            .identity(&self.identity)
+            .identity(identity)
             .region(&self.region)
             .name("s3")
-            .time(SystemTime::now())
+            .time(self.signing_time())
             .settings(settings)
             .build()
             .map_err(|e| DirectError::Protocol(format!("signing parameters: {e}")))?
@@ -273,9 +325,11 @@ impl DirectGet {
     /// SigV4 lets a request carry headers it does not sign).
     pub async fn send(&self, bucket: &str, key: &str, first: u64, last: u64, if_match: Option<&str>) -> Result<Response, DirectError> {
         let mut tries = 0;
+        let mut skew_corrected = false;
         loop {
             // Signed per attempt: a retried request carries a fresh date and signature.
-            let req = self.request(bucket, key, first, last, if_match)?;
+            let identity = self.identity().await?;
+            let req = self.request(&identity, bucket, key, first, last, if_match)?;
             let pooled = self.take_idle();
             let reused = pooled.is_some();
             let conn = match pooled {
@@ -295,6 +349,16 @@ impl DirectGet {
             };
             match self.exchange(conn, &req).await {
                 Err(DirectError::Closed(_)) if reused => continue, // the server closed it while idle
+                // The server refused the request's time: sign again at its clock, once.
+                Err(e) if !skew_corrected && let Some(skew) = self.learn_skew(&e) => {
+                    skew_corrected = true;
+                    self.skew_ms.store(skew, Ordering::Relaxed);
+                    tracing::warn!(
+                        "the server's clock is {:.0} s {} this host's: signing at its time (check NTP on both)",
+                        (skew.abs() as f64) / 1e3,
+                        if skew > 0 { "ahead of" } else { "behind" }
+                    );
+                }
                 Err(e @ DirectError::Status { status: 500..=599, .. }) | Err(e @ (DirectError::Io(_) | DirectError::Timeout(_) | DirectError::Closed(_))) => {
                     tries += 1;
                     let asked = match &e {
@@ -419,6 +483,7 @@ impl DirectGet {
                     code: xml_field(&text, "Code").unwrap_or_default(),
                     message: xml_field(&text, "Message").unwrap_or_else(|| "no message".into()),
                     retry_after,
+                    server_date: header("date").and_then(|d| httpdate::parse_http_date(d.trim()).ok()),
                 });
             }
             if chunked {

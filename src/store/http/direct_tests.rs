@@ -1,23 +1,92 @@
 //! Tests of the direct GET against scripted servers: body into the buffer, connection reuse, and every malformed or stalled answer.
 use super::*;
+use crate::store::aws::{AwsExplicit, AwsSetup};
 
-#[test]
-fn keys_are_escaped_like_s3() {
-    let d = DirectGet::new("http://127.0.0.1:9000", "ak", "sk", "us-east-1", Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
-    let head = String::from_utf8(d.request("b", "dir/a b+c~ü.bin", 0, 9, None).unwrap()).unwrap();
+/// Explicit keys (and token) only, as a library caller hands them over.
+fn keys(ak: &str, sk: &str, token: Option<&str>, region: &str) -> AwsSetup {
+    AwsSetup::explicit_only(&AwsExplicit {
+        access_key: Some(ak.into()),
+        secret_key: Some(sk.into()),
+        session_token: token.map(str::to_string),
+        region: Some(region.into()),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// A request head as `d` signs it now.
+async fn head_of(d: &DirectGet, key: &str) -> String {
+    let identity = d.identity().await.unwrap();
+    String::from_utf8(d.request(&identity, "b", key, 0, 9, None).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn keys_are_escaped_like_s3() {
+    let d = DirectGet::new("http://127.0.0.1:9000", &keys("ak", "sk", None, "us-east-1"), Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
+    let head = head_of(&d, "dir/a b+c~ü.bin").await;
     assert!(head.starts_with("GET /b/dir/a%20b%2Bc~%C3%BC.bin HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nRange: bytes=0-9\r\n"), "{head}");
     assert!(head.contains("x-amz-content-sha256: UNSIGNED-PAYLOAD\r\n"), "{head}");
     let auth = head.lines().find(|l| l.starts_with("authorization: ")).expect("signed");
     assert!(auth.contains("Credential=ak/") && auth.contains("/us-east-1/s3/aws4_request"), "{auth}");
     assert!(auth.contains("SignedHeaders=host;range;x-amz-content-sha256;x-amz-date"), "{auth}");
     assert!(head.ends_with("\r\n\r\n"));
+    assert!(!head.contains("x-amz-security-token"), "{head}");
+}
+
+/// Temporary credentials: the session token is sent and signed, as every AWS
+/// tool sends it (without it the server does not know the temporary key id).
+#[tokio::test]
+async fn the_session_token_is_sent_and_signed() {
+    let d = DirectGet::new("http://127.0.0.1:9000", &keys("ASIATEMP", "sk", Some("tok/en+1"), "eu-west-1"), Duration::from_secs(1), Duration::from_secs(1), 1)
+        .unwrap();
+    let head = head_of(&d, "k").await;
+    assert!(head.contains("x-amz-security-token: tok/en+1\r\n"), "{head}");
+    let auth = head.lines().find(|l| l.starts_with("authorization: ")).expect("signed");
+    assert!(auth.contains("Credential=ASIATEMP/") && auth.contains("/eu-west-1/s3/aws4_request"), "{auth}");
+    assert!(auth.contains("x-amz-security-token"), "the token is among the signed headers: {auth}");
+}
+
+/// A provider whose credentials expire: the direct path asks it again before
+/// signing with credentials that expire within a minute, and not otherwise.
+#[tokio::test]
+async fn credentials_about_to_expire_are_refreshed_before_signing() {
+    #[derive(Debug)]
+    struct Rotating(std::sync::Arc<std::sync::atomic::AtomicU32>);
+    impl aws_credential_types::provider::ProvideCredentials for Rotating {
+        fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+        where
+            Self: 'a,
+        {
+            let n = self.0.fetch_add(1, Ordering::SeqCst);
+            // The first expire in 30 s (inside the refresh margin), the next in an hour.
+            let expiry = SystemTime::now() + if n == 0 { Duration::from_secs(30) } else { Duration::from_secs(3600) };
+            aws_credential_types::provider::future::ProvideCredentials::ready(Ok(Credentials::new(
+                format!("KEY{n}"),
+                "sk",
+                Some(format!("t{n}")),
+                Some(expiry),
+                "test",
+            )))
+        }
+    }
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let rotating = aws_credential_types::provider::SharedCredentialsProvider::new(Rotating(calls.clone()));
+    let mut setup = keys("unused", "unused", None, "us-east-1");
+    setup.credentials = aws_credential_types::provider::ProvideCredentials::provide_credentials(&rotating).await.unwrap();
+    setup.provider = rotating;
+    let d = DirectGet::new("http://127.0.0.1:9000", &setup, Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
+    let first = head_of(&d, "k").await;
+    assert!(first.contains("Credential=KEY1/") && first.contains("x-amz-security-token: t1\r\n"), "refreshed before the first request: {first}");
+    let second = head_of(&d, "k").await;
+    assert!(second.contains("Credential=KEY1/"), "fresh credentials are kept: {second}");
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "asked once at set-up and once to refresh");
 }
 
 #[test]
 fn https_and_port_80() {
-    let e = DirectGet::new("https://h", "a", "s", "r", Duration::from_secs(1), Duration::from_secs(1), 1).unwrap_err();
+    let e = DirectGet::new("https://h", &keys("a", "s", None, "r"), Duration::from_secs(1), Duration::from_secs(1), 1).unwrap_err();
     assert!(e.contains("--http-get sdk"), "{e}");
-    let d = DirectGet::new("http://h", "a", "s", "r", Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
+    let d = DirectGet::new("http://h", &keys("a", "s", None, "r"), Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
     assert_eq!((d.addr.as_str(), d.host_header.as_str()), ("h:80", "h"));
 }
 
@@ -26,6 +95,13 @@ fn https_and_port_80() {
 /// whether to close the connection after them. Returns the port and the
 /// count of connections accepted.
 async fn scripted(answer: impl Fn(usize, usize) -> (Vec<u8>, bool) + Send + Sync + 'static) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    scripted_on_request(move |c, r, _| answer(c, r)).await
+}
+
+/// As [`scripted`], the answer also given the request head it answers.
+async fn scripted_on_request(
+    answer: impl Fn(usize, usize, &str) -> (Vec<u8>, bool) + Send + Sync + 'static,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -47,7 +123,7 @@ async fn scripted(answer: impl Fn(usize, usize) -> (Vec<u8>, bool) + Send + Sync
                             _ => return,
                         }
                     }
-                    let (bytes, close) = answer(n, req);
+                    let (bytes, close) = answer(n, req, &String::from_utf8_lossy(&head));
                     req += 1;
                     if sock.write_all(&bytes).await.is_err() || close {
                         return;
@@ -60,7 +136,8 @@ async fn scripted(answer: impl Fn(usize, usize) -> (Vec<u8>, bool) + Send + Sync
 }
 
 fn client(port: u16, attempts: u32) -> DirectGet {
-    DirectGet::new(&format!("http://127.0.0.1:{port}"), "ak", "sk", "us-east-1", Duration::from_secs(2), Duration::from_millis(300), attempts).unwrap()
+    DirectGet::new(&format!("http://127.0.0.1:{port}"), &keys("ak", "sk", None, "us-east-1"), Duration::from_secs(2), Duration::from_millis(300), attempts)
+        .unwrap()
 }
 
 fn partial(body: &[u8], total: usize) -> Vec<u8> {
@@ -317,4 +394,49 @@ fn retry_after_is_seconds_or_an_http_date() {
     assert!(w > Duration::from_secs(3) && w <= Duration::from_secs(5), "{w:?}");
     assert_eq!(parse_retry_after("soon"), None);
     assert_eq!(parse_retry_after("-1"), None);
+}
+
+/// A server whose clock is an hour ahead refuses requests signed at this
+/// host's time (`RequestTimeTooSkewed`, its `Date` saying its time): the
+/// direct path learns the difference from that answer and signs again at the
+/// server's time, as the SDK does; a server that keeps refusing is not asked
+/// forever.
+#[tokio::test]
+async fn a_skewed_server_clock_is_learnt_from_its_date_and_requests_are_signed_again() {
+    const AHEAD: Duration = Duration::from_secs(3600);
+    let answer = |_c: usize, _r: usize, head: &str| {
+        let server_now = SystemTime::now() + AHEAD;
+        let signed =
+            head.lines().find_map(|l| l.strip_prefix("x-amz-date: ")).and_then(|d| chrono::NaiveDateTime::parse_from_str(d.trim(), "%Y%m%dT%H%M%SZ").ok());
+        let server_ts = chrono::DateTime::<chrono::Utc>::from(server_now).naive_utc();
+        if signed.is_some_and(|t| (t - server_ts).num_seconds().abs() <= 900) {
+            return (partial(b"abc", 3), false);
+        }
+        let body =
+            "<Error><Code>RequestTimeTooSkewed</Code><Message>The difference between the request time and the current time is too large.</Message></Error>";
+        (format!("HTTP/1.1 403 Forbidden\r\nDate: {}\r\nContent-Length: {}\r\n\r\n{body}", httpdate::fmt_http_date(server_now), body.len()).into_bytes(), false)
+    };
+    let (port, _) = scripted_on_request(answer).await;
+    let d = client(port, 1);
+    assert_eq!(get(&d, 3).await.unwrap(), b"abc");
+    assert!((d.skew_ms() - 3_600_000).abs() < 5_000, "learnt skew {} ms", d.skew_ms());
+    assert_eq!(get(&d, 3).await.unwrap(), b"abc", "the next request is signed at the server's time at once");
+
+    // A server that refuses every time (its Date is not the problem): one more try, then the answer.
+    let (port, _) = scripted(|_, _| {
+        let body = "<Error><Code>RequestTimeTooSkewed</Code><Message>no</Message></Error>";
+        (
+            format!("HTTP/1.1 403 Forbidden\r\nDate: {}\r\nContent-Length: {}\r\n\r\n{body}", httpdate::fmt_http_date(SystemTime::now() + AHEAD), body.len())
+                .into_bytes(),
+            false,
+        )
+    })
+    .await;
+    let d = client(port, 3);
+    let skew = d.skew_ms();
+    match get(&d, 3).await {
+        Err(DirectError::Status { status: 403, code, .. }) => assert_eq!(code, "RequestTimeTooSkewed"),
+        other => panic!("{:?}", other.map(|v| v.len())),
+    }
+    assert_ne!(d.skew_ms(), skew, "learnt once");
 }

@@ -7,7 +7,7 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
 use super::HttpStore;
 use super::direct::DirectError;
-use crate::error::{StoreError, never_connected, root_cause};
+use crate::error::{AuthProblem, StoreError, never_connected, root_cause};
 
 impl HttpStore {
     /// Map an SDK error to a [`StoreError`] naming the bucket or key, the endpoint and the fix.
@@ -19,6 +19,7 @@ impl HttpStore {
         match &err {
             SdkError::TimeoutError(_) => self.timed_out(op, key, ""),
             SdkError::DispatchFailure(d) if d.is_timeout() => self.timed_out(op, key, &root_cause(&err)),
+            SdkError::DispatchFailure(_) if let Some(problem) = super::tls::certificate_problem(&err) => super::tls::certificate_error(&location, &problem),
             SdkError::DispatchFailure(_) if never_connected(&err) => StoreError::Unreachable { location, detail: root_cause(&err) },
             // rustls's words for an HTTP answer to its TLS handshake.
             SdkError::DispatchFailure(_) if location.starts_with("https://") && root_cause(&err).contains("InvalidContentType") => StoreError::Config(format!(
@@ -26,6 +27,23 @@ impl HttpStore {
                 location.trim_start_matches("https://")
             )),
             SdkError::DispatchFailure(_) => self.broken(op, key, root_cause(&err)),
+            // A HEAD's refusal has no body, so no code: the server's Date tells a clock problem apart.
+            SdkError::ServiceError(ctx)
+                if ctx.err().code().is_none()
+                    && ctx.raw().status().as_u16() == 403
+                    && let Some(skew) = ctx.raw().headers().get("date").and_then(skew_from_date)
+                    && skew.unsigned_abs() > MAX_SKEW_S =>
+            {
+                StoreError::Auth {
+                    location,
+                    detail: format!(
+                        "{op} '{key}': HTTP 403 from a server whose clock is {} s {} this host's",
+                        skew.unsigned_abs(),
+                        if skew > 0 { "ahead of" } else { "behind" }
+                    ),
+                    problem: AuthProblem::Clock,
+                }
+            }
             SdkError::ServiceError(ctx) if ctx.err().message().is_none() && ctx.err().code().is_none() => {
                 let status = ctx.raw().status().as_u16();
                 let msg = match body_snippet(ctx.raw().body().bytes()) {
@@ -104,10 +122,21 @@ impl HttpStore {
             (412, _) | (_, "PreconditionFailed") => {
                 StoreError::Changed { key: key.into(), location, detail: "the server answered 412 to If-Match with the ETag the read began on".into() }
             }
-            (_, "InvalidAccessKeyId" | "SignatureDoesNotMatch" | "AccessDenied") | (401 | 403, _) => {
+            (
+                _,
+                "InvalidAccessKeyId"
+                | "SignatureDoesNotMatch"
+                | "AccessDenied"
+                | "ExpiredToken"
+                | "InvalidToken"
+                | "TokenRefreshRequired"
+                | "RequestTimeTooSkewed"
+                | "RequestExpired",
+            )
+            | (401 | 403, _) => {
                 let what = if code.is_empty() { format!("HTTP {status}") } else { code.to_string() };
                 let msg = message.map(|m| format!(": {m}")).unwrap_or_default();
-                StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}") }
+                StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}"), problem: AuthProblem::of_code(code) }
             }
             _ => StoreError::Other {
                 op,
@@ -154,6 +183,7 @@ impl HttpStore {
                 detail: format!("{detail}, {} attempt(s) (--attempts)", self.attempts),
             },
             DirectError::Protocol(detail) => StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail },
+            DirectError::Credentials(detail) => StoreError::Auth { location: self.endpoint.clone(), detail, problem: AuthProblem::Token },
         }
     }
 
@@ -174,4 +204,18 @@ fn body_snippet(body: Option<&[u8]>) -> String {
             format!("'{}'{}", text.trim(), if b.len() > 200 { "..." } else { "" })
         }
     }
+}
+
+/// The request-time difference S3 accepts, seconds (AWS S3 API reference,
+/// `RequestTimeTooSkewed`: 15 minutes).
+const MAX_SKEW_S: u64 = 15 * 60;
+
+/// How far the clock in an HTTP `Date` header is ahead of this host's, seconds
+/// (negative: behind); `None` when the header is not an HTTP date.
+fn skew_from_date(date: &str) -> Option<i64> {
+    let server = httpdate::parse_http_date(date.trim()).ok()?;
+    Some(match server.duration_since(std::time::SystemTime::now()) {
+        Ok(ahead) => ahead.as_secs() as i64,
+        Err(behind) => -(behind.duration().as_secs() as i64),
+    })
 }

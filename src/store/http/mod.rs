@@ -17,6 +17,7 @@ pub mod direct;
 mod errors;
 pub mod sdk_retries;
 pub(crate) mod served;
+mod tls;
 
 use std::ops::Range;
 use std::time::Instant;
@@ -25,7 +26,7 @@ use async_trait::async_trait;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::timeout::TimeoutConfig;
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation, StalledStreamProtectionConfig};
+use aws_sdk_s3::config::{BehaviorVersion, Region, RequestChecksumCalculation, ResponseChecksumValidation, StalledStreamProtectionConfig};
 use aws_sdk_s3::error::ProvideErrorMetadata;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{BucketLocationConstraint, CompletedMultipartUpload, CompletedPart, CreateBucketConfiguration};
@@ -34,8 +35,9 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
 use super::{ObjectMeta, ObjectStore, ObjectVersion, Transfer, TransferPath, check_capacity, check_key, check_source, check_version, resolve_range};
-use crate::error::{StoreError, root_cause};
+use crate::error::{AuthProblem, StoreError, root_cause};
 use crate::mem::Buffer;
+use crate::store::aws::AwsSetup;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
 use direct::{DirectError, DirectGet};
 use served::{Served, Version};
@@ -51,6 +53,8 @@ pub struct HttpStore {
     bucket: String,
     endpoint: String,
     region: String,
+    /// Where credentials, endpoint, region and CA came from (for the record).
+    aws: std::sync::Arc<AwsSetup>,
     part_size: u64,
     part_concurrency: usize,
     checksums: ChecksumMode,
@@ -64,26 +68,32 @@ pub struct HttpStore {
 }
 
 impl HttpStore {
-    /// Build the client from flags or the standard AWS environment variables.
+    /// Build the client from the configuration's resolved AWS settings
+    /// ([`StoreConfig::aws`], from [`AwsSetup::resolve`]), or from its explicit
+    /// values alone when nothing was resolved (a library caller, tests).
     ///
-    /// Errors: [`StoreError::Config`] when credentials are missing or the endpoint is not an http(s) URL.
+    /// Errors: [`StoreError::Config`] when credentials are missing, the endpoint
+    /// is not an http(s) URL, or the CA bundle is not usable.
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
-        let (Some(ak), Some(sk)) = (args.access_key.as_deref(), args.secret_key.as_deref()) else {
-            return Err(StoreError::Config(format!(
-                "--backend {} needs credentials: pass --access-key and --secret-key, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
-                args.backend.name()
-            )));
+        let aws = match &args.aws {
+            Some(a) => a.clone(),
+            None => std::sync::Arc::new(AwsSetup::explicit_only(&args.explicit_aws()).map_err(|_| {
+                StoreError::Config(format!(
+                    "--backend {} needs credentials: pass --access-key and --secret-key, set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a profile (--profile, AWS_PROFILE)",
+                    args.backend.name()
+                ))
+            })?),
         };
-        let endpoint = match args.endpoint.as_deref().map(str::trim) {
+        let endpoint = match aws.endpoint.as_deref().map(str::trim) {
             Some(e) => check_endpoint(e)?,
-            None => format!("https://s3.{}.amazonaws.com", args.region),
+            None => format!("https://s3.{}.amazonaws.com", aws.region),
         };
         let sdk_retries = std::sync::Arc::new(sdk_retries::SdkRetries::default());
         let mut conf = aws_sdk_s3::Config::builder()
             .behavior_version(BehaviorVersion::latest())
-            .region(Region::new(args.region.clone()))
-            .credentials_provider(Credentials::new(ak, sk, None, None, "s3rdma-cli"))
-            .force_path_style(true)
+            .region(Region::new(aws.region.clone()))
+            .credentials_provider(aws.provider.clone())
+            .force_path_style(aws.path_style)
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(match args.response_checksums {
                 ChecksumMode::WhenRequired => ResponseChecksumValidation::WhenRequired,
@@ -102,14 +112,23 @@ impl HttpStore {
             .stalled_stream_protection(StalledStreamProtectionConfig::enabled().grace_period(args.read_timeout).build())
             .retry_classifier(sdk_retries::HonourRetryAfter)
             .interceptor(sdk_retries::CountRetries(sdk_retries.clone()));
-        if args.endpoint.is_some() {
+        if aws.endpoint.is_some() {
             conf = conf.endpoint_url(&endpoint);
+        }
+        if let Some(ca) = &aws.ca_bundle {
+            conf = conf.http_client(tls::client_trusting(ca)?);
         }
         let plain = reqwest::Url::parse(&endpoint).is_ok_and(|u| u.scheme() == "http");
         let validate = args.response_checksums == ChecksumMode::WhenSupported;
         let direct = match args.http_get {
             HttpGet::Sdk => false,
-            HttpGet::Auto => plain && !validate,
+            HttpGet::Auto => plain && !validate && aws.path_style,
+            HttpGet::Direct if !aws.path_style => {
+                return Err(StoreError::Config(format!(
+                    "--http-get direct sends path-style requests, but virtual-hosted addressing is configured ({}): use --http-get sdk",
+                    aws.addressing_source
+                )));
+            }
             HttpGet::Direct if validate => {
                 return Err(StoreError::Config(
                     "--http-get direct does not validate response checksums: drop --response-checksums when-supported, or use --http-get sdk".into(),
@@ -118,7 +137,7 @@ impl HttpStore {
             HttpGet::Direct => true,
         };
         let direct = if direct {
-            Some(DirectGet::new(&endpoint, ak, sk, &args.region, args.connect_timeout, args.read_timeout, args.attempts).map_err(StoreError::Config)?)
+            Some(DirectGet::new(&endpoint, &aws, args.connect_timeout, args.read_timeout, args.attempts).map_err(StoreError::Config)?)
         } else {
             None
         };
@@ -126,7 +145,8 @@ impl HttpStore {
             client: Client::from_conf(conf.build()),
             bucket: args.bucket.clone(),
             endpoint,
-            region: args.region.clone(),
+            region: aws.region.clone(),
+            aws,
             part_size: args.part_size,
             part_concurrency: args.part_concurrency as usize,
             checksums: args.response_checksums,
@@ -399,7 +419,7 @@ enum FirstPart {
 
 /// An endpoint must be `http(s)://host[:port]`: no credentials, path or query
 /// (a path would silently become part of every key). Returns it without a trailing '/'.
-fn check_endpoint(e: &str) -> Result<String, StoreError> {
+pub(crate) fn check_endpoint(e: &str) -> Result<String, StoreError> {
     let bad = |why: &str| {
         // Never echo what may be user:password@ back.
         let shown = if e.contains('@') { "<endpoint with credentials>" } else { e };
@@ -473,17 +493,26 @@ impl ObjectStore for HttpStore {
     }
     fn describe(&self) -> serde_json::Value {
         json!({"backend": "http", "endpoint": self.endpoint, "region": self.region, "bucket": self.bucket,
-               "addressing": "path-style", "part_size_bytes": self.part_size,
+               "addressing": if self.aws.path_style { "path-style" } else { "virtual-hosted" }, "aws": self.aws.describe(), "part_size_bytes": self.part_size,
                "part_concurrency": self.part_concurrency, "response_checksums": self.checksums,
                "request_checksums": "when-required", "attempts": self.attempts,
                "get_path": if self.direct.is_some() { "direct" } else { "sdk" }, "server": super::server::describe(&self.endpoint)})
     }
 
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
-        let err = match self.client.head_bucket().bucket(&self.bucket).send().await {
+        let mut err = match self.client.head_bucket().bucket(&self.bucket).send().await {
             Ok(_) => return Ok(()),
             Err(e) => self.map_err("HeadBucket", &self.bucket, e),
         };
+        if let StoreError::Auth { problem: AuthProblem::Clock, .. } = err {
+            // The SDK learnt the server's clock from that answer's Date (its
+            // clock-skew correction); a HEAD's refusal carries no error code,
+            // so its own retry did not fire: once more, signed at the server's time.
+            err = match self.client.head_bucket().bucket(&self.bucket).send().await {
+                Ok(_) => return Ok(()),
+                Err(e) => self.map_err("HeadBucket", &self.bucket, e),
+            };
+        }
         match err {
             StoreError::NotFound { .. } | StoreError::NoSuchBucket { .. } if create => {
                 let mut req = self.client.create_bucket().bucket(&self.bucket);
@@ -505,7 +534,13 @@ impl ObjectStore for HttpStore {
 
     async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
         check_key(key)?;
-        let out = self.client.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| self.map_err("HEAD", key, e))?;
+        let out = match self.client.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| self.map_err("HEAD", key, e)) {
+            // Signed again at the server's time, which the refusal's Date taught the SDK (see ensure_bucket).
+            Err(StoreError::Auth { problem: AuthProblem::Clock, .. }) => {
+                self.client.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| self.map_err("HEAD", key, e))?
+            }
+            other => other?,
+        };
         Ok(ObjectMeta { key: key.into(), size: out.content_length.unwrap_or(0).max(0) as u64 })
     }
 

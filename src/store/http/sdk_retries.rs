@@ -78,8 +78,9 @@ impl Intercept for CountRetries {
     }
 }
 
-/// Refines the SDK's verdict on a retryable answer that carries
-/// `Retry-After`: wait that long plus up to 10 % (jitter), or give up when
+/// Refines the SDK's verdict on a retryable failure: never again after a
+/// certificate the client does not trust; for an answer that carries
+/// `Retry-After`, wait that long plus up to 10 % (jitter), or give up when
 /// the server asks for more than [`MAX_RETRY_AFTER`] (the run fails with the
 /// server's answer instead of stalling). Runs after the SDK's classifiers.
 #[derive(Debug)]
@@ -94,6 +95,13 @@ impl ClassifyRetry for HonourRetryAfter {
         let RetryAction::RetryIndicated(RetryReason::RetryableError { kind, .. }) = previous else {
             return RetryAction::NoActionIndicated;
         };
+        // A certificate this client does not trust stays untrusted: no retry.
+        if let Some(Err(e)) = ctx.output_or_error()
+            && let Some(c) = e.as_connector_error()
+            && super::tls::certificate_problem(c).is_some()
+        {
+            return RetryAction::RetryForbidden;
+        }
         match ctx.response().and_then(|r| r.headers().get("retry-after")).and_then(parse_retry_after) {
             Some(wait) if wait <= MAX_RETRY_AFTER => RetryAction::retryable_error_with_explicit_delay(*kind, wait.mul_f64(1.0 + rand::random::<f64>() / 10.0)),
             Some(_) => RetryAction::RetryForbidden,

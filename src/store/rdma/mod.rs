@@ -172,6 +172,8 @@ struct ClientArgs {
     region: CString,
     access_key: CString,
     secret_key: CString,
+    /// Temporary credentials' session token (`None`: long-term keys).
+    session_token: Option<CString>,
     use_https: i32,
 }
 
@@ -184,7 +186,14 @@ fn worker(lib: Lib, args: Arc<ClientArgs>, bucket: CString, jobs: Arc<Mutex<Rece
     }
     // SAFETY: all strings are valid NUL-terminated C strings for the call.
     let client = unsafe {
-        (lib.client_new)(args.endpoint.as_ptr(), args.region.as_ptr(), args.access_key.as_ptr(), args.secret_key.as_ptr(), std::ptr::null(), args.use_https)
+        (lib.client_new)(
+            args.endpoint.as_ptr(),
+            args.region.as_ptr(),
+            args.access_key.as_ptr(),
+            args.secret_key.as_ptr(),
+            args.session_token.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
+            args.use_https,
+        )
     };
     if client.is_null() {
         let _ = ready.send(Err(format!("miniocpp_client_new failed: {}", lib.last_error())));
@@ -272,6 +281,9 @@ impl RdmaStore {
             region: c(&args.region, "--region")?,
             access_key: c(args.access_key.as_deref().unwrap_or_default(), "--access-key")?,
             secret_key: c(args.secret_key.as_deref().unwrap_or_default(), "--secret-key")?,
+            // The library signs with these for the client's life: temporary
+            // credentials that expire mid-run are not refreshed on this path.
+            session_token: args.session_token.as_deref().map(|t| c(t, "--session-token")).transpose()?,
             use_https: i32::from(scheme == "https"),
         });
         let bucket = c(&args.bucket, "--bucket")?;
