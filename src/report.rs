@@ -235,10 +235,14 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         (true, "ckpt") => {
             for row in results["rows"].as_array().ok_or_else(|| bad("ckpt results have no rows"))? {
                 let Some(v) = spread(&row["throughput_gbps"]) else { continue };
-                let dims = ["state", "method", "op", "ranks"]
+                let mut dims: BTreeMap<String, String> = ["state", "method", "op", "ranks"]
                     .iter()
                     .map(|k| (k.to_string(), row[*k].as_str().map_or_else(|| row[*k].to_string(), String::from)))
                     .collect();
+                // A restore keeps warm and cold apart (records before --restore-cache have neither).
+                if let Some(c) = row["cache"].as_str() {
+                    dims.insert("cache".into(), c.to_string());
+                }
                 let mut r = base(dims, "GB/s", v);
                 r.wall_s = spread(&row["wall_s"]);
                 r.cpu_cores = median(&row["client_cpu_cores"]);

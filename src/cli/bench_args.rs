@@ -44,6 +44,20 @@ pub enum ChunkChecksum {
     None,
 }
 
+/// Where a checkpoint restore reads from (`--restore-cache`, `--cold`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestoreCache {
+    /// The page cache the save left (no eviction).
+    Warm,
+    /// The device, as MLPerf Storage reads: drop_caches (root), else fadvise DONTNEED, else O_DIRECT.
+    Cold,
+    /// Cold from fadvise DONTNEED on (the host's other cached pages stay: a shared node).
+    Fadvise,
+    /// Cold through O_DIRECT reads alone.
+    Direct,
+}
+
 /// Each fetch stream's destination buffer (`--stream-buffer`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -125,6 +139,15 @@ pub struct CkptArgs {
     /// Leave the checkpoints this run saved in the store (default: delete them once verified).
     #[arg(long)]
     pub keep: bool,
+    /// Where each restore reads from: warm (the page cache the save left),
+    /// cold (the device: drop_caches as root, else fadvise DONTNEED, else
+    /// O_DIRECT), fadvise or direct (cold from that method on). Local
+    /// backend; over http and rdma the cache is the server's.
+    #[arg(long, value_enum, default_value_t = RestoreCache::Warm)]
+    pub restore_cache: RestoreCache,
+    /// Short for --restore-cache cold.
+    #[arg(long, conflicts_with = "restore_cache")]
+    pub cold: bool,
 }
 
 pub(crate) fn parse_chunk(s: &str) -> Result<u64, String> {

@@ -169,7 +169,9 @@ pub fn flag_hint(e: &crate::error::StoreError) -> &'static str {
             }
             AuthProblem::Clock => ": this host's clock and the server's differ by more than 15 minutes: set both right (NTP: chronyc tracking, timedatectl)",
             AuthProblem::Denied => ": the credentials are valid but not allowed this request: check the user's and the bucket's policy",
-            AuthProblem::Other => ": check the credentials (--access-key/--secret-key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or the profile)",
+            AuthProblem::Other => {
+                ": check the credentials (--access-key/--secret-key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or the profile; temporary keys also need their session token: --session-token, AWS_SESSION_TOKEN) and that they may use this bucket"
+            }
         },
         StoreError::Unreachable { .. } => ": check --endpoint and that the server is running",
         StoreError::Broken { .. } => ": the server or something between dropped the connection (its logs say why); raise --attempts to retry more",

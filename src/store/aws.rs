@@ -278,10 +278,22 @@ fn endpoint_of(explicit: &AwsExplicit, env: &Env, profiles: &ProfileSet) -> (Opt
     let ignore = env_var("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS").is_some_and(|v| v.eq_ignore_ascii_case("true"))
         || profiles.get("ignore_configured_endpoint_urls").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     if !ignore
-        && let Some((v, source)) = EnvConfigValue::new().env("AWS_ENDPOINT_URL").profile("endpoint_url").service_id("S3").load(env, Some(profiles))
+        && let Some((v, _)) = EnvConfigValue::new().env("AWS_ENDPOINT_URL").profile("endpoint_url").service_id("S3").load(env, Some(profiles))
         && !v.trim().is_empty()
     {
-        return (Some(v.trim().to_string()), source.to_string());
+        // Which source won, in the loader's own order (its source's Display
+        // prints the value where the variable's name belongs, aws-runtime 1.10).
+        let label = format!("profile '{}'", profiles.selected_profile());
+        let source = if env_var("AWS_ENDPOINT_URL_S3").is_some() {
+            "AWS_ENDPOINT_URL_S3".to_string()
+        } else if env_var("AWS_ENDPOINT_URL").is_some() {
+            "AWS_ENDPOINT_URL".to_string()
+        } else if profiles.get("endpoint_url").is_some_and(|g| g.trim() == v.trim()) {
+            format!("{label} endpoint_url")
+        } else {
+            format!("{label} services section, s3 endpoint_url")
+        };
+        return (Some(v.trim().to_string()), source);
     }
     if let Some(v) = env_var(SEED_ENDPOINT) {
         note_seed(SEED_ENDPOINT, "endpoint");

@@ -301,3 +301,111 @@ fn ckpt_on_a_fresh_local_root_creates_its_bucket() {
     assert!(rec["results"]["rows"].as_array().unwrap().iter().any(|r| r["op"] == "restore" && r["verified"]["ok"] == true), "{rec}");
     assert!(tmp.path().join("fresh/s3rdma-bench").is_dir());
 }
+
+/// Whether this process may drop the host's page cache (root, /proc/sys writable):
+/// what `--cold` then uses first.
+fn may_drop_caches() -> bool {
+    std::fs::OpenOptions::new().write(true).open("/proc/sys/vm/drop_caches").is_ok()
+}
+
+#[test]
+fn ckpt_cold_restores_read_from_the_device_and_say_how() {
+    // On the build's disk (not a tmpfs /tmp, whose pages are its storage).
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = ["ckpt", "--sizes", "8MiB", "--chunk", "1MiB", "--methods", "flat", "--repeats", "2", "--dest", "host"];
+    let run = |extra: &[&str]| {
+        let mut args = base.to_vec();
+        args.extend(extra);
+        args.push("--json");
+        ckpt_record(&s3rdma(&args, tmp.path()))
+    };
+    let restore_of = |rec: &Value| ckpt_row(rec, "synthetic-8MiB", "flat", "restore").clone();
+    // Each repeat's own figures say how that restore met the cache.
+    let per_rank_methods = |row: &Value| -> Vec<String> {
+        row["repeats"].as_array().unwrap().iter().map(|r| r["per_rank"][0]["restore_cache"]["method"].as_str().unwrap().to_string()).collect()
+    };
+
+    // Warm (the default): the save left every page of the checkpoint cached.
+    let rec = run(&[]);
+    assert_eq!(rec["results"]["aggregation"], "MLPerf Storage: total bytes / slowest rank");
+    let warm = restore_of(&rec);
+    assert_eq!((warm["cache"].as_str(), warm["restore_cache"].as_str()), (Some("warm"), Some("warm")));
+    let files = warm["file_bytes"].as_u64().unwrap();
+    assert!(files > warm["bytes"].as_u64().unwrap(), "chunks + manifest: {warm}");
+    let cached = warm["cached_bytes"].as_u64().unwrap();
+    assert!(cached * 10 >= files * 9, "a warm restore found {cached} of {files} bytes cached");
+    assert!(ckpt_row(&rec, "synthetic-8MiB", "flat", "save")["restore_cache"].is_null());
+
+    // --cold: the first method this process is permitted, checked by mincore.
+    let mut args = base.to_vec();
+    args.extend(["--cold", "--results-dir", "cold"]);
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = String::from_utf8_lossy(&o.stdout).into_owned();
+    let records = results_in(&tmp.path().join("cold"));
+    assert_eq!(records.len(), 1);
+    let rec: Value = serde_json::from_slice(&std::fs::read(&records[0]).unwrap()).unwrap();
+    assert_eq!(rec["params"]["restore_cache"], "cold", "{}", rec["params"]);
+    let cold = restore_of(&rec);
+    let (method, first_passed_over) =
+        if may_drop_caches() { ("dropped (drop_caches)", None) } else { ("evicted (fadvise DONTNEED)", Some("drop_caches: /proc/sys/vm/drop_caches")) };
+    assert_eq!((cold["cache"].as_str(), cold["restore_cache"].as_str()), (Some("cold"), Some(method)), "{cold}");
+    assert_eq!(per_rank_methods(&cold), vec![method; 2], "every repeat is made cold");
+    assert_eq!(cold["cached_bytes"], 0, "{cold}");
+    assert_eq!(cold["verified"]["ok"], true);
+    let passed = &cold["repeats"][0]["per_rank"][0]["restore_cache"]["passed_over"];
+    match first_passed_over {
+        Some(p) => assert!(passed[0].as_str().unwrap().starts_with(p), "{passed}"),
+        None => assert_eq!(passed.as_array().unwrap().len(), 0, "{passed}"),
+    }
+    let row = table.lines().find(|l| l.contains("restore") && l.contains("synthetic-8MiB")).unwrap_or_else(|| panic!("no restore line: {table}"));
+    assert!(row.contains(&format!("cold: {method}, 0 % cached")), "{table}");
+    assert!(table.contains("GB/s = MLPerf Storage: total bytes / slowest rank"), "{table}");
+
+    // From fadvise on (a shared node's choice, root or not), over 2 ranks:
+    // each evicts its own shard, nothing is left cached, and a repeat's GB/s
+    // is all ranks' bytes over the slowest rank's wall (MLPerf Storage).
+    let cold = restore_of(&run(&["--restore-cache", "fadvise", "--ranks", "2"]));
+    assert_eq!((cold["restore_cache"].as_str(), cold["cached_bytes"].as_u64()), (Some("evicted (fadvise DONTNEED)"), Some(0)), "{cold}");
+    for rep in cold["repeats"].as_array().unwrap() {
+        let per: Vec<&Value> = rep["per_rank"].as_array().unwrap().iter().collect();
+        assert_eq!(per.len(), 2);
+        assert!(per.iter().all(|p| p["restore_cache"]["method"] == "evicted (fadvise DONTNEED)" && p["restore_cache"]["cached_bytes"] == 0), "{rep}");
+        let slowest = per.iter().map(|p| p["wall_s"].as_f64().unwrap()).fold(0.0, f64::max);
+        let bytes: u64 = per.iter().map(|p| p["bytes"].as_u64().unwrap()).sum();
+        assert_eq!(rep["wall_s"].as_f64().unwrap(), slowest);
+        let gbps = rep["throughput_gbps"].as_f64().unwrap();
+        assert!((gbps - bytes as f64 / slowest / 1e9).abs() <= 1e-9 * gbps, "{gbps} vs {bytes} B / {slowest} s");
+    }
+    // O_DIRECT alone: the pages stay cached, the reads go around them, and the tensors still verify.
+    let cold = restore_of(&run(&["--restore-cache", "direct"]));
+    assert_eq!((cold["cache"].as_str(), cold["restore_cache"].as_str()), (Some("cold"), Some("bypassed (O_DIRECT)")), "{cold}");
+    assert_eq!(cold["verified"]["ok"], true);
+    for rep in cold["repeats"].as_array().unwrap() {
+        // Every byte of the checkpoint (chunks and manifest) was read with O_DIRECT, none through the cache.
+        let c = &rep["per_rank"][0]["restore_cache"];
+        assert_eq!((c["direct_read_bytes"].as_u64(), c["direct_fallback_bytes"].as_u64()), (Some(files), Some(0)), "{c}");
+    }
+
+    // Over http the cache is the server's: said, not pretended.
+    let s = common::server();
+    std::fs::create_dir_all(s.root.join("ckpt-cold")).unwrap();
+    let mut args = http_args(&s.endpoint, "ckpt-cold");
+    args[0] = "ckpt";
+    args.extend(["--sizes", "4MiB", "--chunk", "1MiB", "--methods", "flat", "--repeats", "1", "--cold", "--json"]);
+    let rec = ckpt_record(&s3rdma(&args, tmp.path()));
+    let r = ckpt_row(&rec, "synthetic-4MiB", "flat", "restore");
+    assert_eq!((r["cache"].as_str(), r["restore_cache"].as_str()), (Some("unknown"), Some("server cache not controlled")), "{r}");
+    assert!(r["cached_bytes"].is_null() && r["file_bytes"].is_null());
+
+    // Bad combinations are usage errors naming the flags.
+    let none = tmp.path().join("none");
+    let o = s3rdma(&["ckpt", "--sizes", "4MiB", "--cold", "--ops", "save", "--results-dir", "none"], tmp.path());
+    assert_fails(&o, 2, "add restore to --ops", &none);
+    let o = s3rdma(&["ckpt", "--sizes", "4MiB", "--cold", "--restore-cache", "warm", "--results-dir", "none"], tmp.path());
+    assert_fails(&o, 2, "--cold", &none);
+    let o = s3rdma(&["ckpt", "--sizes", "4MiB", "--restore-cache", "lukewarm", "--results-dir", "none"], tmp.path());
+    assert_fails(&o, 2, "invalid value 'lukewarm'", &none);
+    let o = s3rdma(&["ckpt", "--sizes", "4MiB", "--chunk", "1048577", "--restore-cache", "direct", "--results-dir", "none"], tmp.path());
+    assert_fails(&o, 2, "needs --chunk to be a multiple of 4KiB", &none);
+}

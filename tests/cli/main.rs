@@ -3,6 +3,7 @@
 //! rdma double), over a real S3 server (s3s-fs in-process) and a local
 //! directory. This file holds the helpers they share.
 
+mod aws;
 mod ckpt;
 mod ckpt_async;
 #[path = "../common/mod.rs"]
@@ -21,18 +22,39 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// Variables the AWS settings are read from (src/store/aws.rs), cleared for every run.
+const AWS_ENV: [&str; 16] = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_PROFILE",
+    "AWS_CA_BUNDLE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "S3_ENDPOINT",
+    "S3_ACCESS_KEY",
+    "S3_SECRET_KEY",
+    "S3_METRICS_SERVERS",
+];
+
+/// Nothing from the caller's environment may leak into a test: no AWS
+/// variables, no profile files (they point nowhere), no instance metadata.
+fn isolate(c: &mut Command) -> &mut Command {
+    for k in AWS_ENV.iter().chain(&["RUST_LOG"]) {
+        c.env_remove(k);
+    }
+    c.env("AWS_CONFIG_FILE", "/nonexistent/s3rdma-test/config")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/s3rdma-test/credentials")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+}
+
 fn s3rdma(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_s3rdma"))
-        .args(args)
-        .current_dir(cwd)
-        // Nothing from the caller's environment may leak into a test.
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_REGION")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run s3rdma")
+    isolate(Command::new(env!("CARGO_BIN_EXE_s3rdma")).args(args).current_dir(cwd)).output().expect("run s3rdma")
 }
 
 /// Every file under `dir`, recursively (paths as strings; none when it is missing).
@@ -86,10 +108,7 @@ fn rdma_args<'a>(endpoint: &'a str, bucket: &'a str, lib: &'a str) -> Vec<&'a st
 
 fn s3rdma_env(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_s3rdma"));
-    c.args(args).current_dir(cwd);
-    for k in ["AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "RUST_LOG", "MINIOCPP_LIB"] {
-        c.env_remove(k);
-    }
+    isolate(c.args(args).current_dir(cwd)).env_remove("MINIOCPP_LIB");
     for (k, v) in env {
         c.env(k, v);
     }

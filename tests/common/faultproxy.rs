@@ -49,6 +49,10 @@ pub enum Fault {
     /// Forward, then flip the body's byte at this offset (bit rot at rest: the
     /// headers are right, only a digest can tell).
     FlipByte(usize),
+    /// Answer `403 InvalidAccessKeyId` to a request without this header, as
+    /// AWS answers temporary keys sent without `X-Amz-Security-Token`;
+    /// forward the others.
+    RequireHeader(&'static str),
 }
 
 /// Which requests get the fault.
@@ -269,6 +273,13 @@ fn serve(client: TcpStream, upstream: &str, st: &Mutex<State>) -> std::io::Resul
             Some(Fault::StallHead) => {
                 std::thread::sleep(STALL);
                 return Ok(());
+            }
+            Some(Fault::RequireHeader(name)) if req.get(name).is_none() => {
+                let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>InvalidAccessKeyId</Code><Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>";
+                // A HEAD answer carries no body, whatever its length says.
+                let body = if method == "HEAD" { "" } else { xml };
+                out.write_all(format!("HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}", xml.len()).as_bytes())?;
+                continue;
             }
             Some(Fault::Status { code, retry_after }) => {
                 let s3 = match *code {

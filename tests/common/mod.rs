@@ -272,6 +272,7 @@ pub fn fake_lib() -> PathBuf {
     .clone()
 }
 pub mod faultproxy;
+pub mod tls;
 
 /// The real libminiocpp (minio-cpp v0.6.0 or later, RDMA through libs3rdma),
 /// from `S3RDMA_TEST_MINIOCPP`: scripts/test.sh builds it with

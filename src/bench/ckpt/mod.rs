@@ -30,6 +30,12 @@
 //!
 //! After the restores, every tensor is compared byte for byte with the
 //! original allocation (`verified`); a mismatch exits 4.
+//!
+//! A restore is warm (it reads what the save left in the page cache) unless
+//! `--restore-cache cold` (`--cold`) makes each one read from the device
+//! first, as MLPerf Storage does (`cache.rs`). Across ranks a repeat lasts as
+//! long as its slowest rank, and its GB/s is all ranks' bytes over that
+//! ([`AGGREGATION`]).
 
 use std::sync::Arc;
 
@@ -37,7 +43,7 @@ use serde_json::json;
 
 use super::dedup;
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
-use crate::cli::{Backend, ChunkChecksum, CkptArgs, CkptMethod, CkptOp};
+use crate::cli::{Backend, ChunkChecksum, CkptArgs, CkptMethod, CkptOp, RestoreCache};
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, Manifest, TensorEntry};
 use crate::mem::{Buffer, Dest};
@@ -47,10 +53,12 @@ use crate::store::{self, ObjectStore, blocking};
 use crate::units::{gb, size_name};
 use crate::witness::WitnessReport;
 
+mod cache;
 mod ops;
 mod results;
+pub use cache::CacheFigures;
 pub(crate) use ops::{Ctx, State, StateSpec, restore_flat, restore_serialized, save_flat, save_serialized, serial_key, verify};
-pub use results::{CkptResults, OpFigures, RepeatRow, Row, Verified};
+pub use results::{AGGREGATION, CkptResults, OpFigures, RepeatRow, Row, Verified};
 pub(crate) use results::{print_table, summarize};
 
 /// Bytes compared or hashed per step when device memory is read back.
@@ -155,6 +163,20 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     if let Some(id) = &args.group.run_id {
         ranks::check_run_id(id)?;
     }
+    let asked = if args.cold { RestoreCache::Cold } else { args.restore_cache };
+    if asked != RestoreCache::Warm && !args.ops.contains(&CkptOp::Restore) {
+        return Err(Error::Usage(format!(
+            "--restore-cache {} (or --cold) says how restores read, and --ops has none: add restore to --ops (e.g. --ops save,restore)",
+            cache::asked_name(asked)
+        )));
+    }
+    if asked == RestoreCache::Direct
+        && args.store.backend == crate::store::Backend::Local
+        && !args.store.direct
+        && !args.chunk.is_multiple_of(crate::mem::HOST_ALIGN as u64)
+    {
+        return Err(Error::Usage(cache::unaligned_chunk(asked, args.chunk, "")));
+    }
     if Rank::from_env(args.group.run_id.as_deref())?.is_none() {
         // Bad sizes or memory fail once, here, not once per rank.
         let world = args.ranks.unwrap_or(1) as usize;
@@ -171,6 +193,16 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         create_bucket: args.store.backend == crate::store::Backend::Local,
         no_bucket,
         ..crate::cli::session_spec("ckpt", &args.store, &args.witness, &args.mem, &args.output)
+    };
+    // How restores meet the page cache: the local backend's files are under
+    // <root>/<bucket> (as store/local.rs lays them out); a server's cache is its own.
+    let plan = cache::Plan {
+        asked,
+        dir: (spec.store.backend == crate::store::Backend::Local)
+            .then(|| std::path::absolute(&spec.store.root).unwrap_or_else(|_| spec.store.root.clone()).join(&spec.store.bucket)),
+        direct: spec.store.direct,
+        chunk: args.chunk,
+        host: cache::Host { drop_caches: cache::DROP_CACHES.into() },
     };
     let Some(mut s) = Session::start(spec).await? else { return Ok(()) };
     let me = s.me.clone();
@@ -194,6 +226,18 @@ pub async fn run(args: CkptArgs) -> Result<()> {
             a.backend = Backend::Http;
         }
     })?;
+    // Cold restores that end up reading with O_DIRECT (the last of cache.rs's methods) read through these.
+    let direct = if plan.dir.is_some() && asked != RestoreCache::Warm && !plan.direct {
+        Some((
+            s.open_variant(|a| a.direct = true)?,
+            s.open_variant(|a| {
+                a.direct = true;
+                a.part_concurrency = 1;
+            })?,
+        ))
+    } else {
+        None
+    };
 
     let mut rows: Vec<Row> = Vec::new();
     let mut mismatch: Option<String> = None;
@@ -239,14 +283,24 @@ pub async fn run(args: CkptArgs) -> Result<()> {
             seed: args.seed,
             staging: Arc::new(tokio::sync::Mutex::new(staging)),
         };
+        let direct_ctx = direct.as_ref().map(|(d, serial)| Ctx { store: d.clone(), serial: serial.clone(), staging: ctx.staging.clone(), ..ctx });
         for &method in &args.methods {
             let mut views: Option<Vec<TensorEntry>> = None;
             for &op in &args.ops {
                 let mut reps = Vec::new();
                 for rep in 1..=args.repeats {
+                    let mut cache_figures = None;
+                    let mut rctx = &ctx;
                     if op == CkptOp::Restore {
                         restored.zero().map_err(Error::Runtime)?;
+                        // Cold: evict (or choose O_DIRECT) before the window opens.
+                        let (f, read_direct) = cache::prepare(&plan, store.as_ref(), &key).await?;
+                        if read_direct {
+                            rctx = direct_ctx.as_ref().expect("opened for cold restores on the local backend");
+                        }
+                        cache_figures = Some(f);
                     }
+                    let direct_before = cache::direct_counts(&[rctx.store.as_ref(), rctx.serial.as_ref()]);
                     let window = s.open_window().await?;
                     let sampler = Sampler::start();
                     let generation = format!("{}-{rep}", s.started.format("%Y%m%dT%H%M%S%.6f"));
@@ -263,12 +317,12 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                             }
                             r
                         }
-                        (CkptMethod::Flat | CkptMethod::Async, CkptOp::Restore) => restore_flat(&ctx, &key, &mut restored).await.map(|(f, v)| {
+                        (CkptMethod::Flat | CkptMethod::Async, CkptOp::Restore) => restore_flat(rctx, &key, &mut restored).await.map(|(f, v)| {
                             views = Some(v);
                             f
                         }),
                         (CkptMethod::SerializeThenPut, CkptOp::Save) => save_serialized(&ctx, &key, spec, &state).await,
-                        (CkptMethod::SerializeThenPut, CkptOp::Restore) => restore_serialized(&ctx, &key, &state, &mut restored).await.inspect(|_| {
+                        (CkptMethod::SerializeThenPut, CkptOp::Restore) => restore_serialized(rctx, &key, &state, &mut restored).await.inspect(|_| {
                             views = Some(state.entries.clone());
                         }),
                     };
@@ -280,6 +334,11 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                     fig.stall_s = if (method, op) == (CkptMethod::Async, CkptOp::Save) { fig.flatten_s } else { fig.wall_s };
                     fig.client_cpu_cores = smp.client_cpu_cores;
                     fig.host_cpu_cores = smp.host_cpu_cores;
+                    if let Some(c) = cache_figures.as_mut().filter(|c| c.method == cache::Method::Direct.label()) {
+                        let (d, f) = cache::direct_counts(&[rctx.store.as_ref(), rctx.serial.as_ref()]);
+                        (c.direct_read_bytes, c.direct_fallback_bytes) = (Some(d.saturating_sub(direct_before.0)), Some(f.saturating_sub(direct_before.1)));
+                    }
+                    fig.restore_cache = cache_figures;
                     let dir = if op == CkptOp::Save { Direction::Write } else { Direction::Read };
                     let closed = s.close_window(window, dir, fig.bytes, fig).await?;
                     in_windows.add(&closed.stats);
@@ -328,9 +387,9 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         .collect();
     let params = json!({"workloads": args.workload, "sizes_bytes": args.sizes, "methods": args.methods, "ops": args.ops,
                         "chunk_bytes": args.chunk, "concurrency": args.concurrency, "repeats": args.repeats,
-                        "checksum": args.checksum, "prefix": args.prefix, "seed": args.seed, "ranks": me.world,
+                        "checksum": args.checksum, "prefix": args.prefix, "seed": args.seed, "ranks": me.world, "restore_cache": asked,
                         "alignment": fmt::ALIGNMENT});
-    let results = CkptResults { rows };
+    let results = CkptResults { rows, aggregation: AGGREGATION };
     let mut outcome = Outcome::new(params, &results, windows);
     outcome.failure = mismatch.map(Error::Mismatch);
     outcome.stats = in_windows;

@@ -213,6 +213,7 @@ pub(crate) fn figures_base() -> OpFigures {
         chunk_bytes: 0,
         client_cpu_cores: 0.0,
         host_cpu_cores: 0.0,
+        restore_cache: None,
     }
 }
 

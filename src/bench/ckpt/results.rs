@@ -1,6 +1,7 @@
 //! What `ckpt` records and prints: per-rank figures, per-repeat rows across ranks, the per-(state, method, op) summary and the table.
 
 use super::StateSpec;
+use super::cache::CacheFigures;
 use crate::bench::{Spread, host_cores};
 use crate::cli::{CkptArgs, CkptMethod, CkptOp};
 use crate::mem::Dest;
@@ -43,7 +44,14 @@ pub struct OpFigures {
     pub client_cpu_cores: f64,
     /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
     pub host_cpu_cores: f64,
+    /// A restore: how it met the page cache (warm or cold, and how it was made cold).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restore_cache: Option<CacheFigures>,
 }
+
+/// How the figures of several ranks make one repeat's (MLPerf Storage's
+/// checkpointing rule: https://github.com/mlcommons/storage).
+pub const AGGREGATION: &str = "MLPerf Storage: total bytes / slowest rank";
 
 /// What the comparison with the originals found (per rank, summed in the record).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -84,7 +92,7 @@ pub struct Row {
     /// Per repeat: the slowest rank's training stall (equal to `wall_s` except
     /// for an `async` save, where it is the snapshot).
     pub stall_s: Spread,
-    /// Per repeat: bytes of all ranks / span (first start to last end).
+    /// Per repeat: bytes of all ranks / the slowest rank's wall time ([`AGGREGATION`]).
     pub throughput_gbps: Spread,
     /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
     pub client_cpu_cores: Spread,
@@ -102,6 +110,21 @@ pub struct Row {
     pub witness_verdict: String,
     /// What the comparison with an independent copy found (`None`: not asked for).
     pub verified: Option<Verified>,
+    /// A restore: `warm`, `cold`, or `unknown` (cold asked over http or rdma,
+    /// whose cache is the server's); `None` for a save. Ranks or repeats that
+    /// differ: `mixed: ...`.
+    pub cache: Option<String>,
+    /// A restore: how it met the cache: `warm`, `dropped (drop_caches)`,
+    /// `evicted (fadvise DONTNEED)`, `bypassed (O_DIRECT)` or `server cache
+    /// not controlled` (`mixed: ...` as above); `None` for a save.
+    pub restore_cache: Option<String>,
+    /// A restore on the local backend: the most bytes of the checkpoint's
+    /// files found in the page cache as a repeat began, all ranks (`mincore`;
+    /// `None` where the kernel did not say).
+    pub cached_bytes: Option<u64>,
+    /// A restore on the local backend: the bytes of the checkpoint's files
+    /// (chunks and manifest, or the blob), all ranks; `None` elsewhere.
+    pub file_bytes: Option<u64>,
     /// Every timed repeat's figures.
     pub repeats: Vec<RepeatRow>,
 }
@@ -117,7 +140,7 @@ pub struct RepeatRow {
     pub wall_s: f64,
     /// First rank's start to last rank's end (a lone rank: its wall time).
     pub span_s: f64,
-    /// bytes / span_s / 1e9.
+    /// bytes / wall_s / 1e9: all ranks' bytes over the slowest rank's time ([`AGGREGATION`]).
     pub throughput_gbps: f64,
     /// All ranks' CPU-seconds / span_s.
     pub client_cpu_cores: f64,
@@ -148,7 +171,7 @@ impl RepeatRow {
             bytes,
             wall_s,
             span_s,
-            throughput_gbps: bytes as f64 / span_s / 1e9,
+            throughput_gbps: bytes as f64 / wall_s.max(1e-9) / 1e9,
             client_cpu_cores: cpu_s / span_s,
             host_cpu_cores: host_cores(per_rank.iter().map(|f| (f.host.as_str(), f.host_cpu_cores))),
             per_rank,
@@ -162,6 +185,8 @@ impl RepeatRow {
 pub struct CkptResults {
     /// One row per (state, method, op).
     pub rows: Vec<Row>,
+    /// How ranks' figures make a repeat's: [`AGGREGATION`].
+    pub aggregation: &'static str,
 }
 
 /// The terminal table: one line per (state, method, op).
@@ -181,6 +206,7 @@ pub(crate) fn print_table(rows: &[Row], backend: &str, location: &str, dest: Des
         "host cores",
         "chunks/rank",
         "flatten/rebuild s",
+        "restore cache",
         "witness",
         "verified",
     ]);
@@ -199,12 +225,55 @@ pub(crate) fn print_table(rows: &[Row], backend: &str, location: &str, dest: Des
             format!("{:.2}", r.host_cpu_cores.median),
             r.chunks_per_rank.to_string(),
             format!("{:.3}", if r.op == CkptOp::Save { r.flatten_s.median } else { r.rebuild_s.median }),
+            cache_cell(r),
             r.witness_verdict.clone(),
             r.verified.as_ref().map_or("-".into(), |v| if v.ok { format!("ok ({})", v.tensors_checked) } else { format!("MISMATCH ({})", v.mismatched.len()) }),
         ]);
     }
-    println!("ckpt on {backend} ({location}), {} memory, {world} rank(s)", dest.name());
+    println!("ckpt on {backend} ({location}), {} memory, {world} rank(s); GB/s = {AGGREGATION}", dest.name());
     println!("{t}");
+}
+
+/// The table's `restore cache` cell: `-` for a save; `warm`; `cold: <method>`;
+/// the method alone where the cache is not ours to say; plus, for O_DIRECT,
+/// the share of the bytes read with it, and otherwise the share of the
+/// checkpoint that was cached as the restore began, where known.
+fn cache_cell(r: &Row) -> String {
+    let (Some(cache), Some(method)) = (&r.cache, &r.restore_cache) else { return "-".into() };
+    let head = if cache == method {
+        cache.clone()
+    } else if cache == "unknown" {
+        method.clone()
+    } else {
+        format!("{cache}: {method}")
+    };
+    let figs = || r.repeats.iter().flat_map(|rep| rep.per_rank.iter().filter_map(|f| f.restore_cache.as_ref()));
+    let direct: Option<u64> = figs().map(|c| c.direct_read_bytes).sum();
+    let fallback: Option<u64> = figs().map(|c| c.direct_fallback_bytes).sum();
+    if let (Some(d), Some(f)) = (direct, fallback)
+        && d + f > 0
+    {
+        return format!("{head}, {:.0} % read direct", d as f64 * 100.0 / (d + f) as f64);
+    }
+    match (r.cached_bytes, r.file_bytes) {
+        (Some(c), Some(n)) if n > 0 => format!("{head}, {:.0} % cached", c as f64 * 100.0 / n as f64),
+        _ => head,
+    }
+}
+
+/// One label for values that should agree: the value, or `mixed: a; b` when they do not.
+fn agreed<'a>(values: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut seen: Vec<&str> = Vec::new();
+    for v in values {
+        if !seen.contains(&v) {
+            seen.push(v);
+        }
+    }
+    match seen.len() {
+        0 => None,
+        1 => Some(seen[0].to_string()),
+        _ => Some(format!("mixed: {}", seen.join("; "))),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -219,6 +288,13 @@ pub(crate) fn summarize(
 ) -> Row {
     let spread = |f: &dyn Fn(&RepeatRow) -> f64| Spread::of(reps.iter().map(f)).expect("repeats >= 1");
     let max_of = |f: fn(&OpFigures) -> f64| move |r: &RepeatRow| r.per_rank.iter().map(f).fold(0.0, f64::max);
+    let caches = || reps.iter().flat_map(|r| r.per_rank.iter().filter_map(|f| f.restore_cache.as_ref()));
+    // The most cached at the start of any repeat, all ranks together (a repeat with a rank that could not tell counts as unknown).
+    let cached_bytes = if caches().next().is_none() {
+        None
+    } else {
+        reps.iter().map(|r| r.per_rank.iter().map(|f| f.restore_cache.as_ref().and_then(|c| c.cached_bytes)).sum::<Option<u64>>()).max().flatten()
+    };
     let verdict = reps.iter().filter_map(|r| r.witness.as_ref()).min_by_key(|w| w.verdict).map_or("-".to_string(), |w| w.verdict.as_str().to_string());
     Row {
         workload: spec.workload.into(),
@@ -242,6 +318,11 @@ pub(crate) fn summarize(
         checksum_s: spread(&max_of(|f| f.checksum_s)),
         witness_verdict: verdict,
         verified,
+        cache: agreed(caches().map(|c| c.cache.as_str())),
+        restore_cache: agreed(caches().map(|c| c.method.as_str())),
+        cached_bytes,
+        // Every repeat restores the same files: the first one's, all ranks.
+        file_bytes: reps.first().and_then(|r| r.per_rank.iter().map(|f| f.restore_cache.as_ref().filter(|c| c.files > 0).map(|c| c.file_bytes)).sum()),
         repeats: reps,
     }
 }

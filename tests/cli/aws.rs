@@ -1,0 +1,234 @@
+//! Credentials, endpoints and TLS set up the way users of the AWS CLI and SDKs
+//! set them up (src/store/aws.rs): a profile in real `~/.aws` files, a
+//! `credential_process`, temporary keys with a session token checked by the
+//! server, the service-specific endpoint variable, a private CA made at test
+//! time. Each run's record says where every value came from.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::common::faultproxy::{Fault, FaultProxy, Rule};
+use super::{common, s3rdma_env, stderr};
+
+/// A small fetch against `bucket` (no endpoint or keys: they come from the setup under test).
+fn fetch_args(bucket: &str, results: &Path) -> Vec<String> {
+    [
+        "fetch",
+        "--backend",
+        "http",
+        "--bucket",
+        bucket,
+        "--sizes",
+        "1MiB",
+        "--concurrency",
+        "1",
+        "--iters",
+        "1",
+        "--warmup",
+        "0s",
+        "--objects",
+        "1",
+        "--prepare",
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn run(args: &[String], cwd: &Path, env: &[(&str, &str)]) -> std::process::Output {
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    s3rdma_env(&a, cwd, env)
+}
+
+/// The one record in `dir`: its `environment.store`.
+fn store_record(dir: &Path) -> Value {
+    let files = super::results_in(dir);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let r: Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    r["environment"]["store"].clone()
+}
+
+/// `~/.aws/config` and `~/.aws/credentials` under `home`.
+fn aws_files(home: &Path, config: &str, credentials: &str) -> (String, String) {
+    let dir = home.join(".aws");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (c, k) = (dir.join("config"), dir.join("credentials"));
+    std::fs::write(&c, config).unwrap();
+    std::fs::write(&k, credentials).unwrap();
+    (c.to_string_lossy().into_owned(), k.to_string_lossy().into_owned())
+}
+
+/// Only `AWS_PROFILE=bench` and the two files: the endpoint (through the
+/// profile's `services` section), the keys, the region and the addressing
+/// style all come from them, and the record names each source.
+#[test]
+fn a_profile_alone_reaches_the_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let endpoint = &common::server().endpoint;
+    let (config, credentials) = aws_files(
+        tmp.path(),
+        &format!(
+            "[profile bench]\nregion = us-east-1\nservices = local-s3\ns3 =\n  addressing_style = path\n\n[services local-s3]\ns3 =\n  endpoint_url = {endpoint}\n"
+        ),
+        &format!("[bench]\naws_access_key_id = {}\naws_secret_access_key = {}\n", common::ACCESS_KEY, common::SECRET_KEY),
+    );
+    let results = tmp.path().join("r");
+    let env = [("HOME", tmp.path().to_str().unwrap()), ("AWS_PROFILE", "bench"), ("AWS_CONFIG_FILE", &config), ("AWS_SHARED_CREDENTIALS_FILE", &credentials)];
+    let o = run(&fetch_args("aws-profile", &results), tmp.path(), &env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let store = store_record(&results);
+    assert_eq!(store["endpoint"], endpoint.as_str());
+    let aws = &store["aws"];
+    assert_eq!(aws["credentials_source"], "profile 'bench'", "{aws}");
+    assert_eq!(aws["region_source"], "profile 'bench' region", "{aws}");
+    assert_eq!(aws["addressing_source"], "profile 'bench' s3.addressing_style", "{aws}");
+    assert_eq!(aws["profile"], "bench");
+    assert_eq!(aws["session_token"], false);
+    let src = aws["endpoint_source"].as_str().unwrap();
+    assert_eq!(src, "profile 'bench' services section, s3 endpoint_url");
+
+    // A profile that is not in the files: said, with both files named.
+    let o = run(&fetch_args("aws-profile", &results), tmp.path(), &[env[0], ("AWS_PROFILE", "nosuch"), env[2], env[3]]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("profile 'nosuch' (from AWS_PROFILE) is in neither ~/.aws/config nor ~/.aws/credentials"), "{}", stderr(&o));
+}
+
+/// `credential_process` (how SSO helpers, vaults and IAM Roles Anywhere hand
+/// out keys): the keys it prints are used; a process that fails stops the run
+/// with what it said, before any request.
+#[test]
+fn credential_process_supplies_the_keys() {
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("creds.sh");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho '{{\"Version\": 1, \"AccessKeyId\": \"{}\", \"SecretAccessKey\": \"{}\"}}'\n", common::ACCESS_KEY, common::SECRET_KEY),
+    )
+    .unwrap();
+    let broken = tmp.path().join("broken.sh");
+    std::fs::write(&broken, "#!/bin/sh\necho 'token for sso session expired: run aws sso login' >&2\nexit 3\n").unwrap();
+    for f in [&script, &broken] {
+        std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let endpoint = &common::server().endpoint;
+    let (config, credentials) = aws_files(
+        tmp.path(),
+        &format!(
+            "[profile cp]\nendpoint_url = {endpoint}\ncredential_process = {}\n\n[profile cpfail]\nendpoint_url = {endpoint}\ncredential_process = {}\n",
+            script.display(),
+            broken.display()
+        ),
+        "",
+    );
+    let results = tmp.path().join("r");
+    let files = [("AWS_CONFIG_FILE", config.as_str()), ("AWS_SHARED_CREDENTIALS_FILE", credentials.as_str())];
+    let o = run(&[fetch_args("aws-cp", &results), vec!["--profile".into(), "cp".into()]].concat(), tmp.path(), &files);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let aws = &store_record(&results)["aws"];
+    assert_eq!(aws["credentials_source"], "profile 'cp'", "{aws}");
+    assert_eq!(aws["endpoint_source"], "profile 'cp' endpoint_url", "{aws}");
+
+    let failed = tmp.path().join("r2");
+    let o = run(&[fetch_args("aws-cp", &failed), vec!["--profile".into(), "cpfail".into()]].concat(), tmp.path(), &files);
+    super::assert_fails(&o, 2, "no credentials", &failed);
+    assert!(stderr(&o).contains("credential_process") || stderr(&o).contains("exit"), "{}", stderr(&o));
+}
+
+/// Temporary keys: the server (a proxy in front of it) refuses every request
+/// without `X-Amz-Security-Token`, as AWS does. With `AWS_SESSION_TOKEN` set,
+/// both GET paths and every other request carry it; without it, the refusal
+/// names the key id and the session token as the fix.
+#[test]
+fn the_session_token_is_sent_on_every_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proxy = FaultProxy::start(&common::server().endpoint);
+    proxy.set(Rule::every(None, Fault::RequireHeader("x-amz-security-token")));
+    let keys = [("AWS_ACCESS_KEY_ID", common::ACCESS_KEY), ("AWS_SECRET_ACCESS_KEY", common::SECRET_KEY)];
+    for get in ["direct", "sdk"] {
+        let results = tmp.path().join(get);
+        let args = [fetch_args("aws-token", &results), vec!["--endpoint".into(), proxy.endpoint.clone(), "--http-get".into(), get.into()]].concat();
+        let o = run(&args, tmp.path(), &[keys[0], keys[1], ("AWS_SESSION_TOKEN", "FwoGZXIvYXdzEXAMPLE")]);
+        assert!(o.status.success(), "--http-get {get}: {}", stderr(&o));
+        let store = store_record(&results);
+        assert_eq!(store["get_path"], get);
+        assert_eq!((store["aws"]["session_token"].clone(), store["aws"]["credentials_source"].clone()), (true.into(), "environment".into()));
+        assert!(
+            !String::from_utf8_lossy(&std::fs::read(&super::results_in(&results)[0]).unwrap()).contains("FwoGZXIvYXdzEXAMPLE"),
+            "the token is never recorded"
+        );
+    }
+    let results = tmp.path().join("none");
+    let o = run(&[fetch_args("aws-token", &results), vec!["--endpoint".into(), proxy.endpoint.clone()]].concat(), tmp.path(), &keys);
+    // The first request is a HEAD, whose refusal has no body to name the code.
+    super::assert_fails(&o, 1, "HTTP 403", &results);
+    assert!(stderr(&o).contains("AWS_SESSION_TOKEN"), "{}", stderr(&o));
+}
+
+/// `AWS_ENDPOINT_URL_S3` wins over `AWS_ENDPOINT_URL` (as in every AWS SDK);
+/// `--endpoint` over both.
+#[test]
+fn the_s3_endpoint_variable_wins_over_the_global_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dead = format!("http://127.0.0.1:{}", common::dead_port());
+    let keys = [("AWS_ACCESS_KEY_ID", common::ACCESS_KEY), ("AWS_SECRET_ACCESS_KEY", common::SECRET_KEY)];
+    let results = tmp.path().join("r");
+    let o = run(
+        &fetch_args("aws-endpoint", &results),
+        tmp.path(),
+        &[keys[0], keys[1], ("AWS_ENDPOINT_URL", &dead), ("AWS_ENDPOINT_URL_S3", &common::server().endpoint)],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let store = store_record(&results);
+    assert_eq!(store["endpoint"], common::server().endpoint.as_str());
+    assert_eq!(store["aws"]["endpoint_source"], "AWS_ENDPOINT_URL_S3");
+
+    let results = tmp.path().join("r2");
+    let args = [fetch_args("aws-endpoint", &results), vec!["--endpoint".into(), common::server().endpoint.clone()]].concat();
+    let o = run(&args, tmp.path(), &[keys[0], keys[1], ("AWS_ENDPOINT_URL_S3", &dead)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(store_record(&results)["aws"]["endpoint_source"], "--endpoint");
+}
+
+/// An https endpoint whose certificate a private CA signed (made here with
+/// openssl): without the CA, a configuration error (exit 2) that names the
+/// certificate problem and the fix, after one connection (never retried);
+/// with `AWS_CA_BUNDLE`, or with only `AWS_PROFILE` naming a profile that
+/// holds endpoint, keys and `ca_bundle`, the run reaches the server.
+#[test]
+fn a_private_ca_is_trusted_only_when_configured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(pki) = common::tls::make_pki(tmp.path()) else { return };
+    let front = common::tls::start(&pki, &common::server().endpoint);
+    let keys = [("AWS_ACCESS_KEY_ID", common::ACCESS_KEY), ("AWS_SECRET_ACCESS_KEY", common::SECRET_KEY)];
+    let with_endpoint =
+        |results: &Path| [fetch_args("aws-tls", results), vec!["--endpoint".into(), front.endpoint.clone(), "--attempts".into(), "3".into()]].concat();
+
+    let results = tmp.path().join("untrusted");
+    let o = run(&with_endpoint(&results), tmp.path(), &keys);
+    super::assert_fails(&o, 2, "its certificate is signed by an authority this client does not trust", &results);
+    assert!(stderr(&o).contains("--ca-bundle") && stderr(&o).contains("AWS_CA_BUNDLE"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("--attempts"), "not a broken connection: {}", stderr(&o));
+    assert_eq!(front.handshakes.load(std::sync::atomic::Ordering::SeqCst), 1, "a certificate problem is not retried");
+
+    let results = tmp.path().join("env");
+    let ca = pki.ca.to_str().unwrap();
+    let o = run(&with_endpoint(&results), tmp.path(), &[keys[0], keys[1], ("AWS_CA_BUNDLE", ca)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(store_record(&results)["aws"]["ca_bundle"]["source"], "AWS_CA_BUNDLE");
+
+    let (config, credentials) = aws_files(
+        tmp.path(),
+        &format!("[profile bench]\nendpoint_url = {}\nca_bundle = {ca}\n", front.endpoint),
+        &format!("[bench]\naws_access_key_id = {}\naws_secret_access_key = {}\n", common::ACCESS_KEY, common::SECRET_KEY),
+    );
+    let results = tmp.path().join("profile");
+    let env = [("HOME", tmp.path().to_str().unwrap()), ("AWS_PROFILE", "bench"), ("AWS_CONFIG_FILE", &config), ("AWS_SHARED_CREDENTIALS_FILE", &credentials)];
+    let o = run(&fetch_args("aws-tls", &results), tmp.path(), &env);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let store = store_record(&results);
+    assert_eq!(store["endpoint"], front.endpoint.as_str());
+    assert_eq!(store["aws"]["ca_bundle"]["source"], "profile 'bench' ca_bundle");
+    assert_eq!(store["aws"]["credentials_source"], "profile 'bench'");
+}
