@@ -4,7 +4,7 @@
 //!
 //! MLPerf Storage clears the client's caches between a checkpoint's write and
 //! its read ("Clearing Caches" in
-//! https://github.com/mlcommons/storage/blob/main/checkpointing/README.md).
+//! <https://github.com/mlcommons/storage/blob/main/checkpointing/README.md>).
 //! On the local backend a cold restore takes, before each timed restore and
 //! outside its window, the first of these that this process is permitted and
 //! that works ([`make_cold`]):
@@ -24,7 +24,7 @@
 //!
 //! Written on `libc` (already a dependency) rather than a crate: it is a
 //! handful of system calls (sync, posix_fadvise, mmap + mincore), and the
-//! crates around them (e.g. https://docs.rs/mincore: residency alone) neither
+//! crates around them (e.g. <https://docs.rs/mincore>: residency alone) neither
 //! evict nor drop caches.
 
 use std::fs::{File, OpenOptions};

@@ -50,7 +50,7 @@ pub struct OpFigures {
 }
 
 /// How the figures of several ranks make one repeat's (MLPerf Storage's
-/// checkpointing rule: https://github.com/mlcommons/storage).
+/// checkpointing rule: <https://github.com/mlcommons/storage>).
 pub const AGGREGATION: &str = "MLPerf Storage: total bytes / slowest rank";
 
 /// What the comparison with the originals found (per rank, summed in the record).
