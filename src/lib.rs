@@ -35,7 +35,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     }
     let mut cli = cli;
     if let Some(store) = cli.command.store_args_mut() {
-        store.resolve_aws().await?;
+        store.resolve_aws().await;
     }
     match cli.command {
         Command::Fetch(args) => bench::fetch::run(args).await,

@@ -281,6 +281,10 @@ pub struct StoreArgs {
     /// profile files ([`StoreArgs::resolve_aws`]); `None` until then.
     #[arg(skip)]
     pub aws: Option<std::sync::Arc<crate::store::aws::AwsSetup>>,
+    /// Why resolving them failed: reported when the store is opened, after
+    /// the bench has checked its flags.
+    #[arg(skip)]
+    pub aws_error: Option<String>,
 }
 
 impl StoreArgs {
@@ -293,10 +297,11 @@ impl StoreArgs {
     /// CA bundle and addressing as the AWS CLI does ([`crate::store::aws`]),
     /// once, before [`StoreArgs::config`]; nothing for the local backend.
     ///
-    /// Errors: as [`crate::store::aws::AwsSetup::resolve`].
-    pub async fn resolve_aws(&mut self) -> crate::error::Result<()> {
+    /// A failure is kept ([`StoreArgs::aws_error`]) and reported when the
+    /// store opens, so a bench's own flag checks are said first.
+    pub async fn resolve_aws(&mut self) {
         if self.backend == Backend::Local || self.aws.is_some() {
-            return Ok(());
+            return;
         }
         let explicit = crate::store::aws::AwsExplicit {
             endpoint: self.endpoint.clone(),
@@ -307,8 +312,13 @@ impl StoreArgs {
             profile: self.profile.clone(),
             ca_bundle: self.ca_bundle.clone(),
         };
-        self.aws = Some(std::sync::Arc::new(crate::store::aws::AwsSetup::resolve(&explicit).await?));
-        Ok(())
+        match crate::store::aws::AwsSetup::resolve(&explicit).await {
+            Ok(a) => self.aws = Some(std::sync::Arc::new(a)),
+            Err(e) => {
+                let m = e.to_string();
+                self.aws_error = Some(if m.starts_with("needs credentials") { format!("--backend {} {m}", self.backend.name()) } else { m });
+            }
+        }
     }
 
     /// The store configuration these flags describe (the one conversion; the
@@ -332,6 +342,7 @@ impl StoreArgs {
             profile: self.profile.clone(),
             ca_bundle: self.ca_bundle.clone(),
             aws: self.aws.clone(),
+            aws_error: self.aws_error.clone(),
             part_size: self.part_size,
             part_concurrency: self.part_concurrency,
             response_checksums: self.response_checksums,

@@ -151,8 +151,12 @@ fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// Said once on the terminal when the original suite's variable is used.
+/// Said once on the terminal when the original suite's variable is used (by
+/// the process that started the run, not again by each rank it starts).
 fn note_seed(name: &str, what: &str) {
+    if std::env::var_os(crate::ranks::ENV_RANK).is_some() {
+        return;
+    }
     eprintln!("note: {what} from {name} (the original Python suite's variable; the AWS ones win when set)");
 }
 
@@ -169,9 +173,14 @@ impl AwsSetup {
         let (env, fs) = (Env::real(), Fs::real());
         let named_profile = explicit.profile.clone().or_else(|| env_var("AWS_PROFILE"));
         let profile_files = aws_runtime::env_config::file::EnvConfigFiles::default();
-        let profiles = aws_config::profile::load(&fs, &env, &profile_files, explicit.profile.clone().map(Cow::Owned))
-            .await
-            .map_err(|e| StoreError::Config(format!("cannot read the AWS profile files (~/.aws/config, ~/.aws/credentials): {e}")))?;
+        let profiles = aws_config::profile::load(&fs, &env, &profile_files, explicit.profile.clone().map(Cow::Owned)).await.map_err(|e| {
+            StoreError::Config(format!(
+                "cannot read the AWS profile files ({} and {}): {}: fix the file, or point AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE elsewhere",
+                env_var("AWS_CONFIG_FILE").unwrap_or_else(|| "~/.aws/config".into()),
+                env_var("AWS_SHARED_CREDENTIALS_FILE").unwrap_or_else(|| "~/.aws/credentials".into()),
+                chain_of(&e)
+            ))
+        })?;
         if let Some(p) = &named_profile
             && profiles.get_profile(p).is_none()
         {
@@ -209,7 +218,7 @@ impl AwsSetup {
             ca_bundle,
             path_style,
             addressing_source,
-            profile: named_profile,
+            profile: Some(named_profile.unwrap_or_else(|| profiles.selected_profile().to_string())),
         })
     }
 
@@ -370,6 +379,13 @@ async fn credentials_of(
     if let Some(c) = static_keys(explicit)? {
         return Ok((SharedCredentialsProvider::new(c.clone()), c));
     }
+    // The SDK's environment provider passes over half a pair silently (and a
+    // profile's keys would then be used); the AWS CLI refuses it, and so do we.
+    match (env_var("AWS_ACCESS_KEY_ID"), env_var("AWS_SECRET_ACCESS_KEY")) {
+        (Some(_), None) => return Err(StoreError::Config("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not: set both, or neither".into())),
+        (None, Some(_)) => return Err(StoreError::Config("AWS_SECRET_ACCESS_KEY is set but AWS_ACCESS_KEY_ID is not: set both, or neither".into())),
+        _ => {}
+    }
     let conf = ProviderConfig::default().with_region(Some(Region::new(region.to_string())));
     let mut from_profile = ProfileFileCredentialsProvider::builder().configure(&conf);
     if let Some(p) = profile {
@@ -398,12 +414,50 @@ async fn credentials_of(
             if c.get_property::<Source>().is_some_and(|s| s.0 == SEED_ACCESS_KEY) {
                 note_seed("S3_ACCESS_KEY/S3_SECRET_KEY", "credentials");
             }
+            if let Some(t) = c.expiry().filter(|t| *t <= std::time::SystemTime::now()) {
+                // What botocore refuses too: they would be asked for again before every request.
+                return Err(StoreError::Config(format!(
+                    "the credentials from {} expired at {} (a credential_process or cache that returns an old Expiration?): refresh them",
+                    match c.get_property::<Source>() {
+                        Some(Source("profile")) => format!("profile '{}'", profile.unwrap_or("default")),
+                        Some(Source(s)) => s.to_string(),
+                        None => "the chain".into(),
+                    },
+                    chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339()
+                )));
+            }
             Ok((provider, c))
         }
-        Err(e) => Err(StoreError::Config(format!(
-            "no credentials: tried --access-key/--secret-key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, {} in ~/.aws/credentials and ~/.aws/config (keys, credential_process, SSO, role), web identity, S3_ACCESS_KEY/S3_SECRET_KEY, container and instance metadata ({}): set one of them",
-            profile.map_or("the default profile".to_string(), |p| format!("profile '{p}'")),
-            crate::error::root_cause(&e)
-        ))),
+        Err(e) => {
+            let profile_flag = profile.map_or(String::new(), |p| format!(" --profile {p}"));
+            let profile = profile.map_or("the default profile".to_string(), |p| format!("profile '{p}'"));
+            Err(StoreError::Config(match e {
+                aws_credential_types::provider::error::CredentialsError::CredentialsNotLoaded(_) => format!(
+                    "needs credentials: none in --access-key/--secret-key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, {profile} of ~/.aws/credentials and ~/.aws/config (keys, credential_process, SSO, role), web identity, S3_ACCESS_KEY/S3_SECRET_KEY, container or instance metadata: set one of them"
+                ),
+                // A source that is configured but failed (credential_process exited
+                // non-zero, an SSO token expired, STS refused): what it said.
+                other => {
+                    let why = chain_of(&other);
+                    let sso = if why.contains("SSO") { format!(" (aws sso login{} first)", profile_flag) } else { String::new() };
+                    format!("needs credentials: {profile} is configured but did not give them{sso}: {why}")
+                }
+            }))
+        }
     }
+}
+
+/// An error and every cause under it on one line (the SDK's errors keep the
+/// service's message, e.g. STS's refusal of a role, a level or two down).
+fn chain_of(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut next = e.source();
+    while let Some(c) = next {
+        let t = c.to_string();
+        if !parts.iter().any(|p| p.contains(&t)) {
+            parts.push(t);
+        }
+        next = c.source();
+    }
+    parts.join(": ").replace('\n', " ")
 }

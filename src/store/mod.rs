@@ -116,6 +116,9 @@ pub struct StoreConfig {
     /// above, for a caller that resolved nothing). When set, `endpoint`,
     /// `region` and the keys above hold its values.
     pub aws: Option<std::sync::Arc<aws::AwsSetup>>,
+    /// http, rdma: why resolving the AWS settings failed; opening the store
+    /// reports it, so the flags' own checks come first.
+    pub aws_error: Option<String>,
     /// http: ranged-GET size and multipart part size, bytes.
     pub part_size: u64,
     /// http: ranged GETs or part uploads in flight per object.

@@ -172,7 +172,9 @@ impl Witness {
                 for s in servers {
                     let valid = s.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && !h.contains(['/', ' ', '@']) && p.parse::<u16>().is_ok_and(|p| p > 0));
                     if !valid {
-                        return Err(Error::Usage(format!("invalid --servers entry '{s}': use host:port, e.g. aistor1:9000")));
+                        // An entry with user:password@ is never echoed whole.
+                        let shown = s.rsplit_once('@').map_or_else(|| s.clone(), |(_, host)| format!("<credentials>@{host}"));
+                        return Err(Error::Usage(format!("invalid --servers entry '{shown}': use host:port, e.g. aistor1:9000 (no scheme, no credentials)")));
                     }
                     // Host names are case-insensitive (N1:9000 is n1:9000); servers reached
                     // under two different names are caught by their `server` label instead.

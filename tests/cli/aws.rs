@@ -132,8 +132,8 @@ fn credential_process_supplies_the_keys() {
 
     let failed = tmp.path().join("r2");
     let o = run(&[fetch_args("aws-cp", &failed), vec!["--profile".into(), "cpfail".into()]].concat(), tmp.path(), &files);
-    super::assert_fails(&o, 2, "no credentials", &failed);
-    assert!(stderr(&o).contains("credential_process") || stderr(&o).contains("exit"), "{}", stderr(&o));
+    super::assert_fails(&o, 2, "--backend http needs credentials: profile 'cpfail' is configured but did not give them", &failed);
+    assert!(stderr(&o).contains("run aws sso login"), "what the process said is passed on: {}", stderr(&o));
 }
 
 /// Temporary keys: the server (a proxy in front of it) refuses every request

@@ -158,6 +158,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     }
     store::check_key(&args.key).map_err(|e| Error::Usage(format!("invalid --key: {e}")))?;
 
+    let mut config_failure = false;
     let reached = match store.ensure_bucket(args.prepare).await {
         Ok(()) => {
             s.add(2, Status::Pass, format!("bucket '{}' at {} is reachable", store.bucket(), store.location()), None);
@@ -166,6 +167,8 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         Err(e) => {
             let fix =
                 if backend == Backend::Local { "fix --root or --bucket, or pass --prepare" } else { "fix the endpoint, credentials or bucket named above" };
+            // Configuration (an untrusted certificate, ...) exits 2, as in every bench.
+            config_failure = matches!(e, crate::error::StoreError::Config(_));
             s.add(2, Status::Fail, crate::cli::message(&Error::Store(e)), Some(fix.into()));
             false
         }
@@ -214,7 +217,13 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     let mismatch = ops.iter().any(|o| o.data_match == Some(false));
     let (pass, result, failure): (bool, String, Option<Error>) = if s.failed() {
         let why = s.steps.iter().find(|x| x.status == Status::Fail).map(|x| x.text.clone()).unwrap_or_default();
-        let err = if mismatch { Error::Mismatch(format!("verify: {why}")) } else { Error::Runtime(format!("verify: {why}")) };
+        let err = if mismatch {
+            Error::Mismatch(format!("verify: {why}"))
+        } else if config_failure {
+            Error::Store(crate::error::StoreError::Config(format!("verify: {why}")))
+        } else {
+            Error::Runtime(format!("verify: {why}"))
+        };
         (false, format!("FAIL - {why}"), Some(err))
     } else if !witness.expects_rdma() && args.witness.require_rdma {
         (false, format!("FAIL - round trips over {} verified, but --require-rdma asks for RDMA, which {} does not carry", backend.name(), backend.name()), None)

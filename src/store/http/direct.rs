@@ -226,11 +226,15 @@ impl DirectGet {
     async fn identity(&self) -> Result<Identity, DirectError> {
         let mut held = self.credentials.lock().await;
         if held.expiry().is_some_and(|t| t <= SystemTime::now() + REFRESH_AHEAD) {
-            *held = self
+            let fresh = self
                 .provider
                 .provide_credentials()
                 .await
                 .map_err(|e| DirectError::Credentials(format!("the credentials expired and could not be refreshed: {}", crate::error::root_cause(&e))))?;
+            if fresh.expiry().is_some_and(|t| t <= SystemTime::now()) {
+                return Err(DirectError::Credentials("the credentials were refreshed but are still expired: refresh their source".into()));
+            }
+            *held = fresh;
         }
         Ok(held.clone().into())
     }

@@ -19,7 +19,9 @@ impl HttpStore {
         match &err {
             SdkError::TimeoutError(_) => self.timed_out(op, key, ""),
             SdkError::DispatchFailure(d) if d.is_timeout() => self.timed_out(op, key, &root_cause(&err)),
-            SdkError::DispatchFailure(_) if let Some(problem) = super::tls::certificate_problem(&err) => super::tls::certificate_error(&location, &problem),
+            SdkError::DispatchFailure(_) if let Some(problem) = super::tls::certificate_problem(&err) => {
+                super::tls::certificate_error(&location, &problem, self.aws.ca_bundle.as_ref())
+            }
             SdkError::DispatchFailure(_) if never_connected(&err) => StoreError::Unreachable { location, detail: root_cause(&err) },
             // rustls's words for an HTTP answer to its TLS handshake.
             SdkError::DispatchFailure(_) if location.starts_with("https://") && root_cause(&err).contains("InvalidContentType") => StoreError::Config(format!(

@@ -75,6 +75,9 @@ impl HttpStore {
     /// Errors: [`StoreError::Config`] when credentials are missing, the endpoint
     /// is not an http(s) URL, or the CA bundle is not usable.
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
+        if let Some(e) = &args.aws_error {
+            return Err(StoreError::Config(e.clone()));
+        }
         let aws = match &args.aws {
             Some(a) => a.clone(),
             None => std::sync::Arc::new(AwsSetup::explicit_only(&args.explicit_aws()).map_err(|_| {

@@ -48,18 +48,40 @@ fn describe(e: &rustls::Error) -> Option<String> {
     use rustls::CertificateError as C;
     let rustls::Error::InvalidCertificate(c) = e else { return None };
     Some(match c {
-        C::UnknownIssuer => "its certificate is signed by an authority this client does not trust (a private CA?)".into(),
-        C::NotValidForName | C::NotValidForNameContext { .. } => "its certificate is issued for another name than the endpoint's host".into(),
+        C::UnknownIssuer => UNKNOWN_ISSUER.into(),
+        C::NotValidForName | C::NotValidForNameContext { .. } => NAME.into(),
         C::Expired | C::ExpiredContext { .. } => "its certificate has expired".into(),
-        C::NotValidYet | C::NotValidYetContext { .. } => "its certificate is not valid yet (check this host's clock)".into(),
+        C::NotValidYet | C::NotValidYetContext { .. } => "its certificate is not valid yet".into(),
         C::Revoked => "its certificate is revoked".into(),
         other => format!("its certificate is refused ({other:?})"),
     })
 }
 
-/// The configuration error for a certificate problem at `location`, naming the fix.
-pub fn certificate_error(location: &str, problem: &str) -> StoreError {
-    StoreError::Config(format!(
-        "TLS to {location} failed: {problem}. Trust its CA with --ca-bundle FILE.pem, AWS_CA_BUNDLE=FILE.pem or ca_bundle in the profile (SSL_CERT_FILE replaces the system's roots instead); or use http:// if the server speaks it"
-    ))
+const UNKNOWN_ISSUER: &str = "its certificate is signed by an authority this client does not trust (a private CA?)";
+const NAME: &str = "its certificate is issued for another name than the endpoint's host";
+
+/// The configuration error for a certificate `problem` at `location`, naming
+/// the fix for that problem and the CA bundle in use (`ca`), if any.
+pub fn certificate_error(location: &str, problem: &str, ca: Option<&CaBundle>) -> StoreError {
+    let trusting = match ca {
+        Some(c) => format!(" (this client trusts the system's roots and {} from {})", c.path.display(), c.source),
+        None => String::new(),
+    };
+    let fix = if problem == UNKNOWN_ISSUER {
+        match ca {
+            Some(c) => format!(
+                "give the CA that signed it: {} is used (from {}), which wins over the profile's ca_bundle; --ca-bundle FILE.pem wins over both",
+                c.path.display(),
+                c.source
+            ),
+            None => "trust its CA with --ca-bundle FILE.pem, AWS_CA_BUNDLE=FILE.pem or ca_bundle in the profile (SSL_CERT_FILE replaces the system's roots instead); or use http:// if the server speaks it".into(),
+        }
+    } else if problem == NAME {
+        "connect by a name the certificate holds (openssl s_client -connect HOST:PORT shows its names), or have it reissued with this host in its subjectAltName".into()
+    } else if problem.contains("expired") || problem.contains("not valid yet") {
+        "have the server's certificate renewed; if it should be valid, check the clocks of this host and the server (NTP)".into()
+    } else {
+        "have the server present a certificate this client can verify".into()
+    };
+    StoreError::Config(format!("TLS to {location} failed: {problem}{trusting}. Fix: {fix}"))
 }
