@@ -7,7 +7,10 @@
 //! data blob is read in `--window` ranged reads, one after another into
 //! consecutive parts of its buffer (never two transfers into one buffer at
 //! once: cuObject registers by address), with `--concurrency` shards in
-//! flight. Every tensor is then a view (offset, length) into its shard's
+//! flight. Into device memory over a store that cannot write it (local,
+//! http, rdma's fallback), each shard is instead one staged pipeline over its
+//! whole blob (`--bounce-buffers` reads in flight, each a task of its own:
+//! `store::staged_read_spread`). Every tensor is then a view (offset, length) into its shard's
 //! buffer: no per-tensor allocation or copy.
 
 use std::sync::Arc;
@@ -67,8 +70,20 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
         .map(|(shard, mut buf)| {
             let store = store.clone();
             async move {
-                let (b, n) =
-                    super::read_range(store.as_ref(), &shard.key, shard.data_start..shard.object_bytes, &mut buf, window, shard.version.as_ref()).await?;
+                let range = shard.data_start..shard.object_bytes;
+                let (b, n) = match &mut buf {
+                    // Staged into device memory: one pipeline over the whole
+                    // blob, its reads spread over the runtime's threads (a
+                    // window per call would drain the pipeline at every boundary).
+                    Buffer::Device(d) if !store.writes_device() => {
+                        let t = store::staged_read_spread(&store, &shard.key, Some(range.clone()), d, 0, shard.version.as_ref()).await?;
+                        if t.bytes != range.end - range.start {
+                            return Err(Error::Runtime(format!("short read of '{}': {} of {} bytes", shard.key, t.bytes, range.end - range.start)));
+                        }
+                        (t.bytes, 1)
+                    }
+                    _ => super::read_range(store.as_ref(), &shard.key, range, &mut buf, window, shard.version.as_ref()).await?,
+                };
                 Ok((buf, b, n))
             }
         })

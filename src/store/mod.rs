@@ -16,7 +16,7 @@ pub mod rdma;
 pub mod server;
 mod staged;
 
-pub use staged::{read_plan, staged_read};
+pub use staged::{read_plan, staged_read, staged_read_spread};
 
 use std::fmt;
 use std::ops::Range;

@@ -51,6 +51,68 @@ pub async fn staged_read(
     at: usize,
     version: Option<&super::ObjectVersion>,
 ) -> Result<Transfer, StoreError> {
+    let launch = |r: Range<u64>, mut b: Buffer| -> BounceRead<'_> {
+        Box::pin(async move {
+            let t = match version {
+                Some(v) => store.get_into_version(key, Some(r), &mut b, 0, v).await,
+                None => store.get_into(key, Some(r), &mut b).await,
+            };
+            (b, t)
+        })
+    };
+    staged_with(store, key, range, dst, at, version, launch).await
+}
+
+/// [`staged_read`] with every bounce buffer's read a task of its own, so the
+/// reads' socket work spreads over the runtime's threads: polled inside the
+/// caller's task, all of one object's reads share one core (the weights load
+/// over http, 4 shards: 3.3 client cores where fetch's streams use 7-9). The
+/// host-to-device copies stay in the caller's task, queued as before.
+///
+/// Errors: as [`staged_read`].
+pub async fn staged_read_spread(
+    store: &std::sync::Arc<dyn ObjectStore>,
+    key: &str,
+    range: Option<Range<u64>>,
+    dst: &mut crate::mem::DeviceBuffer,
+    at: usize,
+    version: Option<&super::ObjectVersion>,
+) -> Result<Transfer, StoreError> {
+    let (owned_key, owned_version) = (key.to_string(), version.cloned());
+    let launch = |r: Range<u64>, mut b: Buffer| -> BounceRead<'static> {
+        let (s, k, v) = (store.clone(), owned_key.clone(), owned_version.clone());
+        Box::pin(async move {
+            let task = tokio::spawn(async move {
+                let t = match &v {
+                    Some(v) => s.get_into_version(&k, Some(r), &mut b, 0, v).await,
+                    None => s.get_into(&k, Some(r), &mut b).await,
+                };
+                (b, t)
+            });
+            match task.await {
+                Ok(done) => done,
+                // The read panicked: the panic goes on, as it would have in this task.
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => unreachable!("the runtime is alive while this read is awaited"),
+            }
+        })
+    };
+    staged_with(store.as_ref(), key, range, dst, at, version, launch).await
+}
+
+/// One bounce buffer's read: the buffer back with what the read did.
+type BounceRead<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Buffer, Result<Transfer, StoreError>)> + Send + 'a>>;
+
+/// The pipeline of [`staged_read`], each bounce buffer's read started by `launch`.
+async fn staged_with<'a>(
+    store: &dyn ObjectStore,
+    key: &str,
+    range: Option<Range<u64>>,
+    dst: &mut crate::mem::DeviceBuffer,
+    at: usize,
+    version: Option<&super::ObjectVersion>,
+    launch: impl Fn(Range<u64>, Buffer) -> BounceRead<'a>,
+) -> Result<Transfer, StoreError> {
     let cuda = |e: String| StoreError::Other { op: "GET", key: key.into(), location: store.location(), detail: e };
     let range = match range {
         Some(r) => r,
@@ -81,7 +143,7 @@ pub async fn staged_read(
     let mut failed: Option<StoreError> = None;
     loop {
         while failed.is_none() && next < plan.len() {
-            let Some((i, mut b)) = idle.pop() else { break };
+            let Some((i, b)) = idle.pop() else { break };
             if let Err(e) = dst.wait(i) {
                 idle.push((i, b));
                 failed = Some(cuda(e));
@@ -89,11 +151,9 @@ pub async fn staged_read(
             }
             let (r, skip) = plan[next].clone();
             next += 1;
+            let read = launch(r.clone(), b);
             inflight.push(async move {
-                let t = match version {
-                    Some(v) => store.get_into_version(key, Some(r.clone()), &mut b, 0, v).await,
-                    None => store.get_into(key, Some(r.clone()), &mut b).await,
-                };
+                let (b, t) = read.await;
                 // The destination's part: the read without its skipped front.
                 (i, b, r.start + skip..r.end, skip as usize, t)
             });
