@@ -11,7 +11,7 @@
 # scripts/make-peers-kit.sh`; carry `.peers`) or PATH. Records go to
 # RES (default $OUT, else results/); a short table prints last.
 # Env: S (.carry/s3rdma), ROOT (/tmp/s3rdma-peers), WORKERS (nginx workers, cores / 4),
-#      SHAPE (llama-3.1-8b; tiny for a try without a GPU), DESTS ("device host";
+#      SHAPE (llama-3.1-8b; tiny for a try without a GPU), CONC (fetch streams, "1,8"), DESTS ("device host";
 #      the first is weights' destination).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,8 +55,8 @@ for f in "$ROOT/s3rdma-bench/$M"/*.safetensors; do cat "$f" > /dev/null; done
 "$S" weights --root "$ROOT" --model "$M" --dest "$WDEST" --repeats 3 --tag nginx-local --results-dir "$RES" > "$W/w-local.txt" 2>&1 || cat "$W/w-local.txt"
 "$S" weights --backend http --endpoint "$EP" --model "$M" --dest "$WDEST" --repeats 3 --verify --tag nginx --results-dir "$RES" > "$W/w-http.txt" 2>&1 || cat "$W/w-http.txt"
 for d in $DESTS; do
-  "$S" fetch --root "$ROOT" --sizes 256MiB --objects 16 --concurrency 1,8 --duration 3s --no-prepare --dest $d --tag nginx-local --results-dir "$RES" > "$W/f-local-$d.txt" 2>&1 || cat "$W/f-local-$d.txt"
-  "$S" fetch --backend http --endpoint "$EP" --sizes 256MiB --objects 16 --concurrency 1,8 --duration 3s --no-prepare --dest $d --tag nginx --results-dir "$RES" > "$W/f-http-$d.txt" 2>&1 || cat "$W/f-http-$d.txt"
+  "$S" fetch --root "$ROOT" --sizes 256MiB --objects 16 --concurrency ${CONC:-1,8} --duration 3s --no-prepare --dest $d --tag nginx-local --results-dir "$RES" > "$W/f-local-$d.txt" 2>&1 || cat "$W/f-local-$d.txt"
+  "$S" fetch --backend http --endpoint "$EP" --sizes 256MiB --objects 16 --concurrency ${CONC:-1,8} --duration 3s --no-prepare --dest $d --tag nginx --results-dir "$RES" > "$W/f-http-$d.txt" 2>&1 || cat "$W/f-http-$d.txt"
 done
 cat "$W"/w-http.txt | grep -E "^server|ready" || true
 python3 - "$RES" <<'PY'
