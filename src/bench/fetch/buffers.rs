@@ -128,12 +128,18 @@ pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> Value {
 ///
 /// Errors: the store's; [`Error::Mismatch`] naming the key and the first
 /// differing byte when `verify` finds other bytes.
-pub(super) async fn read_object(store: &dyn ObjectStore, key: &str, size: u64, buf: &mut Buffer, verify: bool) -> Result<Transfer> {
+pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str, size: u64, buf: &mut Buffer, verify: bool) -> Result<Transfer> {
+    let store = arc.as_ref();
     let len = buf.len() as u64;
     if len >= size {
         // Device reads name the range so the staged pipeline needs no HEAD.
         let range = matches!(buf, Buffer::Device(_)).then_some(0..size);
-        let tr = store::read_into(store, key, range, buf).await?;
+        let tr = match buf {
+            // Staged into device memory: its bounce reads spread over the
+            // runtime's threads, as the weights load reads (same pipeline).
+            Buffer::Device(d) if !store.writes_device() => store::staged_read_spread(arc, key, range, d, 0, None).await?,
+            _ => store::read_into(store, key, range, buf).await?,
+        };
         if verify {
             check(store, key, 0, tr.bytes, buf)?;
         }

@@ -166,7 +166,7 @@ async fn run_streams(
                     // Streams start on different objects and walk them round-robin.
                     let key = &keys[(s + i as usize * n) % keys.len()];
                     let t = Instant::now();
-                    match buffers::read_object(store.as_ref(), key, expect, &mut buf, verify).await {
+                    match buffers::read_object(&store, key, expect, &mut buf, verify).await {
                         Ok(tr) if tr.bytes != expect => {
                             failed.store(true, Ordering::Relaxed);
                             result = Err(StoreError::ShortBody { key: key.clone(), location: store.location(), got: tr.bytes, expected: expect }.into());
