@@ -70,7 +70,7 @@ pub fn certificate_error(location: &str, problem: &str, ca: Option<&CaBundle>) -
     let fix = if problem == UNKNOWN_ISSUER {
         match ca {
             Some(c) => format!(
-                "give the CA that signed it: {} is used (from {}), which wins over the profile's ca_bundle; --ca-bundle FILE.pem wins over both",
+                "the CA that signed it must be in the bundle in use, {} (from {}): add it there, or name a bundle holding it with --ca-bundle FILE.pem (which wins over AWS_CA_BUNDLE and the profile's ca_bundle)",
                 c.path.display(),
                 c.source
             ),
