@@ -51,16 +51,23 @@ pub async fn staged_read(
     at: usize,
     version: Option<&super::ObjectVersion>,
 ) -> Result<Transfer, StoreError> {
-    let launch = |r: Range<u64>, mut b: Buffer| -> BounceRead<'_> {
-        Box::pin(async move {
-            let t = match version {
-                Some(v) => store.get_into_version(key, Some(r), &mut b, 0, v).await,
-                None => store.get_into(key, Some(r), &mut b).await,
-            };
-            (b, t)
-        })
-    };
+    let launch = |r: Range<u64>, b: Buffer| -> BounceRead<'_> { Box::pin(read_bounce(store, key, r, b, version)) };
     staged_with(store, key, range, dst, at, version, launch).await
+}
+
+/// One bounce buffer's read of `r` (of `version` when given), the buffer handed back with the outcome.
+async fn read_bounce(
+    store: &dyn ObjectStore,
+    key: &str,
+    r: Range<u64>,
+    mut b: Buffer,
+    version: Option<&super::ObjectVersion>,
+) -> (Buffer, Result<Transfer, StoreError>) {
+    let t = match version {
+        Some(v) => store.get_into_version(key, Some(r), &mut b, 0, v).await,
+        None => store.get_into(key, Some(r), &mut b).await,
+    };
+    (b, t)
 }
 
 /// [`staged_read`] with every bounce buffer's read a task of its own, so the
@@ -79,16 +86,10 @@ pub async fn staged_read_spread(
     version: Option<&super::ObjectVersion>,
 ) -> Result<Transfer, StoreError> {
     let (owned_key, owned_version) = (key.to_string(), version.cloned());
-    let launch = |r: Range<u64>, mut b: Buffer| -> BounceRead<'static> {
+    let launch = |r: Range<u64>, b: Buffer| -> BounceRead<'static> {
         let (s, k, v) = (store.clone(), owned_key.clone(), owned_version.clone());
         Box::pin(async move {
-            let task = tokio::spawn(async move {
-                let t = match &v {
-                    Some(v) => s.get_into_version(&k, Some(r), &mut b, 0, v).await,
-                    None => s.get_into(&k, Some(r), &mut b).await,
-                };
-                (b, t)
-            });
+            let task = tokio::spawn(async move { read_bounce(s.as_ref(), &k, r, b, v.as_ref()).await });
             match task.await {
                 Ok(done) => done,
                 // The read panicked: the panic goes on, as it would have in this task.
