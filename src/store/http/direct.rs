@@ -154,6 +154,15 @@ impl Retries {
     }
 }
 
+/// How far the clock that read `server` is ahead of this host's now,
+/// milliseconds (negative: behind).
+pub(super) fn ahead_of_here_ms(server: SystemTime) -> i64 {
+    match server.duration_since(SystemTime::now()) {
+        Ok(ahead) => ahead.as_millis() as i64,
+        Err(behind) => -(behind.duration().as_millis() as i64),
+    }
+}
+
 /// `Retry-After` as a wait from now: delta-seconds, or an HTTP date (a date
 /// in the past is no wait); `None` when it is neither (RFC 9110 §10.2.3).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
@@ -254,11 +263,7 @@ impl DirectGet {
         if !matches!(code.as_str(), "RequestTimeTooSkewed" | "RequestExpired" | "SignatureDoesNotMatch" | "InvalidSignatureException") {
             return None;
         }
-        let now = SystemTime::now();
-        let skew = match date.duration_since(now) {
-            Ok(ahead) => ahead.as_millis() as i64,
-            Err(behind) => -(behind.duration().as_millis() as i64),
-        };
+        let skew = ahead_of_here_ms(*date);
         (skew.abs_diff(self.skew_ms.load(Ordering::Relaxed)) > 60_000).then_some(skew)
     }
 

@@ -216,8 +216,5 @@ const MAX_SKEW_S: u64 = 15 * 60;
 /// (negative: behind); `None` when the header is not an HTTP date.
 fn skew_from_date(date: &str) -> Option<i64> {
     let server = httpdate::parse_http_date(date.trim()).ok()?;
-    Some(match server.duration_since(std::time::SystemTime::now()) {
-        Ok(ahead) => ahead.as_secs() as i64,
-        Err(behind) => -(behind.duration().as_secs() as i64),
-    })
+    Some(super::direct::ahead_of_here_ms(server) / 1000)
 }
