@@ -7,11 +7,16 @@
 #   1. weights: the 16.06 GB Llama-3.1-8B shape into device memory, local and
 #      over http from nginx, 3 repeats each, --verify on the http run.
 #   2. fetch: 16 x 256 MiB objects, 1 and 8 streams, into device and host memory.
+#   3. PEERS_S3=1: the S3 model loaders against the same nginx, interleaved,
+#      warm (the server's page cache): s3rdma weights --backend http and
+#      runai-model-streamer's S3 reader at concurrency 8/16/32/64
+#      (scripts/peers_weights.py; runai-model-streamer, runai-model-streamer-s3
+#      and boto3 must import: carry their wheels, see docs/gpu.md).
 # nginx from NGINX_KIT (.peers/nginx.tar.xz, made by `NGINX_ONLY=1
 # scripts/make-peers-kit.sh`; carry `.peers`) or PATH. Records go to
 # RES (default $OUT, else results/); a short table prints last.
 # Env: S (.carry/s3rdma), ROOT (/tmp/s3rdma-peers), WORKERS (nginx workers, cores / 4),
-#      SHAPE (llama-3.1-8b; tiny for a try without a GPU), CONC (fetch streams, "1,8"), DESTS ("device host";
+#      PEERS_ROUNDS (2), SHAPE (llama-3.1-8b; tiny for a try without a GPU), CONC (fetch streams, "1,8"), DESTS ("device host";
 #      the first is weights' destination).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +63,11 @@ for d in $DESTS; do
   "$S" fetch --root "$ROOT" --sizes 256MiB --objects 16 --concurrency ${CONC:-1,8} --duration 3s --no-prepare --dest $d --tag nginx-local --results-dir "$RES" > "$W/f-local-$d.txt" 2>&1 || cat "$W/f-local-$d.txt"
   "$S" fetch --backend http --endpoint "$EP" --sizes 256MiB --objects 16 --concurrency ${CONC:-1,8} --duration 3s --no-prepare --dest $d --tag nginx --results-dir "$RES" > "$W/f-http-$d.txt" 2>&1 || cat "$W/f-http-$d.txt"
 done
+if [ -n "${PEERS_S3:-}" ]; then
+  python3 scripts/peers_weights.py --s3rdma "$S" --root "$ROOT" --model "$M" --endpoint "$EP" --bucket s3rdma-bench \
+    --loaders s3rdma-http,runai-s3-c8,runai-s3-c16,runai-s3-c32,runai-s3-c64 --caches warm --baseline s3rdma-http \
+    --rounds "${PEERS_ROUNDS:-2}" --tag s3-nginx --results-dir "$RES" || echo "peers over S3 FAILED"
+fi
 cat "$W"/w-http.txt | grep -E "^server|ready" || true
 python3 - "$RES" <<'PY'
 import glob, json, os, statistics, sys
@@ -66,6 +76,8 @@ def cores(x):
     return "-" if x is None else f"{x:.2f}"
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-nginx*.json"))):
     r = json.load(open(f))
+    if r["benchmark"].startswith("peers"):
+        continue  # printed by scripts/peers_weights.py above
     be, dest, name = r["environment"]["store"]["backend"], r["environment"]["dest"], os.path.basename(f)
     if r["benchmark"] == "weights":
         rs = r["results"]["repeats"]

@@ -4,6 +4,8 @@
 # s3s-fs on loopback. Binaries from $BIN (default .carry): s3rdma (ingest),
 # s3rdma-train (built with --features train), s3s-fs. libtorch comes from this
 # machine's PyTorch (LD_PRELOAD of libtorch_cuda.so: tch alone does not load it).
+# With TRAIN_FLAGS=--loader-only and no s3rdma-train, the default build (s3rdma)
+# runs: the input pipeline needs no libtorch.
 # Prints a short table last.
 # Env: IMAGES (32768), STEPS (200), WARMUP (10), BATCH (256), REPEATS (3),
 #      LAYOUTS (raw,jpeg), BACKENDS (local,http), RANKS (unset: one process),
@@ -14,6 +16,8 @@ BIN=${BIN:-.carry}
 ROOT=${ROOT:-/tmp/s3rdma-train}
 IMAGES=${IMAGES:-32768}; STEPS=${STEPS:-200}; WARMUP=${WARMUP:-10}; BATCH=${BATCH:-256}; REPEATS=${REPEATS:-3}
 LAYOUTS=${LAYOUTS:-raw,jpeg}; BACKENDS=${BACKENDS:-local,http}; TAG=${TAG:-gpu}
+TRAIN_BIN=$BIN/s3rdma-train
+[ -x "$TRAIN_BIN" ] || [[ ${TRAIN_FLAGS:-} != *--loader-only* ]] || TRAIN_BIN=$BIN/s3rdma
 TORCH_LIB=$(python3 -c 'import torch,os;print(os.path.join(os.path.dirname(torch.__file__),"lib"))')
 mkdir -p "$ROOT/s3rdma-bench" results
 RANKS_FLAG=${RANKS:+--ranks $RANKS}
@@ -33,7 +37,7 @@ for backend in ${BACKENDS//,/ }; do
     else
       /usr/bin/time -f "ingest jpeg $backend: %e s" "$BIN/s3rdma" ingest jpeg "${B[@]}" --synthetic "$IMAGES" --classes 100 --synthetic-size 500x375 2>&1 | tail -2
     fi
-    timeout "${TRAIN_TIMEOUT:-540}" env LD_LIBRARY_PATH="$TORCH_LIB" LD_PRELOAD="$TORCH_LIB/libtorch_cuda.so" "$BIN/s3rdma-train" train "${B[@]}" --layout "$layout" \
+    timeout "${TRAIN_TIMEOUT:-540}" env LD_LIBRARY_PATH="$TORCH_LIB" LD_PRELOAD="$TORCH_LIB/libtorch_cuda.so" "$TRAIN_BIN" train "${B[@]}" --layout "$layout" \
       --steps "$STEPS" --warmup "$WARMUP" --batch-size "$BATCH" --repeats "$REPEATS" $RANKS_FLAG ${TRAIN_FLAGS:-} \
       --tag "$TAG-$layout-$backend${RANKS:+-ranks$RANKS}" --json > "$ROOT/$layout-$backend.json" 2> "$ROOT/$layout-$backend.err" \
       || { echo "train $layout $backend FAILED:"; tail -5 "$ROOT/$layout-$backend.err"; }

@@ -25,6 +25,13 @@ Loaders, at each one's documented best settings for one GPU:
     reads (FASTSAFETENSORS_ODIRECT=0: page cache).
   - runai-model-streamer SafetensorsStreamer, RUNAI_STREAMER_CONCURRENCY=64,
     no memory limit (its reads skip the page cache where O_DIRECT works).
+  - over S3 (--endpoint, e.g. nginx serving --root as path-style
+    /<bucket>/<key>): s3rdma-http (weights --backend http, default flags)
+    and runai-s3-cN, runai-model-streamer's S3 reader
+    (RUNAI_STREAMER_CONCURRENCY=N, RUNAI_STREAMER_MEMORY_LIMIT=-1,
+    path-style: RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING=0), N in 8/16/32/64;
+    "cache" is then the server's page cache. safetensors and fastsafetensors
+    read local files only.
   - disk-odirect-qN: no loader, the disk itself: every shard read with
     O_DIRECT in 16 MiB preads by N threads (N reads in flight) into host
     memory, nothing copied to the GPU: the rate a cold load can approach,
@@ -54,6 +61,9 @@ LOADERS = {
     "fastsafetensors": {"reads": "O_DIRECT (skips the page cache)", "settings": "SafeTensorsFileLoader(nogds=True, max_threads=16), default reads"},
     "fastsafetensors-buffered": {"reads": "page cache", "settings": "as fastsafetensors, FASTSAFETENSORS_ODIRECT=0"},
     "runai": {"reads": "O_DIRECT where it works (skips the page cache)", "settings": "SafetensorsStreamer, RUNAI_STREAMER_CONCURRENCY=64, no memory limit"},
+    "s3rdma-http": {"reads": "S3 over HTTP (ranged GETs)", "settings": "weights --backend http --dest device (default flags)"},
+    **{f"runai-s3-c{n}": {"reads": "S3 over HTTP (its S3 reader)", "settings": f"SafetensorsStreamer on s3:// URIs, RUNAI_STREAMER_CONCURRENCY={n}, RUNAI_STREAMER_MEMORY_LIMIT=-1, path-style"}
+       for n in (8, 16, 32, 64)},
     "disk-odirect-q16": {"reads": "O_DIRECT (the disk alone, into host memory)", "settings": "16 threads, 16 MiB preads, no GPU copy"},
     "disk-odirect-q64": {"reads": "O_DIRECT (the disk alone, into host memory)", "settings": "64 threads, 16 MiB preads, no GPU copy"},
 }
@@ -110,7 +120,8 @@ def disk_read(files, threads):
 S3RDMA_FLAGS = {"s3rdma-tuned": ["--io-threads", "4", "--stage-chunk", "64MiB", "--bounce-buffers", "8"]}
 
 # The Python package behind each peer, for its version in the record.
-PACKAGES = {"safetensors": "safetensors", "fastsafetensors": "fastsafetensors", "fastsafetensors-buffered": "fastsafetensors", "runai": "runai-model-streamer"}
+PACKAGES = {"safetensors": "safetensors", "fastsafetensors": "fastsafetensors", "fastsafetensors-buffered": "fastsafetensors", "runai": "runai-model-streamer",
+            **{f"runai-s3-c{n}": "runai-model-streamer-s3" for n in (8, 16, 32, 64)}}
 
 
 def child(loader, files):
@@ -140,10 +151,11 @@ def child(loader, files):
         fb = ld.copy_files_to_device()
         for k in ld.get_keys():
             sd[k] = fb.get_tensor(k)
-    elif loader == "runai":
+    elif loader == "runai" or loader.startswith("runai-s3"):
         from runai_model_streamer import SafetensorsStreamer
 
         with SafetensorsStreamer() as s:
+            # runai-s3-*: `files` are s3://bucket/key URIs (run_one made them).
             s.stream_files(files, device="cuda")
             for name, t in s.get_tensors():
                 sd[name] = t.to("cuda", non_blocking=True)
@@ -226,7 +238,11 @@ def run_one(loader, args, files):
     env = dict(os.environ)
     t0 = time.perf_counter()
     if loader.startswith("s3rdma"):
-        cmd = [args.s3rdma, "weights", "--root", args.root, "--model", args.model, "--dest", "device", "--repeats", "1", "--json", "--results-dir", args.scratch]
+        if loader == "s3rdma-http":
+            where = ["--backend", "http", "--endpoint", args.endpoint, "--bucket", args.bucket]
+        else:
+            where = ["--root", args.root]
+        cmd = [args.s3rdma, "weights", *where, "--model", args.model, "--dest", "device", "--repeats", "1", "--json", "--results-dir", args.scratch]
         cmd += S3RDMA_FLAGS.get(loader, [])
         p = subprocess.run(cmd, capture_output=True, text=True, env=env)
         proc_s = time.perf_counter() - t0
@@ -246,6 +262,14 @@ def run_one(loader, args, files):
         env["FASTSAFETENSORS_ODIRECT"] = "0"
     if loader == "runai":
         env["RUNAI_STREAMER_CONCURRENCY"] = "64"
+    if loader.startswith("runai-s3-c"):
+        # Its documented S3 settings: endpoint from AWS_ENDPOINT_URL, path-style
+        # for a non-AWS server, no memory cap; keys from the environment.
+        env.update({"AWS_ENDPOINT_URL": args.endpoint, "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0",
+                    "RUNAI_STREAMER_CONCURRENCY": loader.rsplit("c", 1)[1], "RUNAI_STREAMER_MEMORY_LIMIT": "-1",
+                    "AWS_EC2_METADATA_DISABLED": "true"})
+        env.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        files = [f"s3://{args.bucket}/{args.model}/{os.path.basename(f)}" for f in files]
     spawned = time.time()
     p = subprocess.run([sys.executable, __file__, "--child", loader, *files], capture_output=True, text=True, env=env)
     proc_s = time.perf_counter() - t0
@@ -284,6 +308,9 @@ def main():
     ap.add_argument("--loaders", default=",".join(LOADERS))
     ap.add_argument("--caches", default="warm,cold")
     ap.add_argument("--tag", default="gpu")
+    ap.add_argument("--endpoint", help="S3 endpoint serving --root path-style (for s3rdma-http and runai-s3-cN)")
+    ap.add_argument("--bucket", default="s3rdma-bench", help="the bucket the S3 loaders read (a directory under --root)")
+    ap.add_argument("--baseline", default="s3rdma-default", help="the loader the table compares each one with")
     ap.add_argument("--results-dir", default="results", help="where the record goes")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
                     help="one more s3rdma loader, s3rdma-NAME, with these weights flags (space-separated); added to --loaders")
@@ -307,6 +334,9 @@ def main():
     unknown = [ld for ld in loaders if ld not in LOADERS]
     if unknown:
         raise SystemExit(f"unknown loaders {unknown}: choose from {sorted(LOADERS)} or add one with --variant")
+    remote = [ld for ld in loaders if ld == "s3rdma-http" or ld.startswith("runai-s3")]
+    if remote and not args.endpoint:
+        raise SystemExit(f"{remote} read over S3: give --endpoint (a server with --root's files as /<bucket>/<key>)")
     caches = args.caches.split(",")
     runs = []
     os.makedirs(args.results_dir, exist_ok=True)
@@ -329,7 +359,7 @@ def main():
                 print(f"round {rnd} {cache:4} {ld:26} " + (f"{r['load_s']:7.3f} s  ready {r.get('ready_s') or float('nan'):6.2f} s  process {proc_s:6.2f} s" if "load_s" in r else f"FAILED: {r['error']}"), flush=True)
                 write_record(out, args, files, loaders, runs)
     print(f"\nrecord: {out}")
-    table(runs, loaders, caches)
+    table(runs, loaders, caches, args.baseline)
 
 
 def write_record(out, args, files, loaders, runs):
@@ -342,6 +372,8 @@ def write_record(out, args, files, loaders, runs):
         "tag": args.tag,
         "s3rdma_commit": commit,
         "host": host(),
+        "endpoint": args.endpoint,
+        "bucket": args.bucket if args.endpoint else None,
         "model": {"dir": os.path.join(args.root, "s3rdma-bench", args.model), "shards": len(files), "bytes": sum(os.path.getsize(f) for f in files)},
         "loaders": {ld: {**LOADERS[ld], "version": commit if ld.startswith("s3rdma") else version(PACKAGES[ld]) if ld in PACKAGES else None} for ld in loaders},
         "torch": version("torch"),
@@ -352,17 +384,17 @@ def write_record(out, args, files, loaders, runs):
     os.replace(out + ".tmp", out)
 
 
-def table(runs, loaders, caches):
+def table(runs, loaders, caches, baseline):
     """Medians per loader and cache state, with each one's time against
-    s3rdma-default and, cold, against the disk's own O_DIRECT rate."""
+    `baseline` and, cold, against the disk's own O_DIRECT rate."""
     base = {}
     disk = {}
     for cache in caches:
-        own = [r["load_s"] for r in runs if r["cache"] == cache and r["loader"] == "s3rdma-default" and "load_s" in r]
+        own = [r["load_s"] for r in runs if r["cache"] == cache and r["loader"] == baseline and "load_s" in r]
         base[cache] = statistics.median(own) if own else None
         rates = [r["bytes"] / r["load_s"] for r in runs if r["cache"] == cache and r["loader"].startswith("disk-") and "load_s" in r]
         disk[cache] = max(rates) if rates else None
-    print(f"{'loader':26} {'cache':5} {'median s':>9} {'GB/s':>6} {'ready s':>8} {'process s':>9} {'vs s3rdma-default':>17} {'of disk':>7}  reads through")
+    print(f"{'loader':26} {'cache':5} {'median s':>9} {'GB/s':>6} {'ready s':>8} {'process s':>9} {'vs ' + baseline:>17} {'of disk':>7}  reads through")
     for cache in caches:
         for ld in loaders:
             ok = [r for r in runs if r["loader"] == ld and r["cache"] == cache and "load_s" in r]
