@@ -1,5 +1,5 @@
 //! Run records: one JSON file per run in `results/`, written atomically
-//! (`s3rdma report` reads them back: `report.rs`).
+//! (`s3rdma report` reads them back: `src/report/`).
 //!
 //! Field names are a superset of the original suite's `RunRecord`
 //! (`benchmark, backend, params, results, environment, rdma_witness, host,

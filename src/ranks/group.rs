@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Rank;
+use super::markers::{remove_markers, remove_where};
 use crate::error::{Error, Result, StoreError};
 use crate::mem::Buffer;
 use crate::store::{self, ObjectMeta, ObjectStore};
@@ -47,7 +48,7 @@ const EPOCH_RECHECK: Duration = Duration::from_secs(2);
 const FOLLOWER_GRACE: Duration = Duration::from_secs(2);
 
 /// Rank 0's GETs of the ranks' objects in flight at once (a gather).
-const GATHER_CONCURRENCY: usize = 16;
+pub(super) const GATHER_CONCURRENCY: usize = 16;
 
 fn now_unix_ns() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
@@ -143,45 +144,6 @@ pub struct Released<T> {
     /// Rank 0: its requests after its work (the `go` PUT). The others: all
     /// of theirs, as in `before`.
     pub after: Coordination,
-}
-
-/// Remove every meeting object of run `run_id` (`s3rdma-ranks/<run_id>/`)
-/// from `store`, best effort, with bounded concurrency; returns the requests made.
-pub async fn remove_markers(store: &dyn ObjectStore, run_id: &str) -> u64 {
-    remove_where(store, run_id, |_| true).await
-}
-
-/// On SIGTERM (what torchrun's agent sends the surviving workers of a
-/// failed group before restarting it), clear this rank's meeting objects
-/// (rank 0: the run's whole prefix; the others: their own markers), within
-/// 2 s, then exit 143 (128 + SIGTERM), so a restarted attempt finds nothing
-/// of this one. Call once per process, inside the runtime.
-pub fn clear_on_sigterm(store: Arc<dyn ObjectStore>, me: Rank) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut term) = signal(SignalKind::terminate()) else { return };
-    tokio::spawn(async move {
-        if term.recv().await.is_none() {
-            return;
-        }
-        let own = format!("/r{:05}", me.rank);
-        let clear = remove_where(store.as_ref(), &me.run_id, |o| me.is_root() || o.key.ends_with(&own));
-        let _ = tokio::time::timeout(Duration::from_secs(2), clear).await;
-        eprintln!("rank {}: SIGTERM: stopped, this rank's meeting objects removed", me.rank);
-        std::process::exit(128 + libc::SIGTERM);
-    });
-}
-
-async fn remove_where(store: &dyn ObjectStore, run_id: &str, remove: impl Fn(&ObjectMeta) -> bool) -> u64 {
-    let base = format!("s3rdma-ranks/{run_id}/");
-    let Ok(mut objs) = store.list(&base).await else { return 1 };
-    objs.retain(|o| remove(o));
-    let n = objs.len() as u64;
-    futures::stream::iter(objs)
-        .for_each_concurrent(GATHER_CONCURRENCY, |o| async move {
-            let _ = store.delete(&o.key).await;
-        })
-        .await;
-    1 + n
 }
 
 /// Ranks meeting through the store: barriers and figure exchange. Every rank

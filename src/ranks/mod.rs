@@ -14,8 +14,10 @@
 //! benchmark's own store.
 
 mod group;
+mod markers;
 
-pub use group::{CLOCK_SLACK, Coordination, Group, GroupConfig, Released, Rendezvous, clear_on_sigterm, remove_markers};
+pub use group::{CLOCK_SLACK, Coordination, Group, GroupConfig, Released, Rendezvous};
+pub use markers::{clear_on_sigterm, remove_markers};
 
 use std::ffi::OsString;
 use std::process::{Child, Command};

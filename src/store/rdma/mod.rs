@@ -26,12 +26,12 @@
 //! the buffer it was given, whatever the object held (see [`ffi`]).
 
 pub mod ffi;
+mod workers;
 
 use std::ffi::CString;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use async_trait::async_trait;
@@ -44,6 +44,8 @@ use crate::error::StoreError;
 use crate::mem::Buffer;
 use crate::store::{Backend, StoreConfig};
 use ffi::{Lib, LibInfo};
+pub use workers::CallCounts;
+use workers::{ClientArgs, Completion, Counters, Job, Op, WaitOnDrop, worker};
 
 /// What the rdma backend's library is, as a bench or `verify` may ask of any
 /// store ([`ObjectStore::rdma_engine`]): its generation decides which host
@@ -68,179 +70,6 @@ pub const MAX_WORKERS: u32 = 1024;
 
 /// Largest single RDMA transfer: 4 GiB - 1 (32-bit descriptor size field).
 pub const MAX_TRANSFER: u64 = (4 << 30) - 1;
-
-/// Counts of the C ABI's return codes over a run (or a window, by difference).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct CallCounts {
-    /// Data calls made through the C ABI.
-    pub rdma_calls: u64,
-    /// Calls that returned bytes (>= 0).
-    pub rdma_ok: u64,
-    /// Calls that returned -1.
-    pub rdma_errors: u64,
-    /// Calls that returned -2 (declined; the transfer was redone over HTTP).
-    pub rdma_declined: u64,
-    /// Calls that returned -3.
-    pub rdma_invalid: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    calls: AtomicU64,
-    ok: AtomicU64,
-    errors: AtomicU64,
-    declined: AtomicU64,
-    invalid: AtomicU64,
-}
-
-impl Counters {
-    fn record(&self, rc: isize) {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        let c = match rc {
-            n if n >= 0 => &self.ok,
-            -2 => &self.declined,
-            -3 => &self.invalid,
-            _ => &self.errors,
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-    fn snapshot(&self) -> CallCounts {
-        CallCounts {
-            rdma_calls: self.calls.load(Ordering::Relaxed),
-            rdma_ok: self.ok.load(Ordering::Relaxed),
-            rdma_errors: self.errors.load(Ordering::Relaxed),
-            rdma_declined: self.declined.load(Ordering::Relaxed),
-            rdma_invalid: self.invalid.load(Ordering::Relaxed),
-        }
-    }
-}
-
-/// Signalled by the worker when it no longer touches a job's buffer.
-#[derive(Default)]
-struct Completion {
-    done: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Completion {
-    fn finish(&self) {
-        *self.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
-        self.cv.notify_all();
-    }
-    fn wait(&self) {
-        let mut d = self.done.lock().unwrap_or_else(|e| e.into_inner());
-        while !*d {
-            d = self.cv.wait(d).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-}
-
-/// Sets the completion however the worker leaves the job (even by panic).
-struct FinishOnDrop(Arc<Completion>);
-impl Drop for FinishOnDrop {
-    fn drop(&mut self) {
-        self.0.finish();
-    }
-}
-
-/// Held by the awaiting future: dropping it before the answer blocks until the
-/// worker is done with the buffer.
-struct WaitOnDrop(Arc<Completion>);
-impl Drop for WaitOnDrop {
-    fn drop(&mut self) {
-        self.0.wait();
-    }
-}
-
-enum Op {
-    Get { key: CString, offset: Option<u64>, ptr: *mut u8, len: usize },
-    Put { key: CString, ptr: *const u8, len: usize },
-}
-
-struct Job {
-    op: Op,
-    done: Arc<Completion>,
-    reply: tokio::sync::oneshot::Sender<(isize, Option<String>)>,
-}
-
-// SAFETY: the raw pointers in `Op` point into a buffer the submitting future
-// keeps exclusively borrowed until `done` is signalled (see WaitOnDrop).
-unsafe impl Send for Op {}
-
-struct ClientArgs {
-    endpoint: CString,
-    region: CString,
-    access_key: CString,
-    secret_key: CString,
-    /// Temporary credentials' session token (`None`: long-term keys).
-    session_token: Option<CString>,
-    use_https: i32,
-}
-
-fn worker(lib: Lib, args: Arc<ClientArgs>, bucket: CString, jobs: Arc<Mutex<Receiver<Job>>>, ready: Sender<Result<(), String>>) {
-    // cuFile needs a bound CUDA context in each thread (the original Python suite: a fresh
-    // thread segfaults without one); a no-op when no GPU is in use.
-    if let Err(e) = crate::mem::bind_active_gpu() {
-        let _ = ready.send(Err(format!("cannot bind the CUDA context in an RDMA worker: {e}")));
-        return;
-    }
-    // SAFETY: all strings are valid NUL-terminated C strings for the call.
-    let client = unsafe {
-        (lib.client_new)(
-            args.endpoint.as_ptr(),
-            args.region.as_ptr(),
-            args.access_key.as_ptr(),
-            args.secret_key.as_ptr(),
-            args.session_token.as_ref().map_or(std::ptr::null(), |t| t.as_ptr()),
-            args.use_https,
-        )
-    };
-    if client.is_null() {
-        let _ = ready.send(Err(format!("miniocpp_client_new failed: {}", lib.last_error())));
-        return;
-    }
-    let _ = ready.send(Ok(()));
-    loop {
-        let job = match jobs.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => break,
-        };
-        let Ok(job) = job else { break };
-        let finish = FinishOnDrop(job.done.clone());
-        let mut etag = [0 as std::ffi::c_char; 64];
-        let mut checksum = [0 as std::ffi::c_char; 64];
-        // SAFETY: the buffers are valid for `len` bytes and exclusively ours
-        // until `finish` drops; strings are valid C strings.
-        let rc = unsafe {
-            match &job.op {
-                Op::Get { key, offset: None, ptr, len } => {
-                    (lib.get_object)(client, bucket.as_ptr(), key.as_ptr(), *ptr as _, *len, std::ptr::null(), std::ptr::null_mut())
-                }
-                Op::Get { key, offset: Some(off), ptr, len } => match lib.get_object_range {
-                    Some(f) => f(client, bucket.as_ptr(), key.as_ptr(), *ptr as _, *len, *off),
-                    None => -3,
-                },
-                Op::Put { key, ptr, len } => (lib.put_object)(
-                    client,
-                    bucket.as_ptr(),
-                    key.as_ptr(),
-                    *ptr as _,
-                    *len,
-                    std::ptr::null(),
-                    std::ptr::null_mut(),
-                    etag.as_mut_ptr(),
-                    checksum.as_mut_ptr(),
-                ),
-            }
-        };
-        let err = (rc < 0).then(|| lib.last_error());
-        drop(finish);
-        let _ = job.reply.send((rc, err));
-    }
-    // Teardown order: no call is in flight (the loop ended), so the client goes now.
-    // SAFETY: client came from client_new and is freed once.
-    unsafe { (lib.client_free)(client) };
-}
 
 /// A bucket reached through libminiocpp's C ABI (data) and HTTP (control).
 pub struct RdmaStore {

@@ -1,0 +1,103 @@
+//! Reading result files into rows: one record per file; directories, files
+//! that are not JSON, non-records, runs that measured nothing and rows whose
+//! figures cannot be measurements are skipped with a note on stderr.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::report::Row;
+use crate::report::rows::rows_of;
+
+/// Beyond any host this tool measures: 10 TB/s (a hundred 800 Gb/s NICs, or
+/// every lane of the fastest memory bus), and a thousand cores of one process.
+const MAX_GBPS: f64 = 10_000.0;
+const MAX_CORES: f64 = 1_000.0;
+
+/// Why a row's figures cannot be a measurement (negative, not finite, beyond
+/// physical bounds: a hand-edited or damaged record), or `None`.
+///
+/// Bounds: rates up to 10,000 GB/s, up to 1,000 client cores, wall seconds
+/// and every figure finite and not negative, numeric dimensions up to 1e15.
+/// The reason names the figure and its unit (`"-5 GB/s"`-like text).
+pub fn impossible(row: &Row) -> Option<String> {
+    let s = &row.value;
+    for (what, x) in [("a median", s.median), ("a minimum", s.min), ("a maximum", s.max)] {
+        if !x.is_finite() || x < 0.0 {
+            return Some(format!("{what} {} of {x}", row.metric));
+        }
+    }
+    if let Some(g) = row.gbps.filter(|g| !g.is_finite() || *g < 0.0 || *g > MAX_GBPS) {
+        return Some(format!("{g} GB/s (beyond {MAX_GBPS} GB/s or not a rate)"));
+    }
+    if row.metric == "GB/s" && s.max > MAX_GBPS {
+        return Some(format!("{} GB/s (beyond {MAX_GBPS} GB/s)", s.max));
+    }
+    if let Some(c) = row.cpu_cores.filter(|c| !c.is_finite() || *c < 0.0 || *c > MAX_CORES) {
+        return Some(format!("{c} client cores"));
+    }
+    if let Some(w) = &row.wall_s
+        && [w.median, w.min, w.max].iter().any(|x| !x.is_finite() || *x < 0.0)
+    {
+        return Some(format!("a wall time of {} s", w.median));
+    }
+    row.dims.iter().find(|(_, v)| v.parse::<f64>().is_ok_and(|x| !x.is_finite() || x > 1e15)).map(|(k, v)| format!("{k} = {v}"))
+}
+
+/// Read every file (a record each) into rows; directories, files that are not
+/// JSON, `http-peers` tables and other non-records are skipped with a note on
+/// stderr; a file that cannot be read is a usage error naming it.
+///
+/// Rows come in file order, each record's rows in its own order; a record
+/// that does not read ([`rows_of`] fails) or a row [`impossible`] names costs
+/// only itself, with a note. Errors (usage): an unreadable file, or no row
+/// left from any file.
+pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for f in files {
+        let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+        if f.is_dir() {
+            // `results/*.json` can match a directory; a missing file stays an error (a typo).
+            eprintln!("note: {} is a directory: skipped", f.display());
+            continue;
+        }
+        let body = std::fs::read(f).map_err(|e| Error::Usage(format!("{}: {e}: pass result files (results/*.json)", f.display())))?;
+        // A damaged file among many (a run killed while a script copied it)
+        // costs its rows, not the whole report.
+        let v: Value = match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("note: {} is not JSON ({e}): skipped", f.display());
+                continue;
+            }
+        };
+        if v.get("benchmark").is_none() || v.get("backend").is_none() {
+            eprintln!("note: {} is not a run record of one backend (no \"benchmark\"/\"backend\"): skipped", f.display());
+            continue;
+        }
+        // A run stopped before its first timed window (`--require-rdma` with a
+        // library that reports RDMA unavailable) measured nothing: said, not a row.
+        if v.get("results").is_some_and(Value::is_null) {
+            let why = v["rdma_witness"]["reason"].as_str().unwrap_or("no reason recorded");
+            eprintln!("note: {}: stopped before the first window, nothing measured ({why}): skipped", f.display());
+            continue;
+        }
+        // One malformed record costs its rows, not the whole report.
+        match rows_of(&v, &name) {
+            Ok(r) => {
+                for row in r {
+                    match impossible(&row) {
+                        Some(why) => eprintln!("note: {name}: a {} row with {why} is no measurement: skipped", row.benchmark),
+                        None => rows.push(row),
+                    }
+                }
+            }
+            Err(e) => eprintln!("note: {e}: skipped"),
+        }
+    }
+    if rows.is_empty() {
+        return Err(Error::Usage("no rows: none of the files holds a run record with a figure to compare".into()));
+    }
+    Ok(rows)
+}

@@ -1,0 +1,268 @@
+//! One record -> its rows: the record's header (benchmark, backend, tag,
+//! overall verdict, server, destination) read once, then the typed view of
+//! its benchmark ([`ReportRows`], one module per benchmark), then each row's
+//! verdict judged again from the record's own witness windows.
+
+mod ckpt;
+mod fetch;
+mod fields;
+mod suite;
+#[cfg(test)]
+mod tests;
+mod tokens;
+mod train;
+mod weights;
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::bench::Spread;
+use crate::error::{Error, Result};
+use crate::report::Row;
+use crate::witness::Proof;
+use fields::{Verdict, lenient, present, verdict_text};
+
+/// The verdict `report` shows for a row its record's counters do not prove.
+pub const UNPROVEN: &str = "unproven";
+
+/// A benchmark's typed view of a record: the fields its rows read, and
+/// nothing more.
+trait ReportRows {
+    /// The record's rows, each with the witness windows that are its own.
+    ///
+    /// Errors: a record this view reads but that holds no figure at all
+    /// where the benchmark always writes one (a usage error naming the file).
+    fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>>;
+}
+
+/// Which of the record's witness windows judge a row.
+enum Windows {
+    /// Every window of the run (one figure over the whole run).
+    Run,
+    /// The windows whose label starts with this text (a fetch cell's
+    /// `"<size> x <streams> streams x <procs> procs,"`).
+    Labelled(String),
+}
+
+/// What every record says, whatever its benchmark.
+#[derive(Deserialize)]
+struct Header {
+    /// A `benchmark` or `backend` that is not a string reads as absent: the
+    /// record is then named as lacking it.
+    #[serde(default, deserialize_with = "lenient")]
+    benchmark: Option<String>,
+    #[serde(default, deserialize_with = "lenient")]
+    backend: Option<String>,
+    /// Only its presence counts: a record without it is not one of this tool's.
+    #[serde(default, deserialize_with = "present")]
+    results: bool,
+    /// Context, not identity: a `tag` or `environment` in another shape than
+    /// this tool writes (the original suite's) reads as absent.
+    #[serde(default, deserialize_with = "lenient")]
+    tag: Option<String>,
+    rdma_witness: Option<Verdict>,
+    /// Written by this tool only: records without it are the original suite's.
+    #[serde(default, deserialize_with = "present")]
+    schema_version: bool,
+    #[serde(default, deserialize_with = "lenient")]
+    environment: Option<Environment>,
+}
+
+/// `environment`: where the bytes went and the store the run used.
+#[derive(Deserialize)]
+struct Environment {
+    /// `--dest` (host, pinned, device, ...).
+    dest: Option<String>,
+    store: Option<Store>,
+}
+
+/// `environment.store`, or an rdma store's `control_plane` inside it.
+#[derive(Deserialize)]
+struct Store {
+    /// The rdma store's HTTP control plane: the server to look at when present.
+    control_plane: Option<Box<Store>>,
+    server: Option<Server>,
+    endpoint: Option<String>,
+}
+
+/// `environment.store.server`.
+#[derive(Deserialize)]
+struct Server {
+    local_process: Option<LocalProcess>,
+}
+
+/// `environment.store.server.local_process`: the server's process on the measuring host.
+#[derive(Deserialize)]
+struct LocalProcess {
+    process: Option<String>,
+}
+
+impl Environment {
+    /// See [`server_of`].
+    fn server(&self) -> Option<String> {
+        let store = self.store.as_ref()?;
+        let store = store.control_plane.as_deref().unwrap_or(store);
+        if let Some(p) = store.server.as_ref().and_then(|s| s.local_process.as_ref()).and_then(|l| l.process.as_deref()) {
+            return Some(format!("{p} on this host"));
+        }
+        crate::store::server::is_loopback_endpoint(store.endpoint.as_deref()?).then(|| "loopback server".to_string())
+    }
+}
+
+/// What a record says about a server on its own host: the process
+/// (`environment.store.server.local_process.process`, or the rdma store's
+/// `control_plane`), "on this host"; records written before that field, with
+/// a loopback endpoint: "loopback server" (docs/05-interpreting-results.md,
+/// "A server on the measuring host"). `None` for a remote or no server, and
+/// for a record whose `environment` is in another shape.
+pub fn server_of(record: &Value) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Located {
+        #[serde(default, deserialize_with = "lenient")]
+        environment: Option<Environment>,
+    }
+    Located::deserialize(record).ok()?.environment?.server()
+}
+
+/// The header of a record being read: what each of its rows starts from.
+struct Head<'a> {
+    /// Canonical benchmark name (fetch, ckpt, ...).
+    benchmark: String,
+    backend: String,
+    file: &'a str,
+    tag: Option<String>,
+    /// The record's overall stored verdict ("none" without one).
+    verdict: String,
+    server: Option<String>,
+    dest: Option<String>,
+}
+
+impl Head<'_> {
+    /// A row of this record: `dims` (plus `dest` where the record has one),
+    /// `value` in `metric`, the overall stored verdict; the other figures unset.
+    fn row(&self, mut dims: BTreeMap<String, String>, metric: &str, value: Spread) -> Row {
+        // Settings that change the figure but are not a bench's own dimension: where the bytes went.
+        if let Some(d) = &self.dest {
+            dims.insert("dest".into(), d.clone());
+        }
+        Row {
+            benchmark: self.benchmark.clone(),
+            backend: self.backend.clone(),
+            file: self.file.to_string(),
+            tag: self.tag.clone(),
+            dims,
+            metric: metric.into(),
+            value,
+            wall_s: None,
+            cpu_cores: None,
+            gbps: None,
+            verdict: self.verdict.clone(),
+            data_mismatch: false,
+            series: None,
+            server: self.server.clone(),
+        }
+    }
+
+    /// A usage error naming the file: `why` it is no record this report reads.
+    fn bad(&self, why: &str) -> Error {
+        bad(self.file, why)
+    }
+}
+
+fn bad(file: &str, why: &str) -> Error {
+    Error::Usage(format!("{file}: {why}: pass result records written by s3rdma (or the original suite)"))
+}
+
+/// The original suite named benchmarks after its report sections (b1-fetch, b3-resnet50, ...).
+fn canonical_benchmark(name: &str) -> String {
+    let n = name.to_ascii_lowercase();
+    for (key, canon) in
+        [("fetch", "fetch"), ("resnet", "train"), ("train", "train"), ("checkpoint", "ckpt"), ("ckpt", "ckpt"), ("token", "tokens"), ("weight", "weights")]
+    {
+        if n.contains(key) {
+            return canon.into();
+        }
+    }
+    n
+}
+
+/// Read `record` as the view `V` and take its rows.
+fn view<V: DeserializeOwned + ReportRows>(record: &Value, head: &Head) -> Result<Vec<(Row, Windows)>> {
+    let v = V::deserialize(record).map_err(|e| head.bad(&format!("not a {} record this build reads ({e})", head.benchmark)))?;
+    v.rows(head)
+}
+
+/// Every row of one record (a run record as JSON). `file` names it in the
+/// table and in errors.
+///
+/// This tool's records (with `schema_version`) are read through their
+/// benchmark's typed view; the original suite's, and benchmarks without
+/// one, through the suite's field names. Each row's verdict is then the
+/// worst its own witness windows give again (`unproven` where they do not,
+/// with a note on stderr; `not-applicable` for local runs).
+///
+/// Errors (usage, naming `file`): no `benchmark`, `backend` or `results`
+/// field, a field of the wrong type, or a benchmark that always writes a
+/// summary without one.
+pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
+    let h = Header::deserialize(record).map_err(|e| bad(file, &format!("the record's header does not read ({e})")))?;
+    let benchmark = canonical_benchmark(&h.benchmark.ok_or_else(|| bad(file, "no \"benchmark\" field"))?);
+    let backend = h.backend.ok_or_else(|| bad(file, "no \"backend\" field"))?;
+    if !h.results {
+        return Err(bad(file, "no \"results\" field"));
+    }
+    let env = h.environment.as_ref();
+    let head = Head {
+        benchmark,
+        backend,
+        file,
+        tag: h.tag,
+        verdict: verdict_text(&h.rdma_witness),
+        server: env.and_then(Environment::server),
+        dest: env.and_then(|e| e.dest.clone()),
+    };
+    let rows = match (h.schema_version, head.benchmark.as_str()) {
+        (true, "fetch") => view::<fetch::FetchRecord>(record, &head)?,
+        (true, "ckpt") => view::<ckpt::CkptRecord>(record, &head)?,
+        (true, "weights") => view::<weights::WeightsRecord>(record, &head)?,
+        (true, "tokens") => view::<tokens::TokensRecord>(record, &head)?,
+        (true, "train") => view::<train::TrainRecord>(record, &head)?,
+        // The original suite's records (or a bench this build does not know): any known figure.
+        _ => view::<suite::SuiteRecord>(record, &head)?,
+    };
+    Ok(judge(record, file, rows))
+}
+
+/// Stored verdicts count only as far as the record's own counters give
+/// them again (`witness::proof_of`); each row shows the worst of its own
+/// windows, never a verdict string stored beside them.
+fn judge(record: &Value, file: &str, rows: Vec<(Row, Windows)>) -> Vec<Row> {
+    let proof = crate::witness::proof_of(record);
+    if let Proof::Unproven(why) = &proof {
+        eprintln!("note: {file}: witness verdicts shown as {UNPROVEN}: {why}");
+    }
+    rows.into_iter()
+        .map(|(mut r, own)| {
+            match &proof {
+                Proof::NoClaim => {}
+                Proof::Local => r.verdict = "not-applicable".into(),
+                Proof::Rechecked(windows) => {
+                    let worst = windows
+                        .iter()
+                        .filter(|(label, _)| match &own {
+                            Windows::Run => true,
+                            Windows::Labelled(prefix) => label.starts_with(prefix.as_str()),
+                        })
+                        .map(|(_, v)| *v)
+                        .min();
+                    r.verdict = worst.map_or(UNPROVEN, |v| v.as_str()).to_string();
+                }
+                Proof::Unproven(_) => r.verdict = UNPROVEN.into(),
+            }
+            r
+        })
+        .collect()
+}

@@ -1,0 +1,78 @@
+//! The typed views read what older records and the original suite hold:
+//! missing fields, figures in either shape, fields in shapes the report
+//! cannot use.
+
+use serde_json::json;
+
+use super::fields::Figure;
+use super::{rows_of, server_of};
+use crate::bench::Spread;
+
+#[test]
+fn a_figure_is_a_number_or_a_spread_with_a_numeric_median() {
+    let read = |v| serde_json::from_value::<Figure>(v).unwrap().0;
+    assert_eq!(read(json!(3)), Some(Spread { median: 3.0, min: 3.0, max: 3.0 }));
+    assert_eq!(read(json!({"median": 2.0, "min": 1.0})), Some(Spread { median: 2.0, min: 1.0, max: 2.0 }));
+    assert_eq!(read(json!({"median": 2.0, "max": "x"})), Some(Spread { median: 2.0, min: 2.0, max: 2.0 }));
+    for none in [json!("3"), json!([1.0, 2.0, 3.0]), json!({"median": null}), json!({"min": 1.0})] {
+        assert_eq!(read(none.clone()), None, "{none}");
+    }
+}
+
+#[test]
+fn fetch_cells_without_procs_or_summary_read_from_their_repeats() {
+    let rec = json!({"schema_version": 1, "benchmark": "fetch", "backend": "local", "params": {},
+    "environment": {"dest": "host"},
+    "results": [
+        {"size_bytes": 16u64 << 20, "concurrency": 4, "repeats": [{"throughput_gbps": 1.0}, {"throughput_gbps": 3.0, "client_cpu_cores": 0.5}]},
+        {"size_bytes": 1u64 << 30, "concurrency": 8, "procs": 2, "summary": {"throughput_gbps": {"median": 9.0, "min": 8.0, "max": 10.0}}, "repeats": []},
+        {"size_bytes": 1u64 << 30, "concurrency": 16, "summary": {}, "repeats": []}
+    ]});
+    let rows = rows_of(&rec, "f.json").unwrap();
+    assert_eq!(rows.len(), 2, "the cell without a figure has no row");
+    assert_eq!(rows[0].value, Spread { median: 2.0, min: 1.0, max: 3.0 });
+    assert_eq!(rows[0].cpu_cores, Some(0.5));
+    let dims = |i: usize| rows[i].dims.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";");
+    assert_eq!(dims(0), "concurrency=4;dest=host;size=16MiB");
+    assert_eq!(dims(1), "concurrency=8;dest=host;procs=2;size=1GiB");
+    assert!(rows.iter().all(|r| r.verdict == "not-applicable"));
+}
+
+#[test]
+fn a_record_of_the_wrong_shape_is_named_not_read() {
+    let rec = json!({"schema_version": 1, "benchmark": "fetch", "backend": "http", "results": [{"size_bytes": "big", "concurrency": 4}]});
+    let e = rows_of(&rec, "bad.json").unwrap_err().to_string();
+    assert!(e.contains("bad.json: not a fetch record this build reads"), "{e}");
+    let e = rows_of(&json!({"benchmark": 5, "backend": "http", "results": []}), "b.json").unwrap_err().to_string();
+    assert!(e.contains("b.json: no \"benchmark\" field"), "{e}");
+}
+
+#[test]
+fn suite_entries_read_by_the_suites_names_and_skip_what_is_no_figure() {
+    let rec = json!({"benchmark": "b2-checkpoint", "backend": "http", "rdma_witness": {"verdict": "not-applicable"},
+    "environment": {"store": "a string, not this tool's store"}, "tag": 7,
+    "results": [
+        {"throughput_gbps": "x", "gbps": 3.5, "state": {"not": "a dimension"}, "op": "save", "method": 2, "seconds": 1.5, "rdma_witness": null, "witness": "rdma-verified"},
+        5, [1.0, 2.0], {"tokens_per_s": [1, 2]}
+    ]});
+    let rows = rows_of(&rec, "s.json").unwrap();
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!((r.benchmark.as_str(), r.metric.as_str(), r.value.median, r.gbps), ("ckpt", "GB/s", 3.5, Some(3.5)));
+    assert_eq!(r.dims.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(), ["method=2", "op=save"]);
+    assert_eq!(r.wall_s.map(|w| w.median), Some(1.5));
+    assert_eq!((r.tag.as_deref(), r.server.as_deref()), (None, None));
+    // A present `rdma_witness`, even null, wins over `witness`; no windows and nothing claimed: shown as stored.
+    assert_eq!(r.verdict, "none");
+}
+
+#[test]
+fn a_server_on_the_measuring_host_is_named_from_the_control_plane_first() {
+    let rec = |store| json!({"environment": {"store": store}});
+    let process = json!({"local_process": {"process": "minio"}});
+    assert_eq!(server_of(&rec(json!({"server": process}))).as_deref(), Some("minio on this host"));
+    assert_eq!(server_of(&rec(json!({"endpoint": "http://10.0.0.1:9000", "control_plane": {"server": process}}))).as_deref(), Some("minio on this host"));
+    assert_eq!(server_of(&rec(json!({"endpoint": "http://127.0.0.1:9000"}))).as_deref(), Some("loopback server"));
+    assert_eq!(server_of(&rec(json!({"endpoint": "http://192.0.2.7:9000"}))), None);
+    assert_eq!(server_of(&rec(json!("not an object"))), None);
+}

@@ -1,0 +1,43 @@
+//! `tokens` records -> one row: tokens/s at the run's sequence length.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Number;
+
+use super::fields::{Figure, median, spread};
+use super::{Head, ReportRows, Windows};
+use crate::error::Result;
+use crate::report::Row;
+
+/// The fields of a tokens record the report reads.
+#[derive(Deserialize)]
+pub(super) struct TokensRecord {
+    results: Results,
+}
+
+/// `results`.
+#[derive(Deserialize)]
+struct Results {
+    seq_len: Number,
+    summary: Option<Summary>,
+}
+
+/// `results.summary`: over repeats.
+#[derive(Deserialize)]
+struct Summary {
+    tokens_per_s: Option<Figure>,
+    client_cpu_cores: Option<Figure>,
+    throughput_gbps: Option<Figure>,
+}
+
+impl ReportRows for TokensRecord {
+    fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
+        let s = self.results.summary.as_ref();
+        let v = spread(&s.and_then(|s| s.tokens_per_s)).ok_or_else(|| head.bad("tokens results have no summary"))?;
+        let mut r = head.row(BTreeMap::from([("seq_len".to_string(), self.results.seq_len.to_string())]), "tokens/s", v);
+        r.cpu_cores = median(&s.and_then(|s| s.client_cpu_cores));
+        r.gbps = median(&s.and_then(|s| s.throughput_gbps));
+        Ok(vec![(r, Windows::Run)])
+    }
+}
