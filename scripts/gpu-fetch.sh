@@ -36,7 +36,7 @@ export AWS_ACCESS_KEY_ID=gpuak AWS_SECRET_ACCESS_KEY=gpusk-secret
 for dest in host device; do
   run --backend http --endpoint http://127.0.0.1:9555 --prepare --sizes 64MiB,256MiB --concurrency 1,4,16 --dest "$dest" --tag "gpu-http-$dest"
 done
-run --backend rdma --rdma-lib "$BIN/libfake_miniocpp.so" --endpoint http://127.0.0.1:9555 --prepare --sizes 64MiB --concurrency 1,4 --dest device --tag gpu-rdma-fake-device
+run --backend rdma --rdma-lib "$BIN/libfake_miniocpp.so" --endpoint http://127.0.0.1:9555 --prepare --sizes 64MiB --concurrency 1,4 --dest device --tag gpu-rdma-fake-device --results-dir results/test-double
 kill $SRV
 echo "backend dest   size   streams  throughput  client CPU  witness"
 cat /tmp/s3rdma-gpu-table.txt

@@ -5,7 +5,9 @@
 //! that commit (`report <files>` and `--format csv`), so any change to how
 //! records are read shows here. One intended change since: http rows against
 //! a server on the measuring host say so ("http (loopback server)", a note
-//! under their table, a `server` CSV column).
+//! under their table, a `server` CSV column); and records measured through
+//! the libminiocpp test double (`results/test-double/`) are skipped unless
+//! `--include-test-doubles`, so its two rdma rows are gone.
 
 use std::path::Path;
 use std::process::Command;

@@ -4,8 +4,8 @@
 //!
 //! The rules come from H200 measurements (16 cores, 128 GiB, a 16 GB model in
 //! 4 shards into GPU memory, warm page cache; records
-//! `results/peers-weights-20261201T211802Z-gpu.json` and
-//! `results/peers-weights-20261201T212252Z-gpu.json`): what speeds a staged
+//! `results/archive/peers-weights-20261201T211802Z-gpu.json` and
+//! `results/archive/peers-weights-20261201T212252Z-gpu.json`): what speeds a staged
 //! load is reads in flight, and each 64 MiB bounce buffer is read by 4
 //! threads in 16 MiB pieces. 64 MiB x 4 with 4 threads loaded in 0.517 s
 //! (31 GB/s) where the old fixed defaults (1 thread, 8 MiB x 4) took 1.17 s;

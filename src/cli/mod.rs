@@ -121,6 +121,9 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
     /// Output format.
     pub format: ReportFormat,
+    /// Also show rdma records made through a libminiocpp of no known RDMA engine (a test double): skipped by default, they prove nothing about RDMA.
+    #[arg(long)]
+    pub include_test_doubles: bool,
 }
 
 /// The completion script of `shell` for the whole command line.

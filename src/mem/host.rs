@@ -17,7 +17,7 @@ use super::{Gpu, HOST_ALIGN, HUGE_PAGE, cuda_err};
 /// Registration rather than `cuMemHostAlloc`: on the H200 machine 16 x 64 MiB
 /// took 0.42–0.57 s through `cuMemHostAlloc` plus 0.1 s to touch, and 0.07 s
 /// allocated, touched and registered this way with huge pages (0.12–0.15 s with
-/// 4 KiB pages): record `results/pinned-probe-20261202T003004Z-gpu.json`,
+/// 4 KiB pages): record `results/archive/pinned-probe-20261202T003004Z-gpu.json`,
 /// script `scripts/pinned_probe.py`.
 pub struct PinnedBuffer {
     pub(super) host: HostBuffer,

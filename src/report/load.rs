@@ -45,15 +45,34 @@ pub fn impossible(row: &Row) -> Option<String> {
     row.dims.iter().find(|(_, v)| v.parse::<f64>().is_ok_and(|x| !x.is_finite() || x > 1e15)).map(|(k, v)| format!("{k} = {v}"))
 }
 
+/// The library of an rdma record made through a libminiocpp whose RDMA
+/// engine is neither libs3rdma nor cuObject (`environment.store.library.generation`,
+/// absent in records older than the generation check): a test double such as
+/// the one `tests/fake-miniocpp` builds, or a build this tool does not
+/// know. `None` for every other record.
+pub fn test_double(record: &Value) -> Option<String> {
+    if record.get("backend").and_then(Value::as_str) != Some("rdma") {
+        return None;
+    }
+    let lib = record.pointer("/environment/store/library")?;
+    let generation = lib.get("generation").and_then(Value::as_str);
+    if matches!(generation, Some("libs3rdma" | "cuobject")) {
+        return None;
+    }
+    Some(lib.get("path").and_then(Value::as_str).unwrap_or("an unnamed library").to_string())
+}
+
 /// Read every file (a record each) into rows; directories, files that are not
 /// JSON, `http-peers` tables and other non-records are skipped with a note on
 /// stderr; a file that cannot be read is a usage error naming it.
 ///
 /// Rows come in file order, each record's rows in its own order; a record
 /// that does not read ([`rows_of`] fails) or a row [`impossible`] names costs
-/// only itself, with a note. Errors (usage): an unreadable file, or no row
-/// left from any file.
-pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
+/// only itself, with a note. Records of the rdma backend made through a
+/// library of no known generation ([`test_double`]) are skipped with a note
+/// unless `test_doubles`. Errors (usage): an unreadable file, or no row left
+/// from any file.
+pub fn load(files: &[PathBuf], test_doubles: bool) -> Result<Vec<Row>> {
     let mut rows = Vec::new();
     for f in files {
         let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
@@ -83,6 +102,15 @@ pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
             eprintln!("note: {}: stopped before the first window, nothing measured ({why}): skipped", f.display());
             continue;
         }
+        if let Some(lib) = test_double(&v)
+            && !test_doubles
+        {
+            eprintln!(
+                "note: {}: measured through {lib}, a libminiocpp of no known RDMA engine (a test double?): not a measurement of RDMA; skipped (--include-test-doubles shows it)",
+                f.display()
+            );
+            continue;
+        }
         // One malformed record costs its rows, not the whole report.
         match rows_of(&v, &name) {
             Ok(r) => {
@@ -100,4 +128,24 @@ pub fn load(files: &[PathBuf]) -> Result<Vec<Row>> {
         return Err(Error::Usage("no rows: none of the files holds a run record with a figure to compare".into()));
     }
     Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::test_double;
+
+    #[test]
+    fn only_rdma_records_of_an_unknown_engine_are_test_doubles() {
+        let rdma = |library: serde_json::Value| json!({"backend": "rdma", "environment": {"store": {"library": library}}});
+        assert_eq!(test_double(&rdma(json!({"path": "libfake.so", "generation": "unknown"}))).as_deref(), Some("libfake.so"));
+        // Older records name the library but no generation: nothing shows it is real.
+        assert_eq!(test_double(&rdma(json!({"path": ".carry/libfake_miniocpp.so"}))).as_deref(), Some(".carry/libfake_miniocpp.so"));
+        assert_eq!(test_double(&rdma(json!({"path": "/opt/libminiocpp.so", "generation": "libs3rdma"}))), None);
+        assert_eq!(test_double(&rdma(json!({"path": "/opt/libminiocpp.so", "generation": "cuobject"}))), None);
+        // No library named (hand-made fixtures, the original suite's records) and other backends.
+        assert_eq!(test_double(&json!({"backend": "rdma"})), None);
+        assert_eq!(test_double(&json!({"backend": "http", "environment": {"store": {"library": {"path": "x"}}}})), None);
+    }
 }

@@ -98,7 +98,7 @@ pub async fn run(args: ReportArgs) -> Result<()> {
     if args.files.is_empty() {
         return Err(Error::Usage("give result files, e.g. `s3rdma report results/*.json`".into()));
     }
-    let rows = load(&args.files)?;
+    let rows = load(&args.files, args.include_test_doubles)?;
     if let Some(b) = &args.baseline
         && !rows.iter().any(|r| render::is_baseline(r, b))
     {

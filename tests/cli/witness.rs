@@ -451,9 +451,16 @@ fn rdma_declines_threads_and_stopped_runs_as_a_user_meets_them() {
     let files: Vec<String> =
         results_in(&tmp.path().join("results")).iter().filter(|p| p.to_string_lossy().contains("fetch")).map(|p| p.to_string_lossy().into_owned()).collect();
     assert_eq!(files.len(), 2, "{files:?}");
+    // Made through the test double (no known RDMA engine): report refuses
+    // the measured one unless asked, and says why.
     let mut r = vec!["report"];
     r.extend(files.iter().map(String::as_str));
     let o = s3rdma(&r, tmp.path());
+    assert_eq!(o.status.code(), Some(2), "only a test double's record: no rows: {}", stderr(&o));
+    assert!(stderr(&o).contains("a libminiocpp of no known RDMA engine (a test double?)"), "{}", stderr(&o));
+    r.push("--include-test-doubles");
+    let o = s3rdma(&r, tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("stopped before the first window, nothing measured"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("test double?"), "{}", stderr(&o));
 }
