@@ -5,6 +5,8 @@
 //! -> [`record`] -> [`report`]; the [`witness`] and [`sampler`] wrap each timed
 //! window inside the session. `docs/architecture.md` draws it.
 
+#![warn(unreachable_pub, missing_debug_implementations, clippy::all)]
+
 pub mod bench;
 pub mod cli;
 pub mod clock;

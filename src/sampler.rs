@@ -91,6 +91,7 @@ pub fn watch_server(pids: Vec<i32>) {
 }
 
 /// A running measurement window; [`Sampler::finish`] closes it.
+#[derive(Debug)]
 pub struct Sampler {
     server0: Option<(&'static [i32], f64)>,
     t0: Instant,

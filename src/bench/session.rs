@@ -46,6 +46,7 @@ use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
 pub const MAX_LOCAL_RANKS: usize = 1024;
 
 /// One run of one bench in this process (one rank of it).
+#[derive(Debug)]
 pub struct Session {
     /// Subcommand name.
     pub bench: &'static str,
@@ -81,6 +82,7 @@ pub struct Session {
 }
 
 /// An open timed window (see [`Session::open_window`]).
+#[derive(Debug)]
 pub struct OpenWindow {
     name: String,
     scrape: Option<witness::Window>,

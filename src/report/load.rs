@@ -50,7 +50,7 @@ pub fn impossible(row: &Row) -> Option<String> {
 /// absent in records older than the generation check): a test double such as
 /// the one `tests/fake-miniocpp` builds, or a build this tool does not
 /// know. `None` for every other record.
-pub fn test_double(record: &Value) -> Option<String> {
+pub(super) fn test_double(record: &Value) -> Option<String> {
     if record.get("backend").and_then(Value::as_str) != Some("rdma") {
         return None;
     }

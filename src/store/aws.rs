@@ -63,7 +63,7 @@ pub struct AwsExplicit {
 }
 
 /// A PEM bundle of certificate authorities trusted besides the system's.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct CaBundle {
     /// The file.
     pub path: PathBuf,

@@ -301,6 +301,7 @@ impl Witness {
 }
 
 /// A window after its closing scrape, not yet judged (see [`Witness::close`]).
+#[derive(Debug)]
 pub struct ClosedWindow {
     opened: Window,
     after: Snapshot,

@@ -9,6 +9,7 @@ use crate::store::StoreStats;
 use crate::witness::WitnessReport;
 
 /// What a bench hands [`Session::finish`].
+#[derive(Debug)]
 pub struct Outcome<P, R> {
     /// The bench's configuration as recorded (`params`).
     pub params: P,

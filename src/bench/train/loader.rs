@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 pub const JPEG_RESIZE: u32 = 256;
 
 /// A buffer on loan from a pool; goes back to the pool when dropped.
+#[derive(Debug)]
 pub struct Pooled {
     pub(crate) buf: Option<Buffer>,
     pub(crate) home: mpsc::UnboundedSender<Buffer>,
@@ -38,6 +39,7 @@ impl Drop for Pooled {
 }
 
 /// Where a batch's pixels are.
+#[derive(Debug)]
 pub enum Pixels {
     /// Raw layout: `indices` of the N x H x W x 3 shard in `shard`.
     Shard {
@@ -60,6 +62,7 @@ pub enum Pixels {
 }
 
 /// One batch handed to the training loop.
+#[derive(Debug)]
 pub struct Batch {
     /// The batch's pixels.
     pub pixels: Pixels,
@@ -68,7 +71,7 @@ pub struct Batch {
 }
 
 /// Loader-side counters (monotonic; a window reads the difference).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct LoaderCounters {
     /// Bytes read from the store.
     pub bytes: AtomicU64,

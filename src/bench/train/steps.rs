@@ -91,6 +91,7 @@ pub trait Stepper {
 
 /// Without a model: jpeg batches are copied to the GPU (when there is one);
 /// raw batches are already there; nothing else runs.
+#[derive(Debug)]
 pub struct LoaderOnly {
     pub(crate) device_batch: Option<Buffer>,
 }

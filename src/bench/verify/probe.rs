@@ -21,7 +21,7 @@ use crate::witness::{Witness, WitnessReport};
 /// Where a probe's bytes come from and land.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Memory {
+pub(super) enum Memory {
     /// CUDA device memory: the path GPU-Direct RDMA can carry.
     Device,
     /// Pageable host memory: RDMA with the libs3rdma generation, HTTP with cuObject.
@@ -30,7 +30,7 @@ pub enum Memory {
 
 impl Memory {
     /// "device memory" / "host memory".
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Memory::Device => "GPU memory",
             Memory::Host => "host memory",
@@ -40,7 +40,7 @@ impl Memory {
 
 /// One witnessed transfer of a probe.
 #[derive(Debug, Clone, Serialize)]
-pub struct ProbeOp {
+pub(super) struct ProbeOp {
     /// Object size, bytes.
     pub size_bytes: u64,
     /// Source (PUT) or destination (GET) memory.
@@ -60,17 +60,17 @@ pub struct ProbeOp {
 
 impl ProbeOp {
     /// Throughput, GB/s (1e9 B/s).
-    pub fn gbps(&self) -> f64 {
+    pub(super) fn gbps(&self) -> f64 {
         if self.seconds > 0.0 { self.bytes as f64 / self.seconds / 1e9 } else { 0.0 }
     }
     /// "ranged GET of 64MiB into GPU memory", as the step lines and RESULT say it.
-    pub fn what(&self) -> String {
+    pub(super) fn what(&self) -> String {
         let (prep, size) = (if self.request == "PUT" { "from" } else { "into" }, size_name(self.size_bytes));
         format!("{} of {size} {prep} {}", self.request, self.memory.name())
     }
     /// The server's evidence in words: RDMA bytes counted and the HTTP growth
     /// in the payload's direction.
-    pub fn evidence(&self) -> String {
+    pub(super) fn evidence(&self) -> String {
         let c = &self.witness.counters;
         let (rdma, http, side) =
             if self.request == "PUT" { (c.rdma_write_bytes, c.http_received_bytes, "received") } else { (c.rdma_read_bytes, c.http_sent_bytes, "sent") };
@@ -97,7 +97,7 @@ pub fn group(n: u64) -> String {
 }
 
 /// Everything a probe needs besides its size and memory.
-pub struct ProbeCtx<'a> {
+pub(super) struct ProbeCtx<'a> {
     /// The store (counted, so the witness gets the client's own HTTP bytes).
     pub store: &'a dyn ObjectStore,
     /// The witness.
@@ -113,7 +113,7 @@ pub struct ProbeCtx<'a> {
 ///
 /// Errors (in words, the step prints them): the outer one when an allocation
 /// or the PUT fails; the inner one when the GET fails after the PUT was judged.
-pub async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Result<(ProbeOp, Result<ProbeOp, String>), String> {
+pub(super) async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Result<(ProbeOp, Result<ProbeOp, String>), String> {
     let len = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit in memory here"))?;
     let mut bytes = vec![0u8; len];
     SmallRng::from_os_rng().fill_bytes(&mut bytes);
@@ -165,7 +165,7 @@ pub async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Result<(Pro
 }
 
 /// The table verify prints after its steps: where the transport changes.
-pub fn table(ops: &[ProbeOp]) -> comfy_table::Table {
+pub(super) fn table(ops: &[ProbeOp]) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
     t.set_header(["size", "memory", "request", "GB/s", "data", "witness", "RDMA share", "HTTP growth"]);

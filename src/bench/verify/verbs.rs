@@ -37,7 +37,7 @@ pub(super) struct Device {
 
 impl Device {
     /// mlx5 devices can do DC; SoftRoCE cannot; others are not known to.
-    pub fn dc_capable(&self) -> Option<bool> {
+    pub(super) fn dc_capable(&self) -> Option<bool> {
         let driver = self.driver.as_deref().unwrap_or("");
         if driver.starts_with("mlx5") || self.name.starts_with("mlx5") {
             Some(true)

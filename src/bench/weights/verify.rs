@@ -91,7 +91,7 @@ impl Verified {
 /// a one-file model.
 ///
 /// Errors: [`Error::Usage`] naming the path or the missing file and the fix.
-pub fn reference_files(path: &Path, prefix: &str, layout: &[ShardLayout]) -> Result<Vec<PathBuf>> {
+pub(super) fn reference_files(path: &Path, prefix: &str, layout: &[ShardLayout]) -> Result<Vec<PathBuf>> {
     let kind = what_is(path);
     if !kind.is_empty() {
         return Err(Error::Usage(format!("--reference {}: {kind}: pass the model's local copy (its directory or its one .safetensors file)", path.display())));
@@ -160,7 +160,7 @@ fn loaded(shard: &ShardLayout, buf: &Buffer) -> Result<Vec<u8>> {
 /// else `digest` (the model's, [`digest::read`]), else a re-read of `store`.
 ///
 /// Errors: an unreadable reference; the store's.
-pub async fn verify(
+pub(super) async fn verify(
     store: &dyn ObjectStore,
     prefix: &str,
     layout: &[ShardLayout],

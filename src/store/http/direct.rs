@@ -83,6 +83,7 @@ impl std::fmt::Display for DirectError {
 }
 
 /// A response whose head has been read; its body is still on the socket.
+#[derive(Debug)]
 pub struct Response {
     conn: TcpStream,
     /// HTTP status (2xx here: others become [`DirectError::Status`]).

@@ -17,7 +17,7 @@ use crate::error::StoreError;
 /// `bytes <first>-<last>/<size>` as (first..=last, size); `None` for any
 /// other form (`bytes */<size>`, an unknown size `/*`, garbage) or a range
 /// that does not lie inside the size.
-pub fn content_range(h: &str) -> Option<(RangeInclusive<u64>, u64)> {
+pub(crate) fn content_range(h: &str) -> Option<(RangeInclusive<u64>, u64)> {
     let (range, size) = h.trim().strip_prefix("bytes ")?.split_once('/')?;
     let size: u64 = size.trim().parse().ok()?;
     let (first, last) = range.split_once('-')?;
@@ -27,7 +27,7 @@ pub fn content_range(h: &str) -> Option<(RangeInclusive<u64>, u64)> {
 
 /// One part's answer, as the checks need it.
 #[derive(Debug, Clone, Copy)]
-pub struct Served<'a> {
+pub(crate) struct Served<'a> {
     /// The `Content-Range` header, if any.
     pub content_range: Option<&'a str>,
     /// The `ETag` header, if any.
@@ -36,7 +36,7 @@ pub struct Served<'a> {
 
 /// The object version the first part of a read was served from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Version {
+pub(crate) struct Version {
     /// Object size from the first part's `Content-Range`.
     pub size: u64,
     /// Its ETag, when the server sent one.
@@ -45,7 +45,7 @@ pub struct Version {
 
 impl Version {
     /// This version as reads report it ([`super::super::Transfer::version`]).
-    pub fn served(&self) -> super::super::ObjectVersion {
+    pub(crate) fn served(&self) -> super::super::ObjectVersion {
         super::super::ObjectVersion { tag: self.etag.as_deref().map(Into::into), size: self.size }
     }
 }
@@ -56,7 +56,7 @@ impl Version {
 ///
 /// Errors: [`StoreError::WrongRange`] when the answer's range starts
 /// elsewhere or ends other than where the object or the request ends.
-pub fn check_first(key: &str, location: &str, first: u64, last: u64, s: Served<'_>) -> Result<Version, StoreError> {
+pub(crate) fn check_first(key: &str, location: &str, first: u64, last: u64, s: Served<'_>) -> Result<Version, StoreError> {
     let wrong = |served: String| StoreError::WrongRange { key: key.into(), location: location.into(), asked: format!("bytes {first}-{last}"), served };
     let cr = s.content_range.unwrap_or_default();
     let (range, size) = content_range(cr).ok_or_else(|| wrong(format!("Content-Range '{cr}'")))?;
@@ -71,7 +71,7 @@ pub fn check_first(key: &str, location: &str, first: u64, last: u64, s: Served<'
 ///
 /// Errors: [`StoreError::WrongRange`] for another range; [`StoreError::Changed`]
 /// for another size or ETag (the object was replaced mid-read).
-pub fn check_part(key: &str, location: &str, first: u64, last: u64, v: &Version, s: Served<'_>) -> Result<(), StoreError> {
+pub(crate) fn check_part(key: &str, location: &str, first: u64, last: u64, v: &Version, s: Served<'_>) -> Result<(), StoreError> {
     let cr = s.content_range.unwrap_or_default();
     let wrong = || StoreError::WrongRange {
         key: key.into(),

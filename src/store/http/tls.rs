@@ -27,7 +27,7 @@ pub(super) fn client_trusting(ca: &CaBundle) -> Result<SharedHttpClient, StoreEr
 /// certificate. rustls reports it as `rustls::Error::InvalidCertificate`,
 /// which hyper-rustls wraps in an `std::io::Error` (whose `source()` skips the
 /// wrapped error, so each `io::Error` is opened with `get_ref`).
-pub fn certificate_problem(err: &(dyn std::error::Error + 'static)) -> Option<String> {
+pub(super) fn certificate_problem(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = next {
         if let Some(r) = e.downcast_ref::<rustls::Error>() {
@@ -62,7 +62,7 @@ const NAME: &str = "its certificate is issued for another name than the endpoint
 
 /// The configuration error for a certificate `problem` at `location`, naming
 /// the fix for that problem and the CA bundle in use (`ca`), if any.
-pub fn certificate_error(location: &str, problem: &str, ca: Option<&CaBundle>) -> StoreError {
+pub(super) fn certificate_error(location: &str, problem: &str, ca: Option<&CaBundle>) -> StoreError {
     let trusting = match ca {
         Some(c) => format!(" (this client trusts the system's roots and {} from {})", c.path.display(), c.source),
         None => String::new(),

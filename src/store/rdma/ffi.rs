@@ -31,6 +31,7 @@ use crate::store::Rails;
 
 /// Opaque `miniocpp_client*`.
 #[repr(C)]
+#[derive(Debug)]
 pub struct RawClient {
     _private: [u8; 0],
 }
