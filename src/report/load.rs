@@ -69,7 +69,7 @@ pub(super) fn test_double(record: &Value) -> Option<String> {
 /// Rows come in file order, each record's rows in its own order; a record
 /// that does not read ([`rows_of`] fails) or a row [`impossible`] names costs
 /// only itself, with a note. Records of the rdma backend made through a
-/// library of no known generation ([`test_double`]) are skipped with a note
+/// library of no known generation (`test_double`) are skipped with a note
 /// unless `test_doubles`. Errors (usage): an unreadable file, or no row left
 /// from any file.
 pub fn load(files: &[PathBuf], test_doubles: bool) -> Result<Vec<Row>> {

@@ -63,7 +63,7 @@ pub struct Transfer {
     pub first_byte: Option<Duration>,
     /// Which version of the object a read was served from, where the store
     /// can tell. `None` for writes and where nothing says (the rdma
-    /// library's own reads). Pass it to [`ObjectStore::get_into_version`] to
+    /// library's own reads). Pass it to [`ObjectStore::get_into_version`](super::ObjectStore::get_into_version) to
     /// keep a read of several calls on one version.
     pub version: Option<ObjectVersion>,
 }
@@ -111,7 +111,7 @@ pub fn check_version(key: &str, location: &str, pinned: &ObjectVersion, served: 
     }
 }
 
-/// Named counters of a store (see [`ObjectStore::stats`]): `bytes_<path>`
+/// Named counters of a store (see [`ObjectStore::stats`](super::ObjectStore::stats)): `bytes_<path>`
 /// per [`TransferPath`], plus backend counters such as `rdma_calls`. Missing
 /// keys read as 0.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use crate::error::Error;
 use crate::store::StoreStats;
 use crate::witness::WitnessReport;
 
-/// What a bench hands [`Session::finish`].
+/// What a bench hands [`Session::finish`](super::Session::finish).
 #[derive(Debug)]
 pub struct Outcome<P, R> {
     /// The bench's configuration as recorded (`params`).
