@@ -75,11 +75,27 @@ pub struct TensorEntry {
     pub nbytes: u64,
 }
 
+/// The checksum a manifest holds per chunk, as written in its
+/// `checksums.algorithm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChecksumAlgorithm {
+    /// `xxh3-64`: XXH3-64 of the chunk's bytes (the xxhash-rust crate), in lowercase hex.
+    #[serde(rename = "xxh3-64")]
+    Xxh3_64,
+    /// `none`: no checksums were taken (`--checksum none`).
+    #[serde(rename = "none")]
+    None,
+    /// A name this build does not know (a later build's): a restore refuses
+    /// to call such a checkpoint verified. Never written.
+    #[serde(other)]
+    Unknown,
+}
+
 /// Per-chunk checksums.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Checksums {
-    /// `xxh3-64` (the xxhash-rust crate), or `none`.
-    pub algorithm: String,
+    /// How each chunk was summed.
+    pub algorithm: ChecksumAlgorithm,
     /// One lowercase hex digest per chunk, in chunk order (empty for `none`).
     pub chunks: Vec<String>,
 }
@@ -166,7 +182,7 @@ impl Manifest {
             }
         }
         if let Some(c) = &m.checksums
-            && c.algorithm != "none"
+            && c.algorithm == ChecksumAlgorithm::Xxh3_64
             && c.chunks.len() as u64 != m.num_chunks
         {
             return Err(bad(format!("{} checksums for {} chunks", c.chunks.len(), m.num_chunks)));
@@ -313,6 +329,18 @@ pub fn synthetic_adam(bytes: u64) -> Result<Vec<TensorSpec>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checksum_algorithms_keep_their_manifest_names() {
+        let json = |a: ChecksumAlgorithm| serde_json::to_string(&a).unwrap();
+        assert_eq!(json(ChecksumAlgorithm::Xxh3_64), "\"xxh3-64\"");
+        assert_eq!(json(ChecksumAlgorithm::None), "\"none\"");
+        let read = |s: &str| serde_json::from_str::<ChecksumAlgorithm>(s).unwrap();
+        assert_eq!(read("\"xxh3-64\""), ChecksumAlgorithm::Xxh3_64);
+        assert_eq!(read("\"none\""), ChecksumAlgorithm::None);
+        // A later build's algorithm reads as unknown, not as a parse failure.
+        assert_eq!(read("\"blake3\""), ChecksumAlgorithm::Unknown);
+    }
 
     #[test]
     fn resnet50_matches_the_published_parameter_count_and_size() {

@@ -4,7 +4,7 @@ use super::{OpFigures, Verified, WINDOW};
 use crate::bench::{fanout, now_unix};
 use crate::cli::ChunkChecksum;
 use crate::error::{Error, Result, StoreError};
-use crate::format::ckpt::{self as fmt, Checksums, Manifest, TensorEntry, TensorSpec};
+use crate::format::ckpt::{self as fmt, ChecksumAlgorithm, Checksums, Manifest, TensorEntry, TensorSpec};
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::store::{self, ObjectStore, blocking};
 use rand::{RngCore, SeedableRng, rngs::SmallRng};
@@ -176,8 +176,8 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
         sums.push(sum);
     }
     manifest.checksums = Some(match ctx.checksum {
-        ChunkChecksum::Xxh3 => Checksums { algorithm: "xxh3-64".into(), chunks: sums },
-        ChunkChecksum::None => Checksums { algorithm: "none".into(), chunks: Vec::new() },
+        ChunkChecksum::Xxh3 => Checksums { algorithm: ChecksumAlgorithm::Xxh3_64, chunks: sums },
+        ChunkChecksum::None => Checksums { algorithm: ChecksumAlgorithm::None, chunks: Vec::new() },
     });
     store::put_bytes(ctx.store.as_ref(), &Manifest::key(key), serde_json::to_vec_pretty(&manifest).expect("manifest encodes")).await?;
     let transfer_s = t1.elapsed().as_secs_f64();
@@ -246,8 +246,8 @@ pub(crate) async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Resu
             dst.len()
         )));
     }
-    let sums = manifest.checksums.as_ref().filter(|c| c.algorithm == "xxh3-64").map(|c| c.chunks.clone());
-    if manifest.checksums.as_ref().is_some_and(|c| c.algorithm != "xxh3-64" && c.algorithm != "none") {
+    let sums = manifest.checksums.as_ref().filter(|c| c.algorithm == ChecksumAlgorithm::Xxh3_64).map(|c| c.chunks.clone());
+    if manifest.checksums.as_ref().is_some_and(|c| c.algorithm == ChecksumAlgorithm::Unknown) {
         return Err(Error::Runtime(format!("checkpoint {key}: unknown checksum algorithm in its manifest: upgrade s3rdma")));
     }
     let t1 = Instant::now();
