@@ -124,7 +124,7 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
     let mut rows = rows.to_vec();
     rows.sort_by(|a, b| cmp_keys(&group_key(a, &args.group_by), &group_key(b, &args.group_by)).then_with(|| a.file.cmp(&b.file)));
     let baselines = args.baseline.as_deref().map(|b| Baselines::new(&rows, b));
-    let ratio = |r: &Row| baselines.as_ref().and_then(|b| b.of(r)).map(|b| r.value.median / b.value.median);
+    let ratio = |r: &Row| baselines.as_ref().and_then(|b| b.of(r)).filter(|b| b.value.median > 0.0).map(|b| r.value.median / b.value.median);
     match args.format {
         ReportFormat::Json => {
             let v: Vec<Value> = rows
@@ -169,8 +169,14 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
         }
         ReportFormat::Md => {
             let mut s = String::new();
-            let mut benches: Vec<&str> = rows.iter().map(|r| r.benchmark.as_str()).collect();
-            benches.dedup();
+            // One table per benchmark, in the order they first appear: a
+            // --group-by that does not start with benchmark interleaves them.
+            let mut benches: Vec<&str> = Vec::new();
+            for r in rows.iter() {
+                if !benches.contains(&r.benchmark.as_str()) {
+                    benches.push(&r.benchmark);
+                }
+            }
             for b in benches {
                 let these: Vec<&Row> = rows.iter().filter(|r| r.benchmark == b).collect();
                 let dim_names: Vec<String> = {
@@ -206,7 +212,7 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                 }
                 if these.iter().any(|r| r.server.is_some()) {
                     s += "\nA backend marked \"on this host\" or \"loopback server\" was measured against a server on the measuring machine: \
-                          it shares that machine's CPU, and a test server (s3s-fs reads files in 4 KiB pieces, about 0.6–0.7 GB/s) bounds the figure.\n";
+                          it shares that machine's CPU; a test server such as s3s-fs (4 KiB file reads, about 0.6–0.8 GB/s) is itself the limit, nginx (sendfile) is not.\n";
                 }
                 s += "\n";
             }
