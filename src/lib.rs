@@ -40,14 +40,14 @@ pub async fn run(cli: Cli) -> Result<()> {
         store.resolve_aws().await;
     }
     match cli.command {
-        Command::Fetch(args) => bench::fetch::run(args).await,
-        Command::Verify(args) => bench::verify::run(args).await,
-        Command::Ckpt(args) => bench::ckpt::run(args).await,
-        Command::Ingest(kind) => ingest::run(kind).await,
-        Command::Tokens(args) => bench::tokens::run(args).await,
-        Command::Weights(args) => bench::weights::run(args).await,
-        Command::Train(args) => bench::train::run(args).await,
-        Command::Barrier(args) => bench::barrier::run(args).await,
+        Command::Fetch(args) => bench::fetch::run(args.plan()).await,
+        Command::Verify(args) => bench::verify::run(args.plan()).await,
+        Command::Ckpt(args) => bench::ckpt::run(args.plan()).await,
+        Command::Ingest(kind) => ingest::run(kind.plan()).await,
+        Command::Tokens(args) => bench::tokens::run(args.plan()).await,
+        Command::Weights(args) => bench::weights::run(args.plan()).await,
+        Command::Train(args) => bench::train::run(args.plan()).await,
+        Command::Barrier(args) => bench::barrier::run(args.plan()).await,
         Command::Report(args) => report::run(args).await,
         Command::Completions { shell } => report::write_stdout(&cli::completions(shell)),
     }

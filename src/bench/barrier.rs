@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Latency;
 use super::session::{Outcome, Session, SessionSpec, World};
-use crate::cli::BarrierArgs;
+use crate::bench::session::RunPlan;
 use crate::error::{Error, Result};
 use crate::ranks::{Coordination, Rendezvous};
 
@@ -77,40 +77,46 @@ fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// Everything `s3rdma barrier` runs with (the CLI's `cli/plan.rs` makes it of the flags).
+#[derive(Debug, Clone)]
+pub struct BarrierPlan {
+    /// Store, witness, output, ranks; host memory (N ranks must not open N
+    /// CUDA contexts to move no data).
+    pub run: RunPlan,
+    /// Ranks to start on this host (`None`: 8, or the launcher's count).
+    pub ranks: Option<u32>,
+    /// Timed barriers, back to back.
+    pub barriers: u32,
+    /// Untimed barriers first.
+    pub warmup: u32,
+}
+
 /// Run `s3rdma barrier`.
 ///
 /// Errors: the session's (store, ranks); a barrier that times out, naming the missing ranks.
-pub async fn run(args: BarrierArgs) -> Result<()> {
-    if args.barriers == 0 {
+pub async fn run(plan: BarrierPlan) -> Result<()> {
+    if plan.barriers == 0 {
         return Err(Error::Usage("--barriers 0: give at least one timed barrier".into()));
     }
-    // Host memory: N ranks must not open N CUDA contexts to move no data.
-    let mem = crate::mem::MemConfig::host();
     // 8 ranks by default when this process starts them; a launcher's count otherwise.
-    let launched = crate::ranks::Rank::from_env(args.group.run_id.as_deref()).ok().flatten().is_some();
-    let ranks = if launched { args.ranks } else { Some(args.ranks.unwrap_or(8)) };
-    let spec = SessionSpec {
-        group: Some(args.group.config()),
-        world: World::Ranks(ranks),
-        create_bucket: true,
-        require_rdma: args.witness.require_rdma,
-        ..SessionSpec::new("barrier", args.store.config(), args.witness.config(&args.store), mem, args.output.config())
-    };
+    let launched = crate::ranks::Rank::from_env(plan.run.group.as_ref().and_then(|g| g.run_id.as_deref())).ok().flatten().is_some();
+    let ranks = if launched { plan.ranks } else { Some(plan.ranks.unwrap_or(8)) };
+    let spec = SessionSpec { world: World::Ranks(ranks), create_bucket: true, ..plan.run.spec("barrier") };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
-    for i in 0..args.warmup {
+    for i in 0..plan.warmup {
         s.group.barrier(&format!("warmup{i}")).await?;
     }
     let before = s.group.coordination();
     let (mut enter_ns, mut leave_ns) = (Vec::new(), Vec::new());
-    for i in 0..args.barriers {
+    for i in 0..plan.barriers {
         enter_ns.push(now_ns());
         s.group.barrier(&format!("b{i}")).await?;
         leave_ns.push(now_ns());
     }
     let mine = RankBarriers { rank: s.me.rank, host: s.host.clone(), enter_ns, leave_ns, coordination: s.group.coordination().since(&before) };
     let all = s.gather("barriers", &mine).await?;
-    let results = if s.is_root() { Some(summarize(&all, args.barriers, s.group.method())?) } else { None };
-    let params = serde_json::json!({"ranks": s.me.world, "barriers": args.barriers, "warmup": args.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": args.group.barrier_timeout.as_secs_f64()});
+    let results = if s.is_root() { Some(summarize(&all, plan.barriers, s.group.method())?) } else { None };
+    let params = serde_json::json!({"ranks": s.me.world, "barriers": plan.barriers, "warmup": plan.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": plan.run.group.as_ref().map_or(0.0, |g| g.barrier_timeout.as_secs_f64())});
     let mut outcome = Outcome::new(params, results.clone(), Vec::new());
     outcome.verdict_without_windows = Some("coordination only: no data moved, nothing for the witness to judge".into());
     let print = || {

@@ -579,4 +579,4 @@ mod spec;
 pub use end::{conclude, exit_status};
 pub use outcome::Outcome;
 use spec::watch_local_server;
-pub use spec::{SessionSpec, World, store_error};
+pub use spec::{RunPlan, SessionSpec, World, store_error};

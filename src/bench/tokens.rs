@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::Spread;
 use super::session::{Direction, Outcome, Session, SessionSpec};
-use crate::cli::TokensArgs;
+use crate::bench::session::RunPlan;
 use crate::error::{Error, Result};
 use crate::format::shards::{self, Listed, TokenShard};
 use crate::mem::Buffer;
@@ -204,51 +204,72 @@ async fn pass(
     })
 }
 
+/// Everything `s3rdma tokens` runs with (the CLI's `cli/plan.rs` makes it of the flags).
+#[derive(Debug, Clone)]
+pub struct TokensPlan {
+    /// Store, witness, memory, output.
+    pub run: RunPlan,
+    /// Key prefix of the token shards (`ingest tokens` wrote them).
+    pub prefix: String,
+    /// Runs in flight (one buffer each).
+    pub fetch_workers: u32,
+    /// Bytes per ranged read of a shard (one run).
+    pub run_bytes: u64,
+    /// Sequences per step.
+    pub batch_seqs: u32,
+    /// Simulated compute per step (zero: the loader alone).
+    pub compute: std::time::Duration,
+    /// Untimed shards first.
+    pub warmup_shards: u32,
+    /// Timed passes.
+    pub repeats: u32,
+    /// The GPU's dense bf16 peak in TFLOP/s, for the tokens/s a GPU consumes.
+    pub gpu_tflops: f64,
+    /// Model FLOPs utilization, in (0, 1].
+    pub mfu: f64,
+}
+
 /// Run `s3rdma tokens`.
-pub async fn run(args: TokensArgs) -> Result<()> {
-    if !(args.mfu > 0.0 && args.mfu <= 1.0 && args.gpu_tflops > 0.0 && args.gpu_tflops.is_finite()) {
-        return Err(Error::Usage(format!("--mfu {} must be in (0, 1] and --gpu-tflops {} above 0", args.mfu, args.gpu_tflops)));
+pub async fn run(plan: TokensPlan) -> Result<()> {
+    if !(plan.mfu > 0.0 && plan.mfu <= 1.0 && plan.gpu_tflops > 0.0 && plan.gpu_tflops.is_finite()) {
+        return Err(Error::Usage(format!("--mfu {} must be in (0, 1] and --gpu-tflops {} above 0", plan.mfu, plan.gpu_tflops)));
     }
-    let spec = SessionSpec {
-        rdma_threads: args.fetch_workers,
-        no_bucket: shards::no_dataset_bucket,
-        ..crate::cli::session_spec("tokens", &args.store, &args.witness, &args.mem, &args.output)
-    };
+    let spec = SessionSpec { rdma_threads: plan.fetch_workers, no_bucket: shards::no_dataset_bucket, ..plan.run.spec("tokens") };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let store = s.store.clone();
     let dest = s.mem.dest;
-    let listed = shards::list_tokens(store.as_ref(), &args.prefix).await?;
+    let listed = shards::list_tokens(store.as_ref(), &plan.prefix).await?;
     let seq_len = listed[0].meta.seq_len;
     if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len) {
         return Err(Error::Runtime(format!("'{}' has seq_len {}, the first shard {seq_len}: one set per --prefix", s.sidecar_key, s.meta.seq_len)));
     }
-    let warm = args.warmup_shards as usize;
+    let warm = plan.warmup_shards as usize;
     if listed.len() <= warm {
         return Err(Error::Usage(format!(
             "{} token shard(s) under '{}' and --warmup-shards {warm}: nothing left to time; lower --warmup-shards or ingest more shards",
             listed.len(),
-            args.prefix
+            plan.prefix
         )));
     }
-    let warm_runs = Arc::new(runs_of(&listed[..warm], args.run_bytes));
-    let timed_runs = Arc::new(runs_of(&listed[warm..], args.run_bytes));
+    let warm_runs = Arc::new(runs_of(&listed[..warm], plan.run_bytes));
+    let timed_runs = Arc::new(runs_of(&listed[warm..], plan.run_bytes));
     let run_cap = timed_runs.iter().chain(warm_runs.iter()).map(|r| r.range.end - r.range.start).max().expect("shards hold sequences");
     // No more buffers than runs to fill them.
-    let workers = (args.fetch_workers as usize).min(timed_runs.len().max(warm_runs.len())) as u32;
+    let workers = (plan.fetch_workers as usize).min(timed_runs.len().max(warm_runs.len())) as u32;
     if dest != crate::mem::Dest::Device {
         super::check_host_memory(&format!("{workers} run buffers of {run_cap} bytes"), workers as u64 * run_cap, "lower --fetch-workers or --run-bytes")?;
     }
     let mut bufs: Vec<Buffer> = (0..workers).map(|_| s.buffer(run_cap as usize)).collect::<std::result::Result<_, _>>().map_err(|e| {
-        Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", args.fetch_workers, dest.name()))
+        Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", plan.fetch_workers, dest.name()))
     })?;
-    let batch_seqs = args.batch_seqs as u64;
-    let warmup = if warm > 0 { Some(pass(&store, &warm_runs, &mut bufs, args.store.window, batch_seqs, Duration::ZERO).await?) } else { None };
+    let batch_seqs = plan.batch_seqs as u64;
+    let warmup = if warm > 0 { Some(pass(&store, &warm_runs, &mut bufs, plan.run.store.window, batch_seqs, Duration::ZERO).await?) } else { None };
     let mut repeats = Vec::new();
     let mut stats = crate::store::StoreStats::default();
-    for rep in 1..=args.repeats {
+    for rep in 1..=plan.repeats {
         let window = s.open_window().await?;
         let sampler = Sampler::start();
-        let f = pass(&store, &timed_runs, &mut bufs, args.store.window, batch_seqs, args.compute).await?;
+        let f = pass(&store, &timed_runs, &mut bufs, plan.run.store.window, batch_seqs, plan.compute).await?;
         let smp = sampler.finish();
         let closed = s.close_window(window, Direction::Read, f.bytes, ()).await?;
         stats.add(&closed.stats);
@@ -272,15 +293,15 @@ pub async fn run(args: TokensArgs) -> Result<()> {
     let feeds: Vec<Feed> = MODELS
         .iter()
         .map(|m| {
-            let per_gpu = gpu_tokens_per_s(m, args.gpu_tflops, args.mfu);
+            let per_gpu = gpu_tokens_per_s(m, plan.gpu_tflops, plan.mfu);
             Feed { model: m.name, params: m.params, gpu_tokens_per_s: per_gpu, gpu_bytes_per_s: per_gpu * 4.0, gpus_fed: (tps.median / per_gpu).floor() }
         })
         .collect();
     let timed_bytes: u64 = timed_runs.iter().map(|r| r.range.end - r.range.start).sum();
     let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
-    let params = json!({"prefix": args.prefix, "fetch_workers": args.fetch_workers, "run_bytes": args.run_bytes, "batch_seqs": args.batch_seqs,
-                   "compute_s": args.compute.as_secs_f64(), "warmup_shards": warm, "repeats": args.repeats, "window_bytes": args.store.window,
-                   "gpu_tflops": args.gpu_tflops, "mfu": args.mfu,
+    let params = json!({"prefix": plan.prefix, "fetch_workers": plan.fetch_workers, "run_bytes": plan.run_bytes, "batch_seqs": plan.batch_seqs,
+                   "compute_s": plan.compute.as_secs_f64(), "warmup_shards": warm, "repeats": plan.repeats, "window_bytes": plan.run.store.window,
+                   "gpu_tflops": plan.gpu_tflops, "mfu": plan.mfu,
                    "feed_formula": "gpu_tokens_per_s = mfu * gpu_tflops * 1e12 / (6 * params) (6N FLOPs per token: Kaplan et al. 2020)"});
     let results = TokensResults {
         shards: listed.len(),
@@ -328,20 +349,20 @@ pub async fn run(args: TokensArgs) -> Result<()> {
         t.add_row(row);
         println!(
             "tokens '{}' from {backend} ({location}): {} timed shard(s), {:.2} GB, seq_len {seq_len}, batches of {} sequences, {} fetch workers x {} runs",
-            args.prefix,
+            plan.prefix,
             listed.len() - warm,
             timed_bytes as f64 / 1e9,
-            args.batch_seqs,
-            args.fetch_workers,
+            plan.batch_seqs,
+            plan.fetch_workers,
             crate::units::size_approx(run_cap)
         );
         println!("{t}");
         println!(
             "GPUs it could feed: per GPU {:.0} tokens/s for {} at MFU {} of {} TFLOPS (6N FLOPs/token)",
-            gpu_tokens_per_s(&MODELS[0], args.gpu_tflops, args.mfu),
+            gpu_tokens_per_s(&MODELS[0], plan.gpu_tflops, plan.mfu),
             MODELS[0].name,
-            args.mfu,
-            args.gpu_tflops
+            plan.mfu,
+            plan.gpu_tflops
         );
     })
     .await

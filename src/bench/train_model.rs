@@ -19,8 +19,8 @@ use std::time::Instant;
 use serde_json::json;
 use tch::{Device, Kind, Tensor, nn, nn::ModuleT, nn::OptimizerConfig};
 
+use super::train::{Amp, TrainPlan};
 use super::train::{Batch, Pixels, StepTimes, Stepper};
-use crate::cli::{Amp, TrainArgs};
 use crate::error::{Error, Result};
 use crate::mem::{Buffer, Dest, Gpu};
 
@@ -48,7 +48,7 @@ impl Trainer {
     ///
     /// Errors: a GPU was asked for but libtorch sees no CUDA (run with
     /// `LD_PRELOAD` of the matching `libtorch_cuda.so`, docs/03-training-benchmark.md).
-    pub fn new(args: &TrainArgs, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i64, device_batch: Option<Buffer>) -> Result<Self> {
+    pub fn new(plan: &TrainPlan, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i64, device_batch: Option<Buffer>) -> Result<Self> {
         let device = match (gpu, dest) {
             (Some(g), Dest::Device | Dest::Pinned) => {
                 if !tch::Cuda::is_available() {
@@ -62,12 +62,12 @@ impl Trainer {
             }
             _ => Device::Cpu,
         };
-        tch::manual_seed(args.seed as i64);
+        tch::manual_seed(plan.seed as i64);
         if device.is_cuda() {
             tch::Cuda::cudnn_set_benchmark(true);
         }
-        let kind = if args.amp == Amp::Bf16 && device.is_cuda() { Kind::BFloat16 } else { Kind::Float };
-        let model = if args.loader_only {
+        let kind = if plan.amp == Amp::Bf16 && device.is_cuda() { Kind::BFloat16 } else { Kind::Float };
+        let model = if plan.loader_only {
             None
         } else {
             let mut vs = nn::VarStore::new(device);
@@ -84,12 +84,12 @@ impl Trainer {
                     }
                 }
             });
-            let opt = nn::Sgd { momentum: 0.9, dampening: 0.0, wd: 1e-4, nesterov: false }.build(&vs, args.lr).map_err(|e| tch_err("SGD optimizer", e))?;
+            let opt = nn::Sgd { momentum: 0.9, dampening: 0.0, wd: 1e-4, nesterov: false }.build(&vs, plan.lr).map_err(|e| tch_err("SGD optimizer", e))?;
             Some((Box::new(net) as Box<dyn ModuleT>, opt, vs))
         };
         let mean = Tensor::from_slice(&MEAN.map(|m| (m * 255.0) as f32)).view([1, 3, 1, 1]).to_device(device);
         let std = Tensor::from_slice(&STD.map(|s| (s * 255.0) as f32)).view([1, 3, 1, 1]).to_device(device);
-        Ok(Trainer { device, kind, crop: args.crop as i64, model, device_batch, mean, std })
+        Ok(Trainer { device, kind, crop: plan.crop as i64, model, device_batch, mean, std })
     }
 
     fn sync(&self) {

@@ -22,15 +22,17 @@ use serde_json::json;
 
 use super::session::{Direction, Outcome, Session, SessionSpec};
 use super::{Spread, fanout};
-use crate::cli::{Backend, Baseline, WeightsArgs};
 use crate::error::{Error, Result};
 use crate::format::weights::{self, ShardLayout};
 use crate::mem::{Buffer, Dest};
 use crate::sampler::{Sampler, SamplerReport};
+use crate::store::Backend;
 use crate::store::{self, ObjectStore};
 use crate::witness::WitnessReport;
 
+mod plan;
 mod verify;
+pub use plan::{Baseline, WeightsPlan};
 pub use verify::{Reference, Verified};
 
 /// One timed load.
@@ -131,23 +133,23 @@ async fn download(store: &dyn ObjectStore, layout: &[ShardLayout], dir: &std::pa
 
 /// Time the baselines into the same buffers: the local copy is made by the
 /// first download-then-load (or untimed, before local-then-load alone).
-async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &mut Vec<Buffer>) -> Result<Vec<BaselineRun>> {
-    let (dir, remove) = match &args.baseline_dir {
+async fn baselines(plan: &WeightsPlan, store: &dyn ObjectStore, layout: &[ShardLayout], bufs: &mut Vec<Buffer>) -> Result<Vec<BaselineRun>> {
+    let (dir, remove) = match &plan.baseline_dir {
         Some(d) => (d.clone(), false),
         None => (std::env::temp_dir().join(format!("s3rdma-baseline-{}", std::process::id())), true),
     };
-    let mut local_args = args.store.config();
+    let mut local_args = plan.run.store.clone();
     local_args.backend = Backend::Local;
     local_args.root = dir.clone();
     let local: Arc<dyn ObjectStore> = Arc::from(store::open(&local_args)?);
     let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
     let mut out = Vec::new();
     let mut have_copy = false;
-    for &b in &args.baselines {
+    for &b in &plan.baselines {
         let sampler = Sampler::start();
         let t0 = Instant::now();
         let download_s = if b == Baseline::DownloadThenLoad || !have_copy {
-            download(store, layout, &dir, &args.store.bucket).await?;
+            download(store, layout, &dir, &plan.run.store.bucket).await?;
             have_copy = true;
             t0.elapsed().as_secs_f64()
         } else {
@@ -157,7 +159,7 @@ async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardL
         let t1 = Instant::now();
         // The local copy is other files: the store's object versions do not pin it.
         let copy: Vec<ShardLayout> = layout.iter().map(|l| ShardLayout { version: None, ..l.clone() }).collect();
-        let (bytes, _) = load(&local, &copy, bufs, args.store.window, args.concurrency as usize).await?;
+        let (bytes, _) = load(&local, &copy, bufs, plan.run.store.window, plan.concurrency as usize).await?;
         let load_s = t1.elapsed().as_secs_f64();
         let s = sampler.finish();
         let wall_s = if b == Baseline::DownloadThenLoad { download_s + load_s } else { load_s };
@@ -178,40 +180,35 @@ async fn baselines(args: &WeightsArgs, store: &dyn ObjectStore, layout: &[ShardL
 }
 
 /// Run `s3rdma weights`.
-pub async fn run(args: WeightsArgs) -> Result<()> {
-    if let Some(name) = &args.synth {
-        if args.verify || args.reference.is_some() {
+pub async fn run(plan: WeightsPlan) -> Result<()> {
+    if let Some(name) = &plan.synth {
+        if plan.verify || plan.reference.is_some() {
             return Err(Error::Usage("--synth writes a model and loads none: run --verify (or --reference) as a second command, without --synth".into()));
         }
         // Writes a model and no record: no timed window, so no session.
-        crate::record::check_results_dir(&args.output.results_dir)?;
+        crate::record::check_results_dir(&plan.run.output.results_dir)?;
         weights::synth_shapes(name)?; // a bad name is a usage error before anything is created
-        let store = store::open(&args.store.config())?;
+        let store = store::open(&plan.run.store)?;
         store.ensure_bucket(true).await?;
-        let (bytes, shards) = weights::write_synth(store.as_ref(), &args.model, name, args.shard_size).await?;
-        println!("wrote synthetic {name}: {bytes} tensor bytes in {shards} shard(s) under '{}' at {}", args.model, store.location());
+        let (bytes, shards) = weights::write_synth(store.as_ref(), &plan.model, name, plan.shard_size).await?;
+        println!("wrote synthetic {name}: {bytes} tensor bytes in {shards} shard(s) under '{}' at {}", plan.model, store.location());
         return Ok(());
     }
-    let spec = SessionSpec {
-        rdma_threads: args.concurrency,
-        no_bucket,
-        defer_gpu: true,
-        ..crate::cli::session_spec("weights", &args.store, &args.witness, &args.mem, &args.output)
-    };
+    let spec = SessionSpec { rdma_threads: plan.concurrency, no_bucket, defer_gpu: true, ..plan.run.spec("weights") };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let session_at = Instant::now();
     let store = s.store.clone();
     let dest = s.mem.dest;
     let t_head = Instant::now();
-    let layout = weights::read_layout(store.as_ref(), &args.model).await?;
+    let layout = weights::read_layout(store.as_ref(), &plan.model).await?;
     let header_s = t_head.elapsed().as_secs_f64();
-    if let Some(r) = &args.reference {
+    if let Some(r) = &plan.reference {
         // A wrong --reference fails before the load, not after it.
-        verify::reference_files(r, &args.model, &layout)?;
+        verify::reference_files(r, &plan.model, &layout)?;
     }
     // Read before the load: a model whose write stopped midway is refused
     // whether or not --verify is asked.
-    let digest = crate::format::digest::read(store.as_ref(), &args.model).await?;
+    let digest = crate::format::digest::read(store.as_ref(), &plan.model).await?;
     let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
     let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
     // What the session said already (the store's size-independent warnings) is not said twice.
@@ -229,11 +226,11 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
     let mut ready_at = None;
     let mut repeats = Vec::new();
     let mut stats = crate::store::StoreStats::default();
-    for rep in 1..=args.repeats {
+    for rep in 1..=plan.repeats {
         let window = s.open_window().await?;
         let sampler = Sampler::start();
         let t0 = Instant::now();
-        let (bytes, windows) = load(&store, &layout, &mut bufs, args.store.window, args.concurrency as usize).await?;
+        let (bytes, windows) = load(&store, &layout, &mut bufs, plan.run.store.window, plan.concurrency as usize).await?;
         let wall_s = t0.elapsed().as_secs_f64();
         ready_at.get_or_insert_with(Instant::now);
         let smp = sampler.finish();
@@ -251,21 +248,21 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
             witness: closed.witness.expect("a single-process bench is rank 0"),
         });
     }
-    let verified = if args.verify || args.reference.is_some() {
-        Some(verify::verify(store.as_ref(), &args.model, &layout, &bufs, args.reference.as_deref(), digest.as_ref()).await?)
+    let verified = if plan.verify || plan.reference.is_some() {
+        Some(verify::verify(store.as_ref(), &plan.model, &layout, &bufs, plan.reference.as_deref(), digest.as_ref()).await?)
     } else {
         None
     };
-    let baseline_runs = if args.baselines.is_empty() { Vec::new() } else { baselines(&args, store.as_ref(), &layout, &mut bufs).await? };
+    let baseline_runs = if plan.baselines.is_empty() { Vec::new() } else { baselines(&plan, store.as_ref(), &layout, &mut bufs).await? };
     let wall = Spread::of(repeats.iter().map(|r| r.wall_s)).expect("repeats >= 1");
     let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
     let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
     let worst = repeats.iter().map(|r| r.witness.verdict).min().expect("repeats >= 1");
     let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
     let failure = verified.as_ref().and_then(Verified::failure);
-    let params = json!({"model": args.model, "window_bytes": args.store.window, "concurrency": args.concurrency,
-                        "repeats": args.repeats, "verify": args.verify || args.reference.is_some(),
-                        "reference": args.reference});
+    let params = json!({"model": plan.model, "window_bytes": plan.run.store.window, "concurrency": plan.concurrency,
+                        "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
+                        "reference": plan.reference});
     // Milliseconds: the process-start offset itself is one clock tick (10 ms) coarse.
     let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;
     let ready = TimeToReady {
@@ -327,7 +324,7 @@ pub async fn run(args: WeightsArgs) -> Result<()> {
                 "-".into(),
             ]);
         }
-        println!("weights '{}' from {backend} ({location}), headers {:.3} s", args.model, header_s);
+        println!("weights '{}' from {backend} ({location}), headers {:.3} s", plan.model, header_s);
         println!("{t}");
         println!("{}", results.ready.line());
     })

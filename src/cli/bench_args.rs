@@ -3,75 +3,14 @@
 use super::{
     GroupArgs, MemArgs, OutputArgs, RunArgs, StoreArgs, WitnessArgs, parse_bytes, parse_duration, parse_part_size, parse_positive, parse_positive_duration,
 };
-use clap::{Args, Subcommand, ValueEnum};
-use serde::Serialize;
+use clap::{Args, Subcommand};
+
+use crate::bench::ckpt::{ChunkChecksum, CkptMethod, CkptOp, RestoreCache};
+use crate::bench::fetch::StreamBuffer;
+use crate::bench::train::{Amp, JpegFetch, Layout};
+use crate::bench::weights::Baseline;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// A checkpoint method (`--methods`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CkptMethod {
-    /// Tensors packed 512-byte aligned into one buffer, written as parallel chunk objects + manifest.
-    Flat,
-    /// Copy to host, serialize one safetensors blob, send it as one object by one stream
-    /// (over HTTP: multipart parts one at a time) — the shape of torch.save + HTTP.
-    SerializeThenPut,
-    /// flat's on-store format, saved the way asynchronous checkpointing saves
-    /// (DCP `async_save`, Megatron/NeMo async): the state is first snapshotted
-    /// into one pinned host buffer (the training stall), then the chunks go out
-    /// from there and the manifest commits last (persistence); restore is flat's.
-    Async,
-}
-
-/// A checkpoint operation (`--ops`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CkptOp {
-    /// Write the state to the store.
-    Save,
-    /// Read it back and compare with the original.
-    Restore,
-}
-
-/// Per-chunk checksum (`--checksum`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChunkChecksum {
-    /// xxh3-64 per chunk (xxhash-rust).
-    Xxh3,
-    /// No checksums (restore still compares every tensor with the original).
-    None,
-}
-
-/// Where a checkpoint restore reads from (`--restore-cache`, `--cold`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum RestoreCache {
-    /// The page cache the save left (no eviction).
-    Warm,
-    /// The device, as MLPerf Storage reads: drop_caches (root), else fadvise DONTNEED, else O_DIRECT.
-    Cold,
-    /// Cold from fadvise DONTNEED on (the host's other cached pages stay: a shared node).
-    Fadvise,
-    /// Cold through O_DIRECT reads alone.
-    Direct,
-}
-
-/// Each fetch stream's destination buffer (`--stream-buffer`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StreamBuffer {
-    /// `object` while the widest cell's whole-object buffers fit in half the
-    /// host's memory (or the destination is device memory), else the store's read window.
-    Auto,
-    /// One whole-object buffer per stream: the last GET's bytes are kept.
-    Object,
-    /// One reusable buffer of this many bytes per stream: each object is read
-    /// as ranged reads of this size, in order, into it (memory ~ streams x
-    /// size, as warp reads); the bytes are not kept.
-    Window(u64),
-}
 
 /// `--stream-buffer`: `auto`, `object` or a size of at least 64 KiB.
 fn parse_stream_buffer(s: &str) -> Result<StreamBuffer, String> {
@@ -309,16 +248,6 @@ pub struct WeightsArgs {
     pub shard_size: u64,
 }
 
-/// A weights baseline (see `--baselines`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Baseline {
-    /// GET each shard to a local file, then load from the local copy.
-    DownloadThenLoad,
-    /// Load from the local copy (warm page cache).
-    LocalThenLoad,
-}
-
 /// `s3rdma ingest <kind>`.
 #[derive(Debug, Clone, Subcommand)]
 pub enum IngestKind {
@@ -475,36 +404,6 @@ pub struct TokensArgs {
     /// Model FLOPs utilisation assumed for "GPUs it could feed".
     #[arg(long, default_value_t = 0.45)]
     pub mfu: f64,
-}
-
-/// Training data layout (`--layout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Layout {
-    /// Pre-decoded uint8 shards fetched whole into device memory; crop/flip/normalize on the GPU.
-    Raw,
-    /// JPEG tar shards: ranged GET per sample (or whole shards), CPU decode, pinned staging.
-    Jpeg,
-}
-
-/// How `--layout jpeg` reads samples (`--jpeg-fetch`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum JpegFetch {
-    /// One ranged GET per sample by its index entry.
-    Sample,
-    /// Whole tar shards into host memory, samples sliced out.
-    Shard,
-}
-
-/// Mixed precision (`--amp`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Amp {
-    /// bfloat16 autocast for forward and backward (weights stay f32).
-    Bf16,
-    /// Plain f32.
-    Off,
 }
 
 /// `s3rdma train`: the seeds' B3 (and B2 with `--loader-only`).

@@ -9,11 +9,12 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub mod auto;
 mod bench_args;
+mod bench_values;
+mod plan;
 mod store_args;
 mod values;
 pub use bench_args::{
-    Amp, BarrierArgs, Baseline, ChunkChecksum, CkptArgs, CkptMethod, CkptOp, FetchArgs, IngestImagesArgs, IngestKind, IngestTokensArgs, IngestWeightsArgs,
-    JpegFetch, Layout, RestoreCache, StreamBuffer, TokensArgs, TrainArgs, VerifyArgs, WeightsArgs,
+    BarrierArgs, CkptArgs, FetchArgs, IngestImagesArgs, IngestKind, IngestTokensArgs, IngestWeightsArgs, TokensArgs, TrainArgs, VerifyArgs, WeightsArgs,
 };
 pub use store_args::StoreArgs;
 
@@ -331,17 +332,6 @@ impl WitnessArgs {
             scrape_timeout: store.read_timeout.min(crate::witness::SCRAPE_TIMEOUT),
             ca_pem: store.aws.as_ref().and_then(|a| a.ca_bundle.as_ref()).map(|c| c.pem.clone()),
         }
-    }
-}
-
-/// What every bench starts its session from: the shared flag groups turned
-/// into configuration once (store, witness, memory with the destination
-/// resolved, output, `--require-rdma`); a bench adds its own needs with
-/// struct-update syntax.
-pub fn session_spec(bench: &'static str, store: &StoreArgs, witness: &WitnessArgs, mem: &MemArgs, output: &OutputArgs) -> crate::bench::session::SessionSpec {
-    crate::bench::session::SessionSpec {
-        require_rdma: witness.require_rdma,
-        ..crate::bench::session::SessionSpec::new(bench, store.config(), witness.config(store), mem.config(), output.config())
     }
 }
 

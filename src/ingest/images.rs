@@ -1,7 +1,7 @@
 //! `ingest raw` and `ingest jpeg`: ImageFolder discovery, decode, resize and center-crop, synthetic images, and WebDataset tar shards with their byte-offset index.
 
+use super::plan::ImagesIngest;
 use super::{bar, check_shard_memory, commit, pool};
-use crate::cli::IngestImagesArgs;
 use crate::error::{Error, Result};
 use crate::format::shards::{self, DatasetManifest, JpegIndex, JpegSample, RawShard};
 use crate::store;
@@ -242,7 +242,7 @@ pub(crate) enum Prepared {
     Jpeg(Vec<u8>),
 }
 
-pub(crate) async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
+pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
     let prefix = a.prefix.clone().unwrap_or_else(|| if jpeg { "jpeg/train".into() } else { "raw/train".into() });
     let per_shard = a.samples_per_shard.unwrap_or(if jpeg { 8192 } else { 4096 }) as usize;
     let (classes, sources): (Vec<String>, Vec<Source>) = match (&a.src, a.synthetic) {
@@ -260,7 +260,7 @@ pub(crate) async fn images(a: IngestImagesArgs, jpeg: bool) -> Result<()> {
         check_shard_memory("a raw shard", per * (a.size as u64).pow(2) * 3, "lower --size or --samples-per-shard")?;
     }
     let pool = pool(a.decode_threads)?;
-    let store = store::open(&a.store.config())?;
+    let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
     shards::begin_ingest(store.as_ref(), &prefix).await?;
     let t0 = Instant::now();

@@ -14,22 +14,23 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use rayon::prelude::*;
 
-use crate::cli::{IngestKind, IngestTokensArgs};
 use crate::error::{Error, Result};
 use crate::format::shards::{self, DatasetManifest, TokenShard};
 use crate::store::{self, ObjectStore};
 
 pub(crate) mod images;
+mod plan;
 pub mod weights;
 pub(crate) use images::images;
 pub use images::{Source, TarShard, build_tar, resize_center_crop, scan_image_folder, synth_image};
+pub use plan::{ImagesIngest, IngestPlan, TokensIngest, WeightsIngest};
 
 /// Run `s3rdma ingest <kind>`.
-pub async fn run(kind: IngestKind) -> Result<()> {
+pub async fn run(kind: IngestPlan) -> Result<()> {
     let prefix = match &kind {
-        IngestKind::Tokens(a) => Some(a.prefix.clone()),
-        IngestKind::Raw(a) | IngestKind::Jpeg(a) => a.prefix.clone(),
-        IngestKind::Weights(_) => None,
+        IngestPlan::Tokens(a) => Some(a.prefix.clone()),
+        IngestPlan::Raw(a) | IngestPlan::Jpeg(a) => a.prefix.clone(),
+        IngestPlan::Weights(_) => None,
     };
     if let Some(p) = prefix {
         if p.is_empty() || p.ends_with('/') {
@@ -38,10 +39,10 @@ pub async fn run(kind: IngestKind) -> Result<()> {
         store::check_key(&shards::shard_key(&p, 0, "index.json")).map_err(|e| Error::Usage(format!("--prefix '{p}': {e}")))?;
     }
     match kind {
-        IngestKind::Tokens(a) => tokens(a).await,
-        IngestKind::Raw(a) => images(a, false).await,
-        IngestKind::Jpeg(a) => images(a, true).await,
-        IngestKind::Weights(a) => weights::run(a).await,
+        IngestPlan::Tokens(a) => tokens(a).await,
+        IngestPlan::Raw(a) => images(a, false).await,
+        IngestPlan::Jpeg(a) => images(a, true).await,
+        IngestPlan::Weights(a) => weights::run(a).await,
     }
 }
 
@@ -161,7 +162,7 @@ impl Packer<'_> {
     }
 }
 
-async fn tokens(a: IngestTokensArgs) -> Result<()> {
+async fn tokens(a: TokensIngest) -> Result<()> {
     let seq_bytes = a.seq_len as u64 * 4;
     let seqs_per_shard = a.shard_bytes / seq_bytes;
     if seqs_per_shard == 0 {
@@ -209,7 +210,7 @@ async fn tokens(a: IngestTokensArgs) -> Result<()> {
         };
         (Some((tk, sep)), proto)
     };
-    let store = store::open(&a.store.config())?;
+    let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
     shards::begin_ingest(store.as_ref(), &a.prefix).await?;
     let t0 = Instant::now();

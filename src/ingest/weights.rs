@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::IngestWeightsArgs;
+use super::plan::WeightsIngest;
 use crate::error::{Error, Result};
 use crate::format::digest;
 use crate::format::weights::{INDEX, SINGLE, parse_header};
@@ -58,7 +58,7 @@ pub fn model_files(src: &Path) -> Result<Vec<(PathBuf, String)>> {
 ///
 /// Errors: see [`model_files`]; a shard whose safetensors header does not
 /// parse (naming the file); the store's errors.
-pub async fn run(a: IngestWeightsArgs) -> Result<()> {
+pub async fn run(a: WeightsIngest) -> Result<()> {
     let prefix = a.model.trim_matches('/').to_string();
     if prefix.is_empty() {
         return Err(Error::Usage("--model: give a key prefix such as models/llama (not empty)".into()));
@@ -70,7 +70,7 @@ pub async fn run(a: IngestWeightsArgs) -> Result<()> {
         let len = std::fs::metadata(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?.len();
         parse_header(&path.display().to_string(), len, &bytes).map_err(|e| Error::Usage(format!("{e}: {CONVERT}")))?;
     }
-    let store = store::open(&a.store.config())?;
+    let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
     // A digest saying "writing" goes first, the complete one last: every
     // load refuses a model whose ingest stopped midway.

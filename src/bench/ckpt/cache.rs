@@ -36,7 +36,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::RestoreCache;
+use super::plan::RestoreCache;
 use crate::error::{Error, Result};
 use crate::store::{ObjectStore, blocking};
 

@@ -43,21 +43,23 @@ use serde_json::json;
 
 use super::dedup;
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
-use crate::cli::{Backend, ChunkChecksum, CkptArgs, CkptMethod, CkptOp, RestoreCache};
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, Manifest, TensorEntry};
 use crate::mem::{Buffer, Dest};
 use crate::ranks::{self, Rank};
 use crate::sampler::Sampler;
+use crate::store::Backend;
 use crate::store::{self, ObjectStore, blocking};
 use crate::units::{gb, size_name};
 use crate::witness::WitnessReport;
 
 mod cache;
 mod ops;
+mod plan;
 mod results;
 pub use cache::CacheFigures;
 pub(crate) use ops::{Ctx, State, StateSpec, restore_flat, restore_serialized, save_flat, save_serialized, serial_key, verify};
+pub use plan::{ChunkChecksum, CkptMethod, CkptOp, CkptPlan, RestoreCache};
 pub use results::{AGGREGATION, CkptResults, OpFigures, RepeatRow, Row, Verified};
 pub(crate) use results::{print_table, summarize};
 
@@ -65,9 +67,9 @@ pub(crate) use results::{print_table, summarize};
 const WINDOW: usize = 64 << 20;
 
 /// The states this run saves, this rank's share of each.
-fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
+fn states(plan: &CkptPlan, world: usize) -> Result<Vec<StateSpec>> {
     let mut out = Vec::new();
-    for w in &args.workload {
+    for w in &plan.workload {
         match w.as_str() {
             "resnet50" => {
                 let tensors = fmt::resnet50();
@@ -79,7 +81,7 @@ fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
             }
         }
     }
-    for s in synthetic_sizes(args) {
+    for s in synthetic_sizes(plan) {
         let tensors = fmt::synthetic_adam(s / world as u64).map_err(|e| match e {
             Error::Usage(_) if world > 1 => Error::Usage(format!(
                 "--sizes {} over {world} ranks is {} bytes per rank: a synthetic checkpoint needs at least 1MiB per rank ({world} ranks)",
@@ -94,15 +96,15 @@ fn states(args: &CkptArgs, world: usize) -> Result<Vec<StateSpec>> {
 }
 
 /// `--sizes`, or 1 GiB when neither it nor `--workload` is given.
-fn synthetic_sizes(args: &CkptArgs) -> Vec<u64> {
-    if args.sizes.is_empty() && args.workload.is_empty() { vec![1 << 30] } else { args.sizes.clone() }
+fn synthetic_sizes(plan: &CkptPlan) -> Vec<u64> {
+    if plan.sizes.is_empty() && plan.workload.is_empty() { vec![1 << 30] } else { plan.sizes.clone() }
 }
 
 /// The largest state's bytes per rank, from the flags alone (`--sizes` split
 /// over `world`; a `--workload`'s packed size).
-fn per_rank_bytes(args: &CkptArgs, world: usize) -> u64 {
-    let synthetic = synthetic_sizes(args).iter().map(|s| s / world as u64).max().unwrap_or(0);
-    let workload = if args.workload.iter().any(|w| w == "resnet50") { fmt::pack(&fmt::resnet50()).1 } else { 0 };
+fn per_rank_bytes(plan: &CkptPlan, world: usize) -> u64 {
+    let synthetic = synthetic_sizes(plan).iter().map(|s| s / world as u64).max().unwrap_or(0);
+    let workload = if plan.workload.iter().any(|w| w == "resnet50") { fmt::pack(&fmt::resnet50()).1 } else { 0 };
     synthetic.max(workload)
 }
 
@@ -114,11 +116,11 @@ fn per_rank_bytes(args: &CkptArgs, world: usize) -> u64 {
 /// `per_rank`: the largest state's bytes per rank (checked before the
 /// tensor lists are built: a synthetic list grows with the size, so an
 /// absurd `--sizes` must be refused first).
-fn check_memory(args: &CkptArgs, per_rank: u64, world: usize) -> Result<()> {
-    let serial = if args.methods.contains(&CkptMethod::SerializeThenPut) { 2 } else { 0 };
-    let snapshot = u64::from(args.methods.contains(&CkptMethod::Async) && args.ops.contains(&CkptOp::Save));
+fn check_memory(plan: &CkptPlan, per_rank: u64, world: usize) -> Result<()> {
+    let serial = if plan.methods.contains(&CkptMethod::SerializeThenPut) { 2 } else { 0 };
+    let snapshot = u64::from(plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save));
     // Saturating: --sizes can be as large as u64 allows.
-    let (dev, host) = match args.mem.dest() {
+    let (dev, host) = match plan.run.mem.dest {
         Dest::Device => (per_rank.saturating_mul(3), per_rank.saturating_mul(serial + snapshot)),
         _ => (0, per_rank.saturating_mul(3 + serial + snapshot)),
     };
@@ -153,60 +155,59 @@ fn check_memory(args: &CkptArgs, per_rank: u64, world: usize) -> Result<()> {
 }
 
 /// Run `s3rdma ckpt`.
-pub async fn run(args: CkptArgs) -> Result<()> {
-    let mut args = args;
+pub async fn run(plan: CkptPlan) -> Result<()> {
+    let mut plan = plan;
     // Each method and operation once, saves before restores.
-    dedup(&mut args.methods);
-    dedup(&mut args.ops);
-    args.ops.sort_by_key(|o| *o == CkptOp::Restore);
-    store::check_key(&format!("{}/x", args.prefix)).map_err(|e| Error::Usage(format!("--prefix '{}': {e}", args.prefix)))?;
-    if let Some(id) = &args.group.run_id {
+    dedup(&mut plan.methods);
+    dedup(&mut plan.ops);
+    plan.ops.sort_by_key(|o| *o == CkptOp::Restore);
+    store::check_key(&format!("{}/x", plan.prefix)).map_err(|e| Error::Usage(format!("--prefix '{}': {e}", plan.prefix)))?;
+    if let Some(id) = plan.run.group.as_ref().and_then(|g| g.run_id.as_deref()) {
         ranks::check_run_id(id)?;
     }
-    let asked = if args.cold { RestoreCache::Cold } else { args.restore_cache };
-    if asked != RestoreCache::Warm && !args.ops.contains(&CkptOp::Restore) {
+    let asked = plan.restore_cache;
+    if asked != RestoreCache::Warm && !plan.ops.contains(&CkptOp::Restore) {
         return Err(Error::Usage(format!(
             "--restore-cache {} (or --cold) says how restores read, and --ops has none: add restore to --ops (e.g. --ops save,restore)",
             cache::asked_name(asked)
         )));
     }
     if asked == RestoreCache::Direct
-        && args.store.backend == crate::store::Backend::Local
-        && !args.store.direct
-        && !args.chunk.is_multiple_of(crate::mem::HOST_ALIGN as u64)
+        && plan.run.store.backend == crate::store::Backend::Local
+        && !plan.run.store.direct
+        && !plan.chunk.is_multiple_of(crate::mem::HOST_ALIGN as u64)
     {
-        return Err(Error::Usage(cache::unaligned_chunk(asked, args.chunk, "")));
+        return Err(Error::Usage(cache::unaligned_chunk(asked, plan.chunk, "")));
     }
-    if Rank::from_env(args.group.run_id.as_deref())?.is_none() {
+    if Rank::from_env(plan.run.group.as_ref().and_then(|g| g.run_id.as_deref()))?.is_none() {
         // Bad sizes or memory fail once, here, not once per rank.
-        let world = args.ranks.unwrap_or(1) as usize;
-        check_memory(&args, per_rank_bytes(&args, world), world)?;
-        states(&args, world)?;
+        let world = plan.ranks.unwrap_or(1) as usize;
+        check_memory(&plan, per_rank_bytes(&plan, world), world)?;
+        states(&plan, world)?;
     }
     let spec = SessionSpec {
-        group: Some(args.group.config()),
-        world: World::Ranks(args.ranks),
-        rdma_threads: args.concurrency,
+        world: World::Ranks(plan.ranks),
+        rdma_threads: plan.concurrency,
         // A checkpoint writes: on the local backend its bucket directory is
         // created like any directory a save writes into (a fresh --root needs no mkdir by hand);
         // a server's bucket stays the operator's to create.
-        create_bucket: args.store.backend == crate::store::Backend::Local,
+        create_bucket: plan.run.store.backend == crate::store::Backend::Local,
         no_bucket,
-        ..crate::cli::session_spec("ckpt", &args.store, &args.witness, &args.mem, &args.output)
+        ..plan.run.spec("ckpt")
     };
     // How restores meet the page cache: the local backend's files are under
     // <root>/<bucket> (as store/local.rs lays them out); a server's cache is its own.
-    let plan = cache::Plan {
+    let cache_plan = cache::Plan {
         asked,
         dir: (spec.store.backend == crate::store::Backend::Local)
             .then(|| std::path::absolute(&spec.store.root).unwrap_or_else(|_| spec.store.root.clone()).join(&spec.store.bucket)),
         direct: spec.store.direct,
-        chunk: args.chunk,
+        chunk: plan.chunk,
         host: cache::Host { drop_caches: cache::DROP_CACHES.into() },
     };
     let Some(mut s) = Session::start(spec).await? else { return Ok(()) };
     let me = s.me.clone();
-    let specs = states(&args, me.world)?;
+    let specs = states(&plan, me.world)?;
     let dest = s.mem.dest;
     let gpu = s.gpu()?;
     let store = s.store.clone();
@@ -215,8 +216,8 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     s.device_path = Some(serde_json::json!({
         "mode": if store.writes_device() { "direct" } else { "staged" },
         "staging": "one pinned buffer of --chunk bytes per chunk in flight",
-        "chunk_bytes": args.chunk,
-        "buffers": args.concurrency,
+        "chunk_bytes": plan.chunk,
+        "buffers": plan.concurrency,
     }));
     let s = s;
     // serialize-then-put is the shape of torch.save + one PUT: one stream, plain HTTP.
@@ -227,7 +228,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         }
     })?;
     // Cold restores that end up reading with O_DIRECT (the last of cache.rs's methods) read through these.
-    let direct = if plan.dir.is_some() && asked != RestoreCache::Warm && !plan.direct {
+    let direct = if cache_plan.dir.is_some() && asked != RestoreCache::Warm && !cache_plan.direct {
         Some((
             s.open_variant(|a| a.direct = true)?,
             s.open_variant(|a| {
@@ -244,8 +245,8 @@ pub async fn run(args: CkptArgs) -> Result<()> {
     // The store counters' growth over every timed window (the record's in_windows).
     let mut in_windows = crate::store::StoreStats::default();
     for spec in &specs {
-        let key = format!("{}/{}/rank{:05}", args.prefix, spec.name, me.rank);
-        let state = State::new(spec, dest, gpu.as_ref(), args.seed, me.rank)?;
+        let key = format!("{}/{}/rank{:05}", plan.prefix, spec.name, me.rank);
+        let state = State::new(spec, dest, gpu.as_ref(), plan.seed, me.rank)?;
         let alloc = |what: &str, n: usize| {
             Buffer::for_dest(dest, gpu.as_ref(), n, 0, 0)
                 .map_err(|e| Error::Runtime(format!("cannot allocate the {what} ({n} bytes of {} memory): {e}", dest.name())))
@@ -253,7 +254,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         let mut flat = alloc("flat buffer", state.total as usize)?;
         let mut restored = alloc("restore buffer", state.total as usize)?;
         // The async save's snapshot: pinned host memory (plain host memory without a GPU).
-        let mut snapshot = if args.methods.contains(&CkptMethod::Async) && args.ops.contains(&CkptOp::Save) {
+        let mut snapshot = if plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save) {
             let kind = if gpu.is_some() { Dest::Pinned } else { Dest::Host };
             Some(
                 Buffer::for_dest(kind, gpu.as_ref(), state.total as usize, 0, 0)
@@ -262,12 +263,12 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         } else {
             None
         };
-        let chunks = state.total.div_ceil(args.chunk);
+        let chunks = state.total.div_ceil(plan.chunk);
         // Staging: device memory through a transport that cannot read it, or device checksums.
-        let need_staging = dest == Dest::Device && (!store.writes_device() || args.checksum != ChunkChecksum::None);
-        let staging_bytes = if store.writes_device() { WINDOW as u64 } else { args.chunk }.min(state.total.max(1));
+        let need_staging = dest == Dest::Device && (!store.writes_device() || plan.checksum != ChunkChecksum::None);
+        let staging_bytes = if store.writes_device() { WINDOW as u64 } else { plan.chunk }.min(state.total.max(1));
         let staging: Vec<Buffer> = if need_staging {
-            (0..(args.concurrency as u64).min(chunks.max(1)))
+            (0..(plan.concurrency as u64).min(chunks.max(1)))
                 .map(|_| Buffer::for_dest(Dest::Pinned, gpu.as_ref(), staging_bytes as usize, 0, 0))
                 .collect::<std::result::Result<_, _>>()
                 .map_err(|e| Error::Runtime(format!("cannot allocate pinned staging buffers: {e}")))?
@@ -277,24 +278,24 @@ pub async fn run(args: CkptArgs) -> Result<()> {
         let ctx = Ctx {
             store: store.clone(),
             serial: serial.clone(),
-            chunk: args.chunk,
-            concurrency: args.concurrency as usize,
-            checksum: args.checksum,
-            seed: args.seed,
+            chunk: plan.chunk,
+            concurrency: plan.concurrency as usize,
+            checksum: plan.checksum,
+            seed: plan.seed,
             staging: Arc::new(tokio::sync::Mutex::new(staging)),
         };
         let direct_ctx = direct.as_ref().map(|(d, serial)| Ctx { store: d.clone(), serial: serial.clone(), staging: ctx.staging.clone(), ..ctx });
-        for &method in &args.methods {
+        for &method in &plan.methods {
             let mut views: Option<Vec<TensorEntry>> = None;
-            for &op in &args.ops {
+            for &op in &plan.ops {
                 let mut reps = Vec::new();
-                for rep in 1..=args.repeats {
+                for rep in 1..=plan.repeats {
                     let mut cache_figures = None;
                     let mut rctx = &ctx;
                     if op == CkptOp::Restore {
                         restored.zero().map_err(Error::Runtime)?;
                         // Cold: evict (or choose O_DIRECT) before the window opens.
-                        let (f, read_direct) = cache::prepare(&plan, store.as_ref(), &key).await?;
+                        let (f, read_direct) = cache::prepare(&cache_plan, store.as_ref(), &key).await?;
                         if read_direct {
                             rctx = direct_ctx.as_ref().expect("opened for cold restores on the local backend");
                         }
@@ -313,7 +314,7 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                             let r = save_flat(&ctx, &key, &state, buf, &generation).await;
                             if r.is_err() {
                                 // Never committed: its chunks are garbage (the previous generation stays).
-                                delete_prefix(store.as_ref(), &format!("{key}.g{generation}.part"), args.store.read_timeout).await;
+                                delete_prefix(store.as_ref(), &format!("{key}.g{generation}.part"), plan.run.store.read_timeout).await;
                             }
                             r
                         }
@@ -367,10 +368,10 @@ pub async fn run(args: CkptArgs) -> Result<()> {
                 } else {
                     None
                 };
-                rows.push(summarize(spec, method, op, &args, me.world, reps, verified));
+                rows.push(summarize(spec, method, op, &plan, me.world, reps, verified));
             }
             // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
-            if !args.keep && args.ops.contains(&CkptOp::Save) {
+            if !plan.keep && plan.ops.contains(&CkptOp::Save) {
                 delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await?;
             }
         }
@@ -385,9 +386,9 @@ pub async fn run(args: CkptArgs) -> Result<()> {
             })
         })
         .collect();
-    let params = json!({"workloads": args.workload, "sizes_bytes": args.sizes, "methods": args.methods, "ops": args.ops,
-                        "chunk_bytes": args.chunk, "concurrency": args.concurrency, "repeats": args.repeats,
-                        "checksum": args.checksum, "prefix": args.prefix, "seed": args.seed, "ranks": me.world, "restore_cache": asked,
+    let params = json!({"workloads": plan.workload, "sizes_bytes": plan.sizes, "methods": plan.methods, "ops": plan.ops,
+                        "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
+                        "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
                         "alignment": fmt::ALIGNMENT});
     let results = CkptResults { rows, aggregation: AGGREGATION };
     let mut outcome = Outcome::new(params, &results, windows);

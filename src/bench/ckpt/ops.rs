@@ -1,8 +1,8 @@
 //! The checkpoint operations of one rank: the live state, flat save and restore (chunks + manifest), serialize-then-put save and restore, and the comparison with the originals.
 
+use super::plan::ChunkChecksum;
 use super::{OpFigures, Verified, WINDOW};
 use crate::bench::{fanout, now_unix};
-use crate::cli::ChunkChecksum;
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, ChecksumAlgorithm, Checksums, Manifest, TensorEntry, TensorSpec};
 use crate::mem::{Buffer, Dest, Gpu};

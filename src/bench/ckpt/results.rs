@@ -2,8 +2,8 @@
 
 use super::StateSpec;
 use super::cache::CacheFigures;
+use super::plan::{CkptMethod, CkptOp, CkptPlan};
 use crate::bench::{Spread, host_cores};
-use crate::cli::{CkptArgs, CkptMethod, CkptOp};
 use crate::mem::Dest;
 use crate::witness::WitnessReport;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
@@ -281,7 +281,7 @@ pub(crate) fn summarize(
     spec: &StateSpec,
     method: CkptMethod,
     op: CkptOp,
-    args: &CkptArgs,
+    plan: &CkptPlan,
     world: usize,
     reps: Vec<RepeatRow>,
     verified: Option<Verified>,
@@ -306,7 +306,7 @@ pub(crate) fn summarize(
         bytes: reps.first().map_or(0, |r| r.bytes),
         chunks_per_rank: reps.iter().flat_map(|r| r.per_rank.iter().map(|f| f.chunks)).max().unwrap_or(0),
         chunk_bytes: reps.iter().flat_map(|r| r.per_rank.iter().map(|f| f.chunk_bytes)).max().unwrap_or(0),
-        concurrency: if method == CkptMethod::SerializeThenPut { 1 } else { args.concurrency as usize },
+        concurrency: if method == CkptMethod::SerializeThenPut { 1 } else { plan.concurrency as usize },
         wall_s: spread(&|r| r.wall_s),
         stall_s: spread(&max_of(|f| f.stall_s)),
         throughput_gbps: spread(&|r| r.throughput_gbps),

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::cli::StreamBuffer;
+use super::plan::StreamBuffer;
 use crate::error::{Error, Result, StoreError};
 use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};

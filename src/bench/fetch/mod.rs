@@ -15,7 +15,6 @@ use serde_json::json;
 
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use super::{dedup, now_unix};
-use crate::cli::FetchArgs;
 use crate::error::{Error, Result, StoreError};
 use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};
@@ -24,8 +23,10 @@ use crate::store::{self, ObjectStore, StoreStats, TransferPath};
 use crate::units::{size_approx, size_name};
 
 mod buffers;
+mod plan;
 mod results;
 use buffers::BufferPlan;
+pub use plan::{FetchPlan, StreamBuffer, Timing};
 pub use results::{CellResult, CellSummary, ProcFigures, RepeatResult, table};
 pub(crate) use results::{ProcWire, placeholder_summary, proc_wire, summarize_cell, summarize_repeat};
 
@@ -57,23 +58,23 @@ fn progress_bar() -> ProgressBar {
 }
 
 /// Check the flags and choose the stream buffers.
-fn check_args(args: &FetchArgs) -> Result<BufferPlan> {
-    if args.store.backend == crate::cli::Backend::Local && args.store.endpoint.is_some() {
+fn check_args(plan: &FetchPlan) -> Result<BufferPlan> {
+    if plan.run.store.backend == crate::store::Backend::Local && plan.run.store.endpoint.is_some() {
         eprintln!("warning: --endpoint is set but --backend is local: pass --backend http to use it");
     }
-    if args.prefix.is_empty() {
+    if plan.prefix.is_empty() {
         return Err(Error::Usage("--prefix must not be empty".into()));
     }
-    store::check_key(&object_key(&args.prefix, 1, 0)).map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", args.prefix)))?;
-    let max_size = *args.sizes.iter().max().expect("the flag parser gives at least one size");
-    let max_c = *args.concurrency.iter().max().expect("the flag parser gives at least one count") as u64;
-    let max_p = *args.procs.iter().max().expect("the flag parser gives at least one count") as u64;
+    store::check_key(&object_key(&plan.prefix, 1, 0)).map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", plan.prefix)))?;
+    let max_size = *plan.sizes.iter().max().expect("the flag parser gives at least one size");
+    let max_c = *plan.concurrency.iter().max().expect("the flag parser gives at least one count") as u64;
+    let max_p = *plan.procs.iter().max().expect("the flag parser gives at least one count") as u64;
     let mut sys = sysinfo::System::new();
     sys.refresh_memory();
     // --prepare fills each missing object from one host buffer of its size
     // (the store API puts whole objects): refuse before anything is created.
     let available = sys.available_memory();
-    if args.run.prepare_for(&args.store) && available > 0 && max_size > available / 10 * 9 {
+    if plan.prepare && available > 0 && max_size > available / 10 * 9 {
         return Err(Error::Usage(format!(
             "--prepare writes each object from one host buffer, and objects of {} exceed the {} of memory available: lower --sizes, or create the objects another way and pass --no-prepare",
             size_name(max_size),
@@ -82,8 +83,8 @@ fn check_args(args: &FetchArgs) -> Result<BufferPlan> {
     }
     // Every process of the widest cell holds its own buffers (on one host unless launched across hosts).
     buffers::plan(&buffers::PlanInput {
-        flag: args.stream_buffer,
-        dest: args.mem.dest(),
+        flag: plan.stream_buffer,
+        dest: plan.run.mem.dest,
         max_size,
         streams: max_c.saturating_mul(max_p),
         total: sys.total_memory(),
@@ -208,18 +209,18 @@ async fn run_streams(
 /// Everything a cell needs besides its own dimensions.
 struct CellCtx<'a> {
     session: &'a Session,
-    args: &'a FetchArgs,
-    plan: BufferPlan,
+    plan: &'a FetchPlan,
+    buffering: BufferPlan,
 }
 
 /// One cell: `procs` processes (ranks below `procs`; the others wait at the
 /// same barriers) each running `streams` streams over `keys`.
 async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams: u32, procs: u32) -> Result<CellResult> {
-    let (session, args) = (cx.session, cx.args);
+    let (session, plan) = (cx.session, cx.plan);
     let (store, me, dest) = (&session.store, &session.me, session.mem.dest);
     let active = me.rank < procs as usize;
     // Buffers are allocated (and their pages touched) before any timed window.
-    let len = buffers::buffer_len(cx.plan, size);
+    let len = buffers::buffer_len(cx.buffering, size);
     let alloc = || session.buffer(len as usize);
     let mut buffers: Vec<Buffer> = if active && dest == Dest::Host && streams > 1 && len >= 64 << 20 {
         // Large host buffers are touched on one thread each: faulting in 4 x
@@ -240,11 +241,11 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
     let counter = Arc::new(AtomicU64::new(0));
     let pb = if me.is_root() { progress_bar() } else { ProgressBar::hidden() };
     let mut repeats = Vec::new();
-    for rep in 1..=args.run.repeats {
-        let label = format!("{} x {streams} streams x {procs} procs, repeat {rep}/{}", size_name(size), args.run.repeats);
-        if !args.run.warmup.is_zero() && active {
+    for rep in 1..=plan.timing.repeats {
+        let label = format!("{} x {streams} streams x {procs} procs, repeat {rep}/{}", size_name(size), plan.timing.repeats);
+        if !plan.timing.warmup.is_zero() && active {
             pb.set_message(format!("{label}: warm-up"));
-            run_streams(store, keys, &mut buffers, size, Stop::At(Instant::now() + args.run.warmup), &counter, args.verify).await?;
+            run_streams(store, keys, &mut buffers, size, Stop::At(Instant::now() + plan.timing.warmup), &counter, plan.verify).await?;
         }
         counter.store(0, Ordering::Relaxed);
         // Counters are scraped outside the sampler's window: the scrape's own
@@ -261,13 +262,13 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
                 }
             })
         };
-        let stop = match args.run.iters {
+        let stop = match plan.timing.iters {
             Some(k) => Stop::Iters(k),
-            None => Stop::At(Instant::now() + args.run.duration),
+            None => Stop::At(Instant::now() + plan.timing.duration),
         };
         // --series: the counter's growth per interval, sampled beside the streams.
         let series_buf: Arc<std::sync::Mutex<Vec<[f64; 2]>>> = Default::default();
-        let series_task = args.series.map(|every| {
+        let series_task = plan.series.map(|every| {
             let (counter, out) = (counter.clone(), series_buf.clone());
             tokio::spawn(async move {
                 let (mut last, mut t_last) = (0u64, Instant::now());
@@ -284,7 +285,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
         });
         let start_unix_s = now_unix();
         let sampler = Sampler::start();
-        let res = if active { run_streams(store, keys, &mut buffers, size, stop, &counter, args.verify).await } else { Ok((Vec::new(), Duration::ZERO)) };
+        let res = if active { run_streams(store, keys, &mut buffers, size, stop, &counter, plan.verify).await } else { Ok((Vec::new(), Duration::ZERO)) };
         let s = sampler.finish();
         ticker.abort();
         let series = series_task.map(|h| {
@@ -312,35 +313,34 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
 }
 
 /// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
-pub async fn run(args: FetchArgs) -> Result<()> {
-    let plan = check_args(&args)?;
-    let mut args = args;
-    dedup(&mut args.sizes);
-    dedup(&mut args.concurrency);
-    dedup(&mut args.procs);
-    let max_procs = *args.procs.iter().max().expect("the flag parser gives at least one count") as usize;
-    let prepare = args.run.prepare_for(&args.store);
+pub async fn run(plan: FetchPlan) -> Result<()> {
+    let buffering = check_args(&plan)?;
+    let mut plan = plan;
+    dedup(&mut plan.sizes);
+    dedup(&mut plan.concurrency);
+    dedup(&mut plan.procs);
+    let max_procs = *plan.procs.iter().max().expect("the flag parser gives at least one count") as usize;
+    let prepare = plan.prepare;
     let spec = SessionSpec {
-        group: Some(args.group.config()),
         world: World::AtLeast(max_procs),
         // One RDMA worker (and client) per stream of the widest cell.
-        rdma_threads: *args.concurrency.iter().max().expect("the flag parser gives at least one count"),
+        rdma_threads: *plan.concurrency.iter().max().expect("the flag parser gives at least one count"),
         create_bucket: prepare,
-        ..crate::cli::session_spec("fetch", &args.store, &args.witness, &args.mem, &args.output)
+        ..plan.run.spec("fetch")
     };
     let Some(session) = Session::start(spec).await? else { return Ok(()) };
     let store = session.store.clone();
     let me = session.me.clone();
-    let chosen_by = if plan == BufferPlan::Window(None) {
+    let chosen_by = if buffering == BufferPlan::Window(None) {
         "auto: whole-object buffers would need over half of this host's memory"
-    } else if args.stream_buffer == crate::cli::StreamBuffer::Auto {
+    } else if plan.stream_buffer == StreamBuffer::Auto {
         "auto"
     } else {
         "--stream-buffer"
     };
-    let plan = buffers::resolve(plan, store.as_ref(), "whole-object buffers for every stream would need over half of this host's memory")?;
+    let buffering = buffers::resolve(buffering, store.as_ref(), "whole-object buffers for every stream would need over half of this host's memory")?;
     let mut warnings: Vec<String> = session.warnings.clone();
-    for &size in &args.sizes {
+    for &size in &plan.sizes {
         for w in store.preflight(size) {
             if !warnings.contains(&w) {
                 if me.is_root() {
@@ -351,19 +351,19 @@ pub async fn run(args: FetchArgs) -> Result<()> {
         }
     }
     let mut key_sets = Vec::new();
-    for &size in &args.sizes {
-        let keys: Vec<String> = (0..args.objects).map(|i| object_key(&args.prefix, size, i)).collect();
+    for &size in &plan.sizes {
+        let keys: Vec<String> = (0..plan.objects).map(|i| object_key(&plan.prefix, size, i)).collect();
         if me.is_root() {
             prepare_objects(store.as_ref(), &keys, size, prepare).await?;
         }
         key_sets.push((size, Arc::new(keys)));
     }
     session.group.barrier("prepared").await?;
-    let cx = CellCtx { session: &session, args: &args, plan };
+    let cx = CellCtx { session: &session, plan: &plan, buffering };
     let mut cells = Vec::new();
     for (size, keys) in &key_sets {
-        for &c in &args.concurrency {
-            for &p in &args.procs {
+        for &c in &plan.concurrency {
+            for &p in &plan.procs {
                 cells.push(run_cell(&cx, keys, *size, c, p).await?);
             }
         }
@@ -385,12 +385,12 @@ pub async fn run(args: FetchArgs) -> Result<()> {
             .collect::<Vec<_>>()
     );
     let params = json!({
-        "sizes_bytes": args.sizes, "concurrency": args.concurrency, "procs": args.procs, "objects": args.objects,
-        "prefix": args.prefix, "bucket": args.store.bucket,
-        "duration_s": args.run.iters.is_none().then_some(args.run.duration.as_secs_f64()),
-        "iters": args.run.iters, "warmup_s": args.run.warmup.as_secs_f64(),
-        "repeats": args.run.repeats, "prepare": prepare, "verify": args.verify,
-        "stream_buffer": buffers::describe(plan, chosen_by),
+        "sizes_bytes": plan.sizes, "concurrency": plan.concurrency, "procs": plan.procs, "objects": plan.objects,
+        "prefix": plan.prefix, "bucket": plan.run.store.bucket,
+        "duration_s": plan.timing.iters.is_none().then_some(plan.timing.duration.as_secs_f64()),
+        "iters": plan.timing.iters, "warmup_s": plan.timing.warmup.as_secs_f64(),
+        "repeats": plan.timing.repeats, "prepare": prepare, "verify": plan.verify,
+        "stream_buffer": buffers::describe(buffering, chosen_by),
     });
     let mut outcome = Outcome::new(params, &cells, windows);
     outcome.witness_extra = vec![("cells", verdict_cells)];
@@ -398,7 +398,7 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     outcome.stats = stats;
     let dest = session.mem.dest;
     let gpu = session.gpu()?.map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
-    let checked = if args.verify {
+    let checked = if plan.verify {
         "--verify: every byte read (warm-up included) matched what --prepare wrote"
     } else {
         "bytes not compared with what --prepare wrote (lengths and object versions are checked): pass --verify to compare every byte"
@@ -406,21 +406,21 @@ pub async fn run(args: FetchArgs) -> Result<()> {
     let done = session
         .finish(outcome, || {
             println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.backend().name(), store.location(), store.bucket(), dest.name(),);
-            if let BufferPlan::Window(Some(n)) = plan {
+            if let BufferPlan::Window(Some(n)) = buffering {
                 println!("each stream reads through one reusable {} buffer, in ranged reads ({chosen_by}); the bytes are not kept", size_name(n));
             }
-            if store.backend() == crate::cli::Backend::Local && !args.store.direct {
+            if store.backend() == crate::store::Backend::Local && !plan.run.store.direct {
                 println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
             }
             println!("{}", table(&cells));
             println!("{checked}");
-            if args.run.repeats > 1 {
+            if plan.timing.repeats > 1 {
                 println!("GB/s: median (min–max) over repeats; latency columns: the median-throughput repeat");
             }
         })
         .await;
     // With --json stdout is the record alone: say what was checked on stderr.
-    if done.is_ok() && args.output.json && session.me.is_root() {
+    if done.is_ok() && plan.run.output.json && session.me.is_root() {
         eprintln!("{checked}");
     }
     done

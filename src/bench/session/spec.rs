@@ -21,8 +21,44 @@ pub enum World {
     AtLeast(usize),
 }
 
-/// What a bench tells the session before it starts: the configuration the
-/// CLI made of the flags once (`cli::session_spec`), and the bench's needs.
+/// What every bench starts from: the shared flags (store, witness, memory,
+/// output, ranks) made configuration once, at the command line's edge
+/// (`cli/plan.rs`); no bench sees a flag. Each bench's own plan
+/// (e.g. [`FetchPlan`](crate::bench::fetch::FetchPlan)) holds one of these
+/// beside its own settings.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    /// The store (AWS settings resolved).
+    pub store: StoreConfig,
+    /// Where the witness scrapes.
+    pub witness: WitnessConfig,
+    /// Stop unless every window is rdma-verified (exit 3).
+    pub require_rdma: bool,
+    /// Memory, the destination resolved (benches without a `--dest`: host).
+    pub mem: MemConfig,
+    /// Where the record goes.
+    pub output: OutputConfig,
+    /// How ranks meet (`None` for single-process benches: the defaults).
+    pub group: Option<GroupConfig>,
+    /// The local backend on the directory the tool owns (`./s3rdma-data`),
+    /// where it may create buckets and objects unasked.
+    pub default_local_dir: bool,
+}
+
+impl RunPlan {
+    /// The session this plan starts for `bench` (the record's `benchmark`),
+    /// before the bench adds its own needs with struct-update syntax.
+    pub fn spec(&self, bench: &'static str) -> SessionSpec {
+        SessionSpec {
+            require_rdma: self.require_rdma,
+            group: self.group.clone(),
+            ..SessionSpec::new(bench, self.store.clone(), self.witness.clone(), self.mem.clone(), self.output.clone())
+        }
+    }
+}
+
+/// What a bench tells the session before it starts: the configuration made
+/// of the flags once ([`RunPlan::spec`]), and the bench's needs.
 #[derive(Debug, Clone)]
 pub struct SessionSpec {
     /// Subcommand name: the record's `benchmark`.

@@ -1,6 +1,6 @@
 //! The input pipeline: fetch workers reading raw shards whole or JPEG samples by ranged GET, decoding on CPU threads into pooled batch buffers.
 
-use crate::cli::JpegFetch;
+use super::plan::JpegFetch;
 use crate::error::{Error, Result};
 use crate::format::shards::{JpegIndex, Listed, RawShard};
 use crate::mem::Buffer;

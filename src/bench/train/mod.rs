@@ -31,7 +31,6 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::session::{Direction, OpenWindow, Session, SessionSpec, World};
-use crate::cli::{Layout, TrainArgs};
 use crate::error::{Error, Result};
 use crate::format::shards::{self, Listed, RawShard};
 use crate::mem::{Buffer, Dest, Gpu};
@@ -40,9 +39,11 @@ use crate::store;
 use crate::witness::WitnessReport;
 
 mod loader;
+mod plan;
 mod steps;
 pub use loader::{Batch, JPEG_RESIZE, LoaderCounters, Pixels, Pooled, decode_crop};
 pub(crate) use loader::{LoaderCtx, counters_now, start_jpeg, start_raw};
+pub use plan::{Amp, JpegFetch, Layout, TrainPlan};
 pub use steps::{LoaderOnly, LoopFigures, RankRepeat, StepTimes, Stepper};
 pub(crate) use steps::{RepeatOutput, WindowFigures, finish, train_loop};
 
@@ -55,31 +56,30 @@ fn usage_without_model() -> Error {
 }
 
 /// Run `s3rdma train`.
-pub async fn run(args: TrainArgs) -> Result<()> {
-    if !args.loader_only && !cfg!(feature = "train") {
+pub async fn run(plan: TrainPlan) -> Result<()> {
+    if !plan.loader_only && !cfg!(feature = "train") {
         return Err(usage_without_model());
     }
-    let prefix = args.prefix.clone().unwrap_or_else(|| match args.layout {
+    let prefix = plan.prefix.clone().unwrap_or_else(|| match plan.layout {
         Layout::Raw => "raw/train".into(),
         Layout::Jpeg => "jpeg/train".into(),
     });
     store::check_key(&format!("{prefix}-000000.json")).map_err(|e| Error::Usage(format!("--prefix '{prefix}': {e}")))?;
-    if args.layout == Layout::Jpeg {
+    if plan.layout == Layout::Jpeg {
         // Batch buffers, plus each batch's JPEG bytes while it is prepared (about a tenth of its pixels).
-        let per = args.batch_size as u64 * (args.crop as u64).pow(2) * 3;
+        let per = plan.batch_size as u64 * (plan.crop as u64).pow(2) * 3;
         super::check_host_memory(
-            &format!("{} batch buffers of {} x {} x {} x 3", args.prefetch_batches, args.batch_size, args.crop, args.crop),
-            (args.prefetch_batches as u64) * per * 11 / 10,
+            &format!("{} batch buffers of {} x {} x {} x 3", plan.prefetch_batches, plan.batch_size, plan.crop, plan.crop),
+            (plan.prefetch_batches as u64) * per * 11 / 10,
             "lower --batch-size, --crop or --prefetch-batches",
         )?;
     }
     let spec = SessionSpec {
-        group: Some(args.group.config()),
-        world: World::Ranks(args.ranks),
-        rdma_threads: args.fetch_workers,
-        create_bucket: args.store.is_default_local_dir(),
+        world: World::Ranks(plan.ranks),
+        rdma_threads: plan.fetch_workers,
+        create_bucket: plan.run.default_local_dir,
         no_bucket: shards::no_dataset_bucket,
-        ..crate::cli::session_spec("train", &args.store, &args.witness, &args.mem, &args.output)
+        ..plan.run.spec("train")
     };
     let Some(session) = Session::start(spec).await? else { return Ok(()) };
     let session = Arc::new(session);
@@ -88,8 +88,8 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let dest = mem.dest;
     let gpu = session.gpu()?;
     let store = session.store.clone();
-    let batch = args.batch_size as usize;
-    let crop = args.crop;
+    let batch = plan.batch_size as usize;
+    let crop = plan.crop;
     let counters = Arc::new(LoaderCounters::default());
     let stop = Arc::new(AtomicBool::new(false));
     let ctx = Arc::new(LoaderCtx {
@@ -98,15 +98,15 @@ pub async fn run(args: TrainArgs) -> Result<()> {
         stop: stop.clone(),
         gate: Default::default(),
         batch,
-        window: args.store.window,
-        seed: args.seed ^ (me.rank as u64) << 48,
+        window: plan.run.store.window,
+        seed: plan.seed ^ (me.rank as u64) << 48,
     });
-    let (tx, mut rx) = mpsc::channel::<Result<Batch>>(args.prefetch_batches.max(2) as usize * 4);
+    let (tx, mut rx) = mpsc::channel::<Result<Batch>>(plan.prefetch_batches.max(2) as usize * 4);
     let alloc_err = |what: &str, n: usize, e: String| {
         Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower --fetch-workers/--prefetch-batches/--batch-size", dest.name()))
     };
     let (classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads);
-    match args.layout {
+    match plan.layout {
         Layout::Raw => {
             let listed = shards::list_raw(store.as_ref(), &prefix).await?;
             shards_total = listed.len();
@@ -139,12 +139,12 @@ pub async fn run(args: TrainArgs) -> Result<()> {
             let cap = mine.iter().map(|l| l.meta.data_bytes()).max().expect("non-empty") as usize;
             if dest != Dest::Device {
                 super::check_host_memory(
-                    &format!("{} shard buffers of {cap} bytes", args.fetch_workers),
-                    args.fetch_workers as u64 * cap as u64,
+                    &format!("{} shard buffers of {cap} bytes", plan.fetch_workers),
+                    plan.fetch_workers as u64 * cap as u64,
                     "lower --fetch-workers",
                 )?;
             }
-            let bufs = (0..args.fetch_workers).map(|_| session.buffer(cap).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;
+            let bufs = (0..plan.fetch_workers).map(|_| session.buffer(cap).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;
             device_batch = None;
             decode_threads = 0;
             handles = start_raw(ctx.clone(), mine, bufs, tx);
@@ -170,7 +170,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
                 }
                 _ => Ok(Buffer::host(per)),
             };
-            let slots = (0..args.prefetch_batches).map(slot).collect::<Result<Vec<_>>>()?;
+            let slots = (0..plan.prefetch_batches).map(slot).collect::<Result<Vec<_>>>()?;
             device_batch = match (&gpu, dest) {
                 (Some(g), Dest::Device) => {
                     Some(Buffer::Device(crate::mem::DeviceBuffer::new(g, per, 0, 0).map_err(|e| alloc_err("the device batch buffer", per, e))?))
@@ -178,7 +178,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
                 _ => None,
             };
             decode_threads =
-                args.decode_threads.map_or_else(|| (std::thread::available_parallelism().map_or(1, |n| n.get()) / me.world).max(1), |n| n as usize);
+                plan.decode_threads.map_or_else(|| (std::thread::available_parallelism().map_or(1, |n| n.get()) / me.world).max(1), |n| n as usize);
             let pool = Arc::new(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(decode_threads)
@@ -186,20 +186,20 @@ pub async fn run(args: TrainArgs) -> Result<()> {
                     .build()
                     .map_err(|e| Error::Runtime(format!("cannot start decode threads: {e}")))?,
             );
-            handles = start_jpeg(ctx.clone(), mine, slots, args.jpeg_fetch, args.sample_gets as usize, pool, crop, tx);
+            handles = start_jpeg(ctx.clone(), mine, slots, plan.jpeg_fetch, plan.sample_gets as usize, pool, crop, tx);
         }
     }
 
     // The training loop on its own thread: libtorch calls block, and the model lives there.
     let rt = tokio::runtime::Handle::current();
-    let (targs, tsession, tcounters, tgpu, gate) = (args.clone(), session.clone(), counters.clone(), gpu.clone(), ctx.gate.clone());
+    let (tplan, tsession, tcounters, tgpu, gate) = (plan.clone(), session.clone(), counters.clone(), gpu.clone(), ctx.gate.clone());
     let trainer = std::thread::Builder::new()
         .name("train-loop".into())
         .spawn(move || -> Result<(Vec<RepeatOutput>, serde_json::Value)> {
-            let mut stepper: Box<dyn Stepper> = make_stepper(&targs, tgpu.as_ref(), dest, classes, device_batch)?;
+            let mut stepper: Box<dyn Stepper> = make_stepper(&tplan, tgpu.as_ref(), dest, classes, device_batch)?;
             let desc = stepper.describe();
             let mut open: Option<(OpenWindow, Sampler, [u64; 4])> = None;
-            let figures = train_loop(&mut rx, stepper.as_mut(), targs.warmup, targs.steps, targs.repeats, |rep, start| {
+            let figures = train_loop(&mut rx, stepper.as_mut(), tplan.warmup, tplan.steps, tplan.repeats, |rep, start| {
                 // Each boundary pauses the loader: in-flight reads finish and
                 // are counted, none starts, until the scrape is done.
                 let paused = rt.block_on(gate.write());
@@ -265,7 +265,7 @@ pub async fn run(args: TrainArgs) -> Result<()> {
     let per_rank: Vec<Vec<RankRepeat>> = session.gather("train-figures", &mine).await?;
     let witnesses: Vec<WitnessReport> = figures.iter().filter_map(|(_, w, _)| w.witness.clone()).collect();
     let losses: Vec<&Vec<f64>> = figures.iter().map(|(_, _, l)| l).collect();
-    finish(&session, &args, &prefix, &per_rank, &witnesses, &losses, json!({
+    finish(&session, &plan, &prefix, &per_rank, &witnesses, &losses, json!({
         "classes": classes, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
     }))
     .await
@@ -276,16 +276,16 @@ fn l_classes(listed: &[Listed<RawShard>]) -> i64 {
 }
 
 #[cfg(not(feature = "train"))]
-fn make_stepper(args: &TrainArgs, _gpu: Option<&Arc<Gpu>>, _dest: Dest, _classes: i64, device_batch: Option<Buffer>) -> Result<Box<dyn Stepper>> {
-    if !args.loader_only {
+fn make_stepper(plan: &TrainPlan, _gpu: Option<&Arc<Gpu>>, _dest: Dest, _classes: i64, device_batch: Option<Buffer>) -> Result<Box<dyn Stepper>> {
+    if !plan.loader_only {
         return Err(usage_without_model());
     }
     Ok(Box::new(LoaderOnly { device_batch }))
 }
 
 #[cfg(feature = "train")]
-fn make_stepper(args: &TrainArgs, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i64, device_batch: Option<Buffer>) -> Result<Box<dyn Stepper>> {
-    Ok(Box::new(super::train_model::Trainer::new(args, gpu, dest, classes, device_batch)?))
+fn make_stepper(plan: &TrainPlan, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i64, device_batch: Option<Buffer>) -> Result<Box<dyn Stepper>> {
+    Ok(Box::new(super::train_model::Trainer::new(plan, gpu, dest, classes, device_batch)?))
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! The training loop (warm-up, timed steps, one witnessed window per repeat), the step timings, and the ranks' figures aggregated into the record and table.
 
+use super::plan::TrainPlan;
 use super::{Batch, Pixels};
 use crate::bench::Spread;
 use crate::bench::session::{Outcome, Session};
-use crate::cli::TrainArgs;
 use crate::error::{Error, Result};
 use crate::mem::Buffer;
 use crate::witness::WitnessReport;
@@ -193,7 +193,7 @@ pub(crate) type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
 /// Aggregate the ranks' figures per repeat and finish the session (rank 0 writes the record).
 pub(crate) async fn finish(
     session: &Session,
-    args: &TrainArgs,
+    plan: &TrainPlan,
     prefix: &str,
     per_rank: &[Vec<RankRepeat>],
     witnesses: &[WitnessReport],
@@ -202,7 +202,7 @@ pub(crate) async fn finish(
 ) -> Result<()> {
     let world = per_rank.len();
     // Per repeat: the slowest rank's wall; aggregate images/s = all images / that wall.
-    let reps: Vec<serde_json::Value> = (0..args.repeats as usize)
+    let reps: Vec<serde_json::Value> = (0..plan.repeats as usize)
         .map(|r| {
             let rows: Vec<&RankRepeat> = per_rank.iter().filter_map(|v| v.get(r)).collect();
             let wall = rows.iter().map(|x| x.figures.wall_s).fold(0.0, f64::max);
@@ -242,10 +242,10 @@ pub(crate) async fn finish(
     let worst = witnesses.iter().min_by_key(|w| w.verdict).cloned();
     let loss_first = losses.first().and_then(|l| (!l.is_empty()).then(|| l.iter().take(10).sum::<f64>() / l.len().min(10) as f64));
     let loss_last = losses.last().and_then(|l| (!l.is_empty()).then(|| l.iter().rev().take(10).sum::<f64>() / l.len().min(10) as f64));
-    let params = json!({"layout": args.layout, "prefix": prefix, "steps": args.steps, "warmup": args.warmup, "batch_size": args.batch_size,
-                   "amp": args.amp, "fetch_workers": args.fetch_workers, "decode_threads": args.decode_threads, "prefetch_batches": args.prefetch_batches,
-                   "jpeg_fetch": args.jpeg_fetch, "sample_gets": args.sample_gets, "crop": args.crop, "loader_only": args.loader_only, "lr": args.lr, "repeats": args.repeats,
-                   "seed": args.seed, "ranks": world, "gradients": if world > 1 { "not all-reduced: independent replicas on disjoint shards" } else { "single rank" }});
+    let params = json!({"layout": plan.layout, "prefix": prefix, "steps": plan.steps, "warmup": plan.warmup, "batch_size": plan.batch_size,
+                   "amp": plan.amp, "fetch_workers": plan.fetch_workers, "decode_threads": plan.decode_threads, "prefetch_batches": plan.prefetch_batches,
+                   "jpeg_fetch": plan.jpeg_fetch, "sample_gets": plan.sample_gets, "crop": plan.crop, "loader_only": plan.loader_only, "lr": plan.lr, "repeats": plan.repeats,
+                   "seed": plan.seed, "ranks": world, "gradients": if world > 1 { "not all-reduced: independent replicas on disjoint shards" } else { "single rank" }});
     let results = json!({"summary": {"wall_s": wall, "images_per_s": ips, "step_s_median": step, "fetch_wait_s": wait, "h2d_s": h2d, "augment_s": aug,
                                 "compute_s": comp, "client_cpu_cores": cores, "host_cpu_cores": host_cores, "read_gbps": gbps,
                                 "loss_first": loss_first, "loss_last": loss_last},
@@ -276,10 +276,10 @@ pub(crate) async fn finish(
                 "witness",
             ]);
             t.add_row([
-                format!("{:?}", args.layout).to_lowercase(),
+                format!("{:?}", plan.layout).to_lowercase(),
                 store.backend().name().to_string(),
                 world.to_string(),
-                args.steps.to_string(),
+                plan.steps.to_string(),
                 r(&wall, 2),
                 r(&ips, 0),
                 format!("{:.4}", step.median),
@@ -297,15 +297,15 @@ pub(crate) async fn finish(
             ]);
             println!(
                 "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
-                if args.loader_only { " --loader-only" } else { "" },
-                format!("{:?}", args.layout).to_lowercase(),
+                if plan.loader_only { " --loader-only" } else { "" },
+                format!("{:?}", plan.layout).to_lowercase(),
                 store.backend().name(),
                 store.location(),
-                args.batch_size,
+                plan.batch_size,
                 world,
-                args.steps,
-                args.warmup,
-                args.repeats
+                plan.steps,
+                plan.warmup,
+                plan.repeats
             );
             println!("{t}");
         })

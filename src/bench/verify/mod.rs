@@ -29,9 +29,10 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::cli::{Backend, VerifyArgs};
+use crate::bench::session::RunPlan;
 use crate::error::{Error, Result};
 use crate::record::RunRecord;
+use crate::store::Backend;
 use crate::store::{self, ObjectStore};
 use crate::units::size_name;
 use crate::witness::{Payload, Verdict, Witness};
@@ -95,36 +96,53 @@ impl Steps {
     }
 }
 
+/// Everything `s3rdma verify` runs with (the CLI's `cli/plan.rs` makes it of the flags).
+#[derive(Debug, Clone)]
+pub struct VerifyPlan {
+    /// Store, witness, output (memory: host; the probes open the GPU themselves).
+    pub run: RunPlan,
+    /// Probe sizes in bytes: one witnessed PUT and GET per size and memory kind.
+    pub sizes: Vec<u64>,
+    /// GPU ordinal for the GPU-Direct probe.
+    pub device: usize,
+    /// Create the bucket when it does not exist.
+    pub prepare: bool,
+    /// Key of the probe object.
+    pub key: String,
+    /// Leave the probe object in the bucket.
+    pub keep: bool,
+}
+
 /// Run `s3rdma verify`.
-pub async fn run(args: VerifyArgs) -> Result<()> {
-    crate::record::check_results_dir(&args.output.results_dir)?;
+pub async fn run(plan: VerifyPlan) -> Result<()> {
+    crate::record::check_results_dir(&plan.run.output.results_dir)?;
     let started = chrono::Utc::now();
-    let backend = args.store.backend;
-    let quiet = args.output.json;
+    let backend = plan.run.store.backend;
+    let quiet = plan.run.output.json;
     let mut s = Steps { steps: Vec::new(), quiet };
-    let sizes: Vec<String> = args.sizes.iter().map(|&b| size_name(b)).collect();
+    let sizes: Vec<String> = plan.sizes.iter().map(|&b| size_name(b)).collect();
     // Each probe holds the bytes, a source and a destination in host memory at once.
-    let largest = args.sizes.iter().copied().max().unwrap_or(0);
+    let largest = plan.sizes.iter().copied().max().unwrap_or(0);
     super::check_host_memory(&format!("a {} probe", size_name(largest)), largest.saturating_mul(3), "lower the largest --sizes entry")?;
     if !quiet {
-        println!("s3rdma verify: backend {}, bucket '{}', sizes {}", backend.name(), args.store.bucket, sizes.join(", "));
+        println!("s3rdma verify: backend {}, bucket '{}', sizes {}", backend.name(), plan.run.store.bucket, sizes.join(", "));
     }
     let gpu_seen = check_gpu(&mut s);
     // The GPU opens before the store: rdma workers bind its context.
     let (gpu, no_gpu_why) = if gpu_seen {
-        match crate::mem::Gpu::open(args.device) {
+        match crate::mem::Gpu::open(plan.device) {
             Ok(g) => (Some(g), String::new()),
             Err(e) => {
-                s.add(1, Status::Warn, format!("GPU {}: {e}: host-memory probes only", args.device), Some("pick a usable GPU with --device".into()));
-                (None, format!("GPU {} could not be opened ({e})", args.device))
+                s.add(1, Status::Warn, format!("GPU {}: {e}: host-memory probes only", plan.device), Some("pick a usable GPU with --device".into()));
+                (None, format!("GPU {} could not be opened ({e})", plan.device))
             }
         }
     } else {
         (None, "no usable GPU on this host".to_string())
     };
 
-    let witness = Witness::new(&args.witness.config(&args.store))?;
-    let mut store_args = args.store.config();
+    let witness = Witness::new(&plan.run.witness)?;
+    let mut store_args = plan.run.store.clone();
     store_args.rdma_threads = store_args.rdma_threads.or(Some(1));
     let store = match store::open(&store_args) {
         // Counted: client-side HTTP bytes come from the store layer, as in every bench.
@@ -148,7 +166,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     // libs3rdma registers host memory too: its host probes are judged like the
     // device probes. The cuObject generation carries device memory only.
     let host_rdma = engine.as_ref().is_some_and(|e| e.generation.carries_host_memory() == Some(true));
-    for w in store.preflight(args.sizes.iter().copied().max().unwrap_or(0)) {
+    for w in store.preflight(plan.sizes.iter().copied().max().unwrap_or(0)) {
         let fix = if w.contains("get_object_range") {
             "a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) carries ranged reads over RDMA; until then they go over HTTP"
         } else {
@@ -156,10 +174,10 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         };
         s.add(1, Status::Warn, w, Some(fix.into()));
     }
-    store::check_key(&args.key).map_err(|e| Error::Usage(format!("invalid --key: {e}")))?;
+    store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid --key: {e}")))?;
 
     let mut config_failure = false;
-    let reached = match store.ensure_bucket(args.prepare).await {
+    let reached = match store.ensure_bucket(plan.prepare).await {
         Ok(()) => {
             s.add(2, Status::Pass, format!("bucket '{}' at {} is reachable", store.bucket(), store.location()), None);
             true
@@ -176,12 +194,12 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     let mut ops: Vec<ProbeOp> = Vec::new();
     // The probe key must be free: verify writes it and deletes it afterwards.
     let reached = reached
-        && match store.head(&args.key).await {
+        && match store.head(&plan.key).await {
             Ok(_) => {
                 s.add(
                     2,
                     Status::Fail,
-                    format!("an object '{}' already exists: verify would overwrite and then delete it", args.key),
+                    format!("an object '{}' already exists: verify would overwrite and then delete it", plan.key),
                     Some("pass a --key that does not exist".into()),
                 );
                 false
@@ -191,15 +209,15 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     if reached {
         metrics_step(&mut s, backend, &witness).await;
         let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
-        let ctx = ProbeCtx { store: &store, witness: &witness, key: &args.key, gpu: gpu.as_ref() };
-        for &size in &args.sizes {
+        let ctx = ProbeCtx { store: &store, witness: &witness, key: &plan.key, gpu: gpu.as_ref() };
+        for &size in &plan.sizes {
             for &memory in &memories {
                 let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;
                 probe_steps(&mut s, &ctx, backend, size, memory, decisive, &mut ops).await;
             }
         }
-        if !args.keep {
-            let _ = store.delete(&args.key).await;
+        if !plan.keep {
+            let _ = store.delete(&plan.key).await;
         }
         if !quiet && !ops.is_empty() {
             println!("{}", probe::table(&ops));
@@ -225,7 +243,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
             Error::Runtime(format!("verify: {why}"))
         };
         (false, format!("FAIL - {why}"), Some(err))
-    } else if !witness.expects_rdma() && args.witness.require_rdma {
+    } else if !witness.expects_rdma() && plan.run.require_rdma {
         (false, format!("FAIL - round trips over {} verified, but --require-rdma asks for RDMA, which {} does not carry", backend.name(), backend.name()), None)
     } else if !witness.expects_rdma() {
         (true, format!("PASS - round trips over {} verified ({}); RDMA not applicable", backend.name(), sizes.join(", ")), None)
@@ -262,16 +280,16 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
     let record = RunRecord {
         environment: json!({"store": store.describe(), "witness": witness.describe(),
                             "gpu": gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name}))}),
-        params: json!({"sizes_bytes": args.sizes, "key": args.key, "prepare": args.prepare, "keep": args.keep, "device": args.device}),
+        params: json!({"sizes_bytes": plan.sizes, "key": plan.key, "prepare": plan.prepare, "keep": plan.keep, "device": plan.device}),
         results: json!({"steps": s.steps, "result": result, "pass": pass, "data_match": !s.failed() && !mismatch && ops.iter().any(|o| o.data_match == Some(true)), "probes": ops}),
         rdma_witness: json!({"verdict": verdict, "reason": reason, "config": witness.describe(), "windows": windows}),
-        ..RunRecord::new("verify", backend.name(), started, args.output.tag.clone())
+        ..RunRecord::new("verify", backend.name(), started, plan.run.output.tag.clone())
     };
     // On the rdma backend verify exists to prove RDMA: anything else is exit
     // 3, as with --require-rdma, and said as verify's own rule (the user may
     // not have passed that flag).
     let failure = failure.or_else(|| {
-        (witness.expects_rdma() && !args.witness.require_rdma && verdict != Verdict::RdmaVerified).then(|| {
+        (witness.expects_rdma() && !plan.run.require_rdma && verdict != Verdict::RdmaVerified).then(|| {
             Error::WitnessFailed(format!(
                 "RDMA not proven (verify on the rdma backend passes only when every probe is rdma-verified): witness verdict {} for {reason}",
                 verdict.as_str()
@@ -279,7 +297,7 @@ pub async fn run(args: VerifyArgs) -> Result<()> {
         })
     });
     // The steps were printed as they ran.
-    super::session::conclude(&record, &args.output.config(), started, || {}, failure, args.witness.require_rdma, verdict, &reason)
+    super::session::conclude(&record, &plan.run.output, started, || {}, failure, plan.run.require_rdma, verdict, &reason)
 }
 
 /// "host 4KiB, 64MiB; device 4KiB, 64MiB": the memory kinds and sizes the

@@ -1,0 +1,90 @@
+//! Flag values that are the benches' own enums (ckpt, fetch, weights, train):
+//! how each is spelled on the command line and what its help says, so the
+//! benches need not know clap. The spelling is the record's (serde), which
+//! the test below holds.
+
+use clap::ValueEnum;
+use clap::builder::PossibleValue;
+
+use crate::bench::ckpt::{ChunkChecksum, CkptMethod, CkptOp, RestoreCache};
+use crate::bench::train::{Amp, JpegFetch, Layout};
+use crate::bench::weights::Baseline;
+
+/// `impl ValueEnum` for a fieldless enum: each variant, its flag spelling
+/// and its help line. (clap's derive would put clap into the bench module.)
+macro_rules! flag_values {
+    ($t:ident { $($v:ident => $name:literal, $help:literal;)+ }) => {
+        impl ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                &[$($t::$v),+]
+            }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                Some(match self {
+                    $($t::$v => PossibleValue::new($name).help($help),)+
+                })
+            }
+        }
+    };
+}
+
+flag_values!(CkptMethod {
+    Flat => "flat", "Tensors packed 512-byte aligned into one buffer, written as parallel chunk objects + manifest";
+    SerializeThenPut => "serialize-then-put", "Copy to host, serialize one safetensors blob, send it as one object by one stream (over HTTP: multipart parts one at a time): the shape of torch.save + HTTP";
+    Async => "async", "flat's format saved as asynchronous checkpointing saves (DCP async_save, Megatron/NeMo async): snapshot into pinned host memory (the stall), then the chunks go out and the manifest commits last";
+});
+
+flag_values!(CkptOp {
+    Save => "save", "Write the state to the store";
+    Restore => "restore", "Read it back and compare with the original";
+});
+
+flag_values!(ChunkChecksum {
+    Xxh3 => "xxh3", "xxh3-64 per chunk (xxhash-rust)";
+    None => "none", "No checksums (restore still compares every tensor with the original)";
+});
+
+flag_values!(RestoreCache {
+    Warm => "warm", "The page cache the save left (no eviction)";
+    Cold => "cold", "The device, as MLPerf Storage reads: drop_caches (root), else fadvise DONTNEED, else O_DIRECT";
+    Fadvise => "fadvise", "Cold from fadvise DONTNEED on (the host's other cached pages stay: a shared node)";
+    Direct => "direct", "Cold through O_DIRECT reads alone";
+});
+
+flag_values!(Baseline {
+    DownloadThenLoad => "download-then-load", "GET each shard to a local file, then load from the local copy";
+    LocalThenLoad => "local-then-load", "Load from the local copy (warm page cache)";
+});
+
+flag_values!(Layout {
+    Raw => "raw", "Pre-decoded uint8 shards fetched whole into device memory; crop/flip/normalize on the GPU";
+    Jpeg => "jpeg", "JPEG tar shards: ranged GET per sample (or whole shards), CPU decode, pinned staging";
+});
+
+flag_values!(JpegFetch {
+    Sample => "sample", "One ranged GET per sample by its index entry";
+    Shard => "shard", "Whole tar shards into host memory, samples sliced out";
+});
+
+flag_values!(Amp {
+    Bf16 => "bf16", "bfloat16 autocast for forward and backward (weights stay f32)";
+    Off => "off", "Plain f32";
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The names on the command line are the names in records (serde).
+    #[test]
+    fn flag_values_are_the_recorded_names() {
+        fn same<T: ValueEnum + serde::Serialize>() -> usize {
+            for v in T::value_variants() {
+                let flag = v.to_possible_value().unwrap().get_name().to_string();
+                assert_eq!(serde_json::to_value(v).unwrap(), serde_json::Value::String(flag));
+            }
+            T::value_variants().len()
+        }
+        let n = same::<CkptMethod>() + same::<CkptOp>() + same::<ChunkChecksum>() + same::<RestoreCache>() + same::<Baseline>();
+        assert_eq!(n + same::<Layout>() + same::<JpegFetch>() + same::<Amp>(), 3 + 2 + 2 + 4 + 2 + 2 + 2 + 2);
+    }
+}
