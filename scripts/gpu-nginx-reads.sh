@@ -12,6 +12,8 @@
 #      runai-model-streamer's S3 reader at concurrency 8/16/32/64
 #      (scripts/peers_weights.py; runai-model-streamer, runai-model-streamer-s3
 #      and boto3 must import: carry their wheels, see docs/gpu.md).
+#   4. WEIGHTS_VARIANTS="--bounce-buffers 8;--bounce-buffers 16": one more
+#      http weights run per ';'-separated flag set, tagged nginx-v1, nginx-v2, ...
 # nginx from NGINX_KIT (.peers/nginx.tar.xz, made by `NGINX_ONLY=1
 # scripts/make-peers-kit.sh`; carry `.peers`) or PATH. Records go to
 # RES (default $OUT, else results/); a short table prints last.
@@ -59,6 +61,11 @@ export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-nginx} AWS_SECRET_ACCESS_KEY=${AWS
 for f in "$ROOT/s3rdma-bench/$M"/*.safetensors; do cat "$f" > /dev/null; done
 "$S" weights --root "$ROOT" --model "$M" --dest "$WDEST" --repeats 3 --tag nginx-local --results-dir "$RES" > "$W/w-local.txt" 2>&1 || cat "$W/w-local.txt"
 "$S" weights --backend http --endpoint "$EP" --model "$M" --dest "$WDEST" --repeats 3 --verify --tag nginx --results-dir "$RES" > "$W/w-http.txt" 2>&1 || cat "$W/w-http.txt"
+IFS=';' read -r -a VARIANTS <<< "${WEIGHTS_VARIANTS:-}"
+for i in "${!VARIANTS[@]}"; do
+  # shellcheck disable=SC2086 # each variant is a list of flags
+  "$S" weights --backend http --endpoint "$EP" --model "$M" --dest "$WDEST" --repeats 3 ${VARIANTS[$i]} --tag "nginx-v$((i + 1))" --results-dir "$RES" > "$W/w-http-v$i.txt" 2>&1 || cat "$W/w-http-v$i.txt"
+done
 for d in $DESTS; do
   "$S" fetch --root "$ROOT" --sizes 256MiB --objects 16 --concurrency ${CONC:-1,8} --duration 3s --no-prepare --dest $d --tag nginx-local --results-dir "$RES" > "$W/f-local-$d.txt" 2>&1 || cat "$W/f-local-$d.txt"
   "$S" fetch --backend http --endpoint "$EP" --sizes 256MiB --objects 16 --concurrency ${CONC:-1,8} --duration 3s --no-prepare --dest $d --tag nginx --results-dir "$RES" > "$W/f-http-$d.txt" 2>&1 || cat "$W/f-http-$d.txt"
@@ -82,7 +89,7 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-nginx*.json"))):
     if r["benchmark"] == "weights":
         rs = r["results"]["repeats"]
         v = r["results"].get("verified")
-        cell = "3 repeats" + (", verified" if v and v["ok"] else "")
+        cell = "3 repeats" + (", verified" if v and v["ok"] else "") + (" " + r["tag"] if r.get("tag", "").startswith("nginx-v") else "")
         rows = [(cell, [x["throughput_gbps"] for x in rs], [x["client_cpu_cores"] for x in rs], [x["sampler"].get("server_cpu_cores") for x in rs])]
     else:
         rows = [(f'{c["size_bytes"] >> 20}MiB x {c["concurrency"]}', [x["bytes"] / x["sampler"]["wall_s"] / 1e9 for x in c["repeats"]],
