@@ -58,6 +58,16 @@ pub fn staging(chunk: Option<u64>, buffers: Option<u32>) -> (Chosen<u64>, Chosen
     (chunk, buffers)
 }
 
+/// `weights`' bounce buffers per shard when `--bounce-buffers` is not given:
+/// a model is a few shards (4 for Llama-3.1-8B), each one staged pipeline,
+/// so 4 per shard keeps 16 ranged GETs in flight where fetch's 16 streams keep
+/// 64. Measured on the H200 against nginx, one run, 16.06 GB into device
+/// memory: 4 per shard 18.07 GB/s, 8 per shard 22.23, 16 per shard 21.65,
+/// beside fetch's 24.39 (records `results/weights-http-20261203T174042Z-nginx.json`,
+/// `…174100Z-nginx-v1.json`, `…174103Z-nginx-v2.json`, `fetch-http-20261203T174111Z-nginx.json`).
+pub const WEIGHTS_BOUNCE_BUFFERS: Chosen<u32> =
+    Chosen { value: 8, source: "weights: 8 per shard (a few shards keep as many GETs in flight as fetch's streams)" };
+
 /// Total host memory, read once (it does not change during a run; buffers
 /// are allocated per stream and each asks).
 fn total_memory() -> u64 {

@@ -75,10 +75,16 @@ impl CkptArgs {
 }
 
 impl WeightsArgs {
-    /// The plan `s3rdma weights` runs.
+    /// The plan `s3rdma weights` runs: staged device reads keep
+    /// [`super::auto::WEIGHTS_BOUNCE_BUFFERS`] per shard unless `--bounce-buffers` says.
     pub fn plan(self) -> WeightsPlan {
+        let mut run = run_plan(&self.store, &self.witness, Some(&self.mem), &self.output, None);
+        if self.mem.bounce_buffers.is_none() {
+            let b = super::auto::WEIGHTS_BOUNCE_BUFFERS;
+            run.mem.bounce_buffers = (b.value, b.source);
+        }
         WeightsPlan {
-            run: run_plan(&self.store, &self.witness, Some(&self.mem), &self.output, None),
+            run,
             model: self.model,
             concurrency: self.concurrency,
             repeats: self.repeats,
@@ -207,5 +213,35 @@ impl IngestImagesArgs {
             quality: self.quality,
             seed: self.seed,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+
+    fn weights(flags: &[&str]) -> crate::bench::weights::WeightsPlan {
+        let argv = [&["s3rdma", "weights", "--model", "m"], flags].concat();
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Weights(a) => a.plan(),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    /// weights stages 8 bounce buffers per shard by default, a flag wins, and
+    /// the record's source says which.
+    #[test]
+    fn weights_bounce_buffers_default_and_flag() {
+        let plan = weights(&[]);
+        assert_eq!(plan.run.mem.bounce_buffers, (8, super::super::auto::WEIGHTS_BOUNCE_BUFFERS.source));
+        assert_eq!(weights(&["--bounce-buffers", "4"]).run.mem.bounce_buffers, (4, "flag"));
+        // Other benches keep the staging rule's 4.
+        let fetch = match Cli::try_parse_from(["s3rdma", "fetch"]).unwrap().command {
+            Command::Fetch(a) => a.plan(),
+            other => panic!("parsed as {other:?}"),
+        };
+        assert_eq!(fetch.run.mem.bounce_buffers.0, 4);
     }
 }
