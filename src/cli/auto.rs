@@ -58,15 +58,19 @@ pub fn staging(chunk: Option<u64>, buffers: Option<u32>) -> (Chosen<u64>, Chosen
     (chunk, buffers)
 }
 
-/// `weights`' bounce buffers per shard when `--bounce-buffers` is not given:
-/// a model is a few shards (4 for Llama-3.1-8B), each one staged pipeline,
-/// so 4 per shard keeps 16 ranged GETs in flight where fetch's 16 streams keep
-/// 64. Measured on the H200 against nginx, one run, 16.06 GB into device
-/// memory: 4 per shard 18.07 GB/s, 8 per shard 22.23, 16 per shard 21.65,
-/// beside fetch's 24.39 (records `results/weights-http-20261203T174042Z-nginx.json`,
-/// `…174100Z-nginx-v1.json`, `…174103Z-nginx-v2.json`, `fetch-http-20261203T174111Z-nginx.json`).
+/// `weights`' bounce buffers per shard over a server (http; rdma when it
+/// stages) when `--bounce-buffers` is not given: a model is a few shards (4
+/// for Llama-3.1-8B), each one staged pipeline, so 4 per shard keeps 16
+/// ranged GETs in flight where fetch's 16 streams keep 64. Measured on the
+/// H200 against nginx, 16.06 GB into device memory, each beside fetch's
+/// 16 x 256 MiB ceiling in the same run: 4 per shard 0.765x and 0.74x, 8 per
+/// shard 0.91x and 0.78x, 16 per shard 0.89x (records
+/// `results/weights-http-20261203T173511Z-nginx.json`, `…174042Z-nginx.json`,
+/// `…174100Z-nginx-v1.json`, `…175058Z-nginx.json`, `…174103Z-nginx-v2.json`).
+/// The local backend keeps 4: its one 8-per-shard run read 25.4 GB/s
+/// against 30.3 and 33.1 with 4 (`weights-local-20261203T175055Z-nginx-local.json`).
 pub const WEIGHTS_BOUNCE_BUFFERS: Chosen<u32> =
-    Chosen { value: 8, source: "weights: 8 per shard (a few shards keep as many GETs in flight as fetch's streams)" };
+    Chosen { value: 8, source: "weights over a server: 8 per shard (a few shards keep as many GETs in flight as fetch's streams)" };
 
 /// Total host memory, read once (it does not change during a run; buffers
 /// are allocated per stream and each asks).

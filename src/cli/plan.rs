@@ -75,11 +75,12 @@ impl CkptArgs {
 }
 
 impl WeightsArgs {
-    /// The plan `s3rdma weights` runs: staged device reads keep
-    /// [`super::auto::WEIGHTS_BOUNCE_BUFFERS`] per shard unless `--bounce-buffers` says.
+    /// The plan `s3rdma weights` runs: staged device reads from a server
+    /// keep [`super::auto::WEIGHTS_BOUNCE_BUFFERS`] per shard unless
+    /// `--bounce-buffers` says (the local backend keeps the staging rule's).
     pub fn plan(self) -> WeightsPlan {
         let mut run = run_plan(&self.store, &self.witness, Some(&self.mem), &self.output, None);
-        if self.mem.bounce_buffers.is_none() {
+        if self.mem.bounce_buffers.is_none() && self.store.backend != crate::store::Backend::Local {
             let b = super::auto::WEIGHTS_BOUNCE_BUFFERS;
             run.mem.bounce_buffers = (b.value, b.source);
         }
@@ -230,13 +231,15 @@ mod tests {
         }
     }
 
-    /// weights stages 8 bounce buffers per shard by default, a flag wins, and
-    /// the record's source says which.
+    /// weights over a server stages 8 bounce buffers per shard by default,
+    /// the local backend 4, a flag wins, and the record's source says which.
     #[test]
     fn weights_bounce_buffers_default_and_flag() {
-        let plan = weights(&[]);
+        let http = ["--backend", "http", "--endpoint", "http://127.0.0.1:9"];
+        let plan = weights(&http);
         assert_eq!(plan.run.mem.bounce_buffers, (8, super::super::auto::WEIGHTS_BOUNCE_BUFFERS.source));
-        assert_eq!(weights(&["--bounce-buffers", "4"]).run.mem.bounce_buffers, (4, "flag"));
+        assert_eq!(weights(&[&http[..], &["--bounce-buffers", "6"]].concat()).run.mem.bounce_buffers, (6, "flag"));
+        assert_eq!(weights(&[]).run.mem.bounce_buffers.0, 4);
         // Other benches keep the staging rule's 4.
         let fetch = match Cli::try_parse_from(["s3rdma", "fetch"]).unwrap().command {
             Command::Fetch(a) => a.plan(),
