@@ -48,7 +48,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Weights(args) => bench::weights::run(args.plan()).await,
         Command::Train(args) => bench::train::run(args.plan()).await,
         Command::Barrier(args) => bench::barrier::run(args.plan()).await,
-        Command::Report(args) => report::run(args).await,
+        Command::Report(args) => report::run(args.plan()).await,
         Command::Completions { shell } => report::write_stdout(&cli::completions(shell)),
     }
 }

@@ -1,4 +1,5 @@
-//! Flag values that are the benches' own enums (ckpt, fetch, weights, train):
+//! Flag values that are the benches' and the report's own enums (ckpt,
+//! weights, train, report):
 //! how each is spelled on the command line and what its help says, so the
 //! benches need not know clap. The spelling is the record's (serde), which
 //! the test below holds.
@@ -9,6 +10,7 @@ use clap::builder::PossibleValue;
 use crate::bench::ckpt::{ChunkChecksum, CkptMethod, CkptOp, RestoreCache};
 use crate::bench::train::{Amp, JpegFetch, Layout};
 use crate::bench::weights::Baseline;
+use crate::report::ReportFormat;
 
 /// `impl ValueEnum` for a fieldless enum: each variant, its flag spelling
 /// and its help line. (clap's derive would put clap into the bench module.)
@@ -70,6 +72,12 @@ flag_values!(Amp {
     Off => "off", "Plain f32";
 });
 
+flag_values!(ReportFormat {
+    Md => "md", "One markdown table per benchmark";
+    Csv => "csv", "Comma-separated values, one line per row";
+    Json => "json", "The rows as a JSON array";
+});
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +94,8 @@ mod tests {
         }
         let n = same::<CkptMethod>() + same::<CkptOp>() + same::<ChunkChecksum>() + same::<RestoreCache>() + same::<Baseline>();
         assert_eq!(n + same::<Layout>() + same::<JpegFetch>() + same::<Amp>(), 3 + 2 + 2 + 4 + 2 + 2 + 2 + 2);
+        // The report's format is not in records: its names are the flag's alone.
+        let names: Vec<String> = ReportFormat::value_variants().iter().map(|v| v.to_possible_value().unwrap().get_name().to_string()).collect();
+        assert_eq!(names, ["md", "csv", "json"]);
     }
 }

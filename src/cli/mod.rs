@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 pub mod auto;
 mod bench_args;
@@ -94,17 +94,6 @@ impl Command {
     }
 }
 
-/// Output of `s3rdma report` (`--format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    /// One markdown table per benchmark.
-    Md,
-    /// Comma-separated values, one line per row.
-    Csv,
-    /// The rows as a JSON array.
-    Json,
-}
-
 /// `s3rdma report`.
 #[derive(Debug, Clone, Args)]
 pub struct ReportArgs {
@@ -119,9 +108,9 @@ pub struct ReportArgs {
     /// Draw an SVG: fetch throughput vs concurrency per backend and size, else bars per row with min–max.
     #[arg(long)]
     pub plot: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
+    #[arg(long, value_enum, default_value_t = crate::report::ReportFormat::Md)]
     /// Output format.
-    pub format: ReportFormat,
+    pub format: crate::report::ReportFormat,
     /// Also show rdma records made through a libminiocpp of no known RDMA engine (a test double): skipped by default, they prove nothing about RDMA.
     #[arg(long)]
     pub include_test_doubles: bool,

@@ -4,8 +4,8 @@
 //! settings, `--cold`, whether to prepare). No bench sees a flag.
 
 use super::{
-    BarrierArgs, CkptArgs, FetchArgs, GroupArgs, IngestImagesArgs, IngestKind, IngestTokensArgs, MemArgs, OutputArgs, StoreArgs, TokensArgs, TrainArgs,
-    VerifyArgs, WeightsArgs, WitnessArgs,
+    BarrierArgs, CkptArgs, FetchArgs, GroupArgs, IngestImagesArgs, IngestKind, IngestTokensArgs, MemArgs, OutputArgs, ReportArgs, StoreArgs, TokensArgs,
+    TrainArgs, VerifyArgs, WeightsArgs, WitnessArgs,
 };
 use crate::bench::barrier::BarrierPlan;
 use crate::bench::ckpt::{CkptPlan, RestoreCache};
@@ -16,6 +16,7 @@ use crate::bench::train::TrainPlan;
 use crate::bench::verify::VerifyPlan;
 use crate::bench::weights::WeightsPlan;
 use crate::ingest::{ImagesIngest, IngestPlan, TokensIngest, WeightsIngest};
+use crate::report::ReportPlan;
 
 /// The shared flag groups as one [`RunPlan`]: memory per `--dest` and the
 /// staging flags (host memory for a bench without them), ranks per the group
@@ -165,6 +166,20 @@ impl BarrierArgs {
             ranks: self.ranks,
             barriers: self.barriers,
             warmup: self.warmup,
+        }
+    }
+}
+
+impl ReportArgs {
+    /// The plan `s3rdma report` runs.
+    pub fn plan(self) -> ReportPlan {
+        ReportPlan {
+            files: self.files,
+            group_by: self.group_by,
+            baseline: self.baseline,
+            plot: self.plot,
+            format: self.format,
+            include_test_doubles: self.include_test_doubles,
         }
     }
 }

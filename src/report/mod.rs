@@ -23,11 +23,11 @@ mod render;
 mod rows;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
 use crate::bench::Spread;
-use crate::cli::ReportArgs;
 use crate::error::{Error, Result};
 
 pub use load::{impossible, load};
@@ -88,18 +88,47 @@ impl Row {
     }
 }
 
-/// Run `s3rdma report`: load `args.files`, check `--baseline` and
+/// Output of `s3rdma report` (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportFormat {
+    /// One markdown table per benchmark.
+    Md,
+    /// Comma-separated values, one line per row.
+    Csv,
+    /// The rows as a JSON array.
+    Json,
+}
+
+/// What `s3rdma report` reads and how it shows it (the CLI's `cli/plan.rs`
+/// makes it of the flags).
+#[derive(Debug, Clone)]
+pub struct ReportPlan {
+    /// Result records; files that are not run records are skipped with a note.
+    pub files: Vec<PathBuf>,
+    /// Row order: fields compared first (benchmark, backend, tag, file, or a dimension).
+    pub group_by: Vec<String>,
+    /// Ratio column against the rows of this backend or this file with the same dimensions.
+    pub baseline: Option<String>,
+    /// Where to draw an SVG, when asked.
+    pub plot: Option<PathBuf>,
+    /// Output format.
+    pub format: ReportFormat,
+    /// Also show rdma records made through a library of no known RDMA engine.
+    pub include_test_doubles: bool,
+}
+
+/// Run `s3rdma report`: load `plan.files`, check `--baseline` and
 /// `--group-by` against the rows, draw `--plot`, print the tables to stdout.
 ///
 /// Errors (usage): no files, a file that cannot be read, no rows at all, a
 /// `--baseline` that matches no row, a bad `--plot` path; a drawing or
 /// stdout failure (runtime).
-pub async fn run(args: ReportArgs) -> Result<()> {
-    if args.files.is_empty() {
+pub async fn run(plan: ReportPlan) -> Result<()> {
+    if plan.files.is_empty() {
         return Err(Error::Usage("give result files, e.g. `s3rdma report results/*.json`".into()));
     }
-    let rows = load(&args.files, args.include_test_doubles)?;
-    if let Some(b) = &args.baseline
+    let rows = load(&plan.files, plan.include_test_doubles)?;
+    if let Some(b) = &plan.baseline
         && !rows.iter().any(|r| render::is_baseline(r, b))
     {
         let mut backends: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
@@ -107,7 +136,7 @@ pub async fn run(args: ReportArgs) -> Result<()> {
         backends.dedup();
         return Err(Error::Usage(format!("--baseline '{b}' matches no row: the rows' backends are {}; or name one of the files", backends.join(", "))));
     }
-    if let Some(b) = &args.baseline
+    if let Some(b) = &plan.baseline
         && let index = render::Baselines::new(&rows, b)
         && rows.iter().any(|r| index.ambiguous(r))
     {
@@ -115,7 +144,7 @@ pub async fn run(args: ReportArgs) -> Result<()> {
             "note: some rows match several --baseline '{b}' rows with the same dimensions (repeated runs): their ratio is left empty; name one file as --baseline"
         );
     }
-    for k in &args.group_by {
+    for k in &plan.group_by {
         let known = ["benchmark", "backend", "tag", "file"].contains(&k.as_str()) || rows.iter().any(|r| r.dims.contains_key(k));
         // The default order names fields some benchmarks lack: only a field the user gave is worth a note.
         let default = ["benchmark", "backend", "size", "concurrency"].contains(&k.as_str());
@@ -123,11 +152,11 @@ pub async fn run(args: ReportArgs) -> Result<()> {
             eprintln!("note: --group-by '{k}' is neither benchmark/backend/tag/file nor a dimension of any row: ignored");
         }
     }
-    if let Some(p) = &args.plot {
+    if let Some(p) = &plan.plot {
         crate::plot::draw(&rows, p)?;
         eprintln!("wrote {}", p.display());
     }
-    let mut text = render(&rows, &args);
+    let mut text = render(&rows, &plan);
     if !text.ends_with('\n') {
         text.push('\n');
     }

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::{ReportFormat, ReportPlan};
 use crate::bench::Spread;
-use crate::cli::{ReportArgs, ReportFormat};
 use crate::error::{Error, Result};
 use crate::report::Row;
 
@@ -114,18 +114,18 @@ fn fmt_spread(s: &Spread) -> String {
 
 /// The tables as markdown (one per benchmark), CSV or JSON.
 ///
-/// Rows are ordered by `args.group_by` (numbers and sizes by value), then
+/// Rows are ordered by `plan.group_by` (numbers and sizes by value), then
 /// file name. Markdown: one `### <benchmark>` table each, figures as
 /// `median (min–max)`; CSV: a header line and one line per row; JSON: an
 /// array of the rows with `gbps_per_core`, `ratio_to_baseline` and
 /// `unproven_rdma` added. The ratio is the row's median over its one
 /// `--baseline` row's (empty when none or several match).
-pub fn render(rows: &[Row], args: &ReportArgs) -> String {
+pub fn render(rows: &[Row], plan: &ReportPlan) -> String {
     let mut rows = rows.to_vec();
-    rows.sort_by(|a, b| cmp_keys(&group_key(a, &args.group_by), &group_key(b, &args.group_by)).then_with(|| a.file.cmp(&b.file)));
-    let baselines = args.baseline.as_deref().map(|b| Baselines::new(&rows, b));
+    rows.sort_by(|a, b| cmp_keys(&group_key(a, &plan.group_by), &group_key(b, &plan.group_by)).then_with(|| a.file.cmp(&b.file)));
+    let baselines = plan.baseline.as_deref().map(|b| Baselines::new(&rows, b));
     let ratio = |r: &Row| baselines.as_ref().and_then(|b| b.of(r)).filter(|b| b.value.median > 0.0).map(|b| r.value.median / b.value.median);
-    match args.format {
+    match plan.format {
         ReportFormat::Json => {
             let v: Vec<Value> = rows
                 .iter()
@@ -189,9 +189,9 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                 s += &format!(
                     "### {b}\n\n| backend | {} | {metric} (min–max) | wall s | client cores | GB/s per core |{} witness | file |\n",
                     dim_names.join(" | "),
-                    if args.baseline.is_some() { " ratio |" } else { "" }
+                    if plan.baseline.is_some() { " ratio |" } else { "" }
                 );
-                s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if args.baseline.is_some() { "---|" } else { "" });
+                s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if plan.baseline.is_some() { "---|" } else { "" });
                 for r in &these {
                     let dims: Vec<String> = dim_names.iter().map(|k| md(r.dims.get(k).map_or("-", String::as_str))).collect();
                     let mut flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", md(&r.verdict)) } else { md(&r.verdict) };
@@ -206,7 +206,7 @@ pub fn render(rows: &[Row], args: &ReportArgs) -> String {
                         r.wall_s.as_ref().map_or("-".into(), fmt_spread),
                         r.cpu_cores.map_or("-".into(), |c| format!("{c:.2}")),
                         r.gbps_per_core().map_or("-".into(), |g| if g < 0.1 { format!("{g:.4}") } else { format!("{g:.2}") }),
-                        if args.baseline.is_some() { format!(" {} |", ratio(r).map_or("-".into(), |x| format!("{x:.2}x"))) } else { String::new() },
+                        if plan.baseline.is_some() { format!(" {} |", ratio(r).map_or("-".into(), |x| format!("{x:.2}x"))) } else { String::new() },
                         md(&r.file)
                     );
                 }
