@@ -420,9 +420,18 @@ pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Parse a duration such as `5s`, `500ms` or `2m` (humantime).
+/// The longest duration any flag takes: 7 days. Longer ones are typing
+/// errors, and added to a clock they would overflow it.
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parse a duration such as `5s`, `500ms` or `2m` (humantime), at most
+/// [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim()).map_err(|_| format!("cannot parse duration '{s}': use e.g. 5s, 500ms or 2m"))
+    let d = humantime::parse_duration(s.trim()).map_err(|_| format!("cannot parse duration '{s}': use e.g. 5s, 500ms or 2m"))?;
+    if d > MAX_DURATION {
+        return Err(format!("duration '{s}' is longer than 7 days: give a shorter one such as 5s, 10m or 2h"));
+    }
+    Ok(d)
 }
 
 /// `--io-threads`: 1 to 64. More threads than that per read only contend

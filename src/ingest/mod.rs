@@ -172,6 +172,10 @@ async fn tokens(a: TokensIngest) -> Result<()> {
         )));
     }
     check_shard_memory("a token shard", seqs_per_shard * seq_bytes, "lower --shard-bytes")?;
+    // Checked before begin_ingest removes the dataset already under the prefix.
+    if a.synthetic && a.total_bytes.unwrap_or(0) / seq_bytes == 0 {
+        return Err(Error::Usage(format!("--total-bytes {} holds no whole sequence of {seq_bytes} bytes: raise it", a.total_bytes.unwrap_or(0))));
+    }
     let pool = pool(a.threads)?;
     let (tk, proto) = if a.synthetic {
         let proto = TokenShard {

@@ -366,6 +366,12 @@ fn ingest_tokens_and_train_refuse_bad_input() {
     assert_fails(&run_ingest(&["ingest", "jpeg", "--src", "empty"]), 2, "broken.jpg is a truncated JPEG", &res);
     assert_fails(&run_ingest(&["ingest", "raw", "--synthetic", "4", "--synthetic-size", "0x5"]), 2, "width and height", &res);
     ok(&run_ingest(&["ingest", "raw", "--synthetic", "8", "--size", "32", "--samples-per-shard", "8"]));
+    // A refused ingest leaves the dataset already under its prefix whole.
+    ok(&run_ingest(&["ingest", "tokens", "--synthetic", "--total-bytes", "64KiB", "--seq-len", "16"]));
+    let first = root.join("data/tokens/train-000000.bin");
+    assert!(first.is_file(), "the synthetic ingest wrote {}", first.display());
+    assert_fails(&run_ingest(&["ingest", "tokens", "--synthetic", "--total-bytes", "1KiB", "--seq-len", "4096"]), 2, "holds no whole sequence", &res);
+    assert!(first.is_file(), "a refused ingest removed the earlier dataset");
     assert_fails(&run(&["tokens", "--prefix", "raw/train"]), 2, "'raw/train' holds a raw set, not tokens", &res);
     assert_fails(&run(&["tokens", "--prefix", "nothing/here"]), 2, "no tokens shards under 'nothing/here-NNNNNN.bin'", &res);
     assert_fails(&run(&["train", "--loader-only", "--dest", "host", "--crop", "64"]), 2, "--crop 64 is larger than the 32x32 images", &res);

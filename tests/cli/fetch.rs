@@ -196,6 +196,10 @@ fn usage_errors_exit_2() {
     assert_fails(&s3rdma(&with(&["--metrics-token", ""]), tmp.path()), 2, "--metrics-token", &res);
     assert_fails(&s3rdma(&with(&["--part-size", "1"]), tmp.path()), 2, "64KiB minimum", &res);
     assert_fails(&s3rdma(&["fetch", "--duration", "0s"], tmp.path()), 2, "above zero", &res);
+    // Durations a clock cannot hold are refused, not a panic when added to one.
+    for flag in ["--warmup", "--duration", "--barrier-timeout", "--series"] {
+        assert_fails(&s3rdma(&["fetch", flag, "18446744073709551615s"], tmp.path()), 2, "longer than 7 days", &res);
+    }
     assert_fails(&s3rdma(&["fetch", "--bounce-buffers", "3"], tmp.path()), 2, "even number", &res);
     assert_fails(&s3rdma(&["fetch", "--sizes", "1TiB", "--concurrency", "64"], tmp.path()), 2, "lower --sizes", &res);
     {
@@ -326,6 +330,30 @@ fn stream_buffers_read_large_objects_through_a_reusable_window() {
     let o = s3rdma(&["fetch", "--stream-buffer", "1KiB"], tmp.path());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("'object'"), "{}", stderr(&o));
+    // The default's window is checked against memory once the store names it:
+    // 100000 streams x the local backend's 8 MiB is refused before any object is written.
+    let res = tmp.path().join("res-many");
+    let root = tmp.path().join("many");
+    let o = s3rdma(
+        &[
+            "fetch",
+            "--root",
+            root.to_str().unwrap(),
+            "--prepare",
+            "--sizes",
+            "16MiB",
+            "--concurrency",
+            "100000",
+            "--iters",
+            "1",
+            "--results-dir",
+            res.to_str().unwrap(),
+        ],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("100000 stream(s) x 8MiB needs") && stderr(&o).contains("lower --stream-buffer"), "{}", stderr(&o));
+    assert!(!root.join("s3rdma-bench/fetch").exists(), "no object may be written before the buffers are known to fit");
 }
 
 /// Output that cannot be written (stdout redirected to a full device) ends

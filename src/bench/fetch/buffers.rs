@@ -26,6 +26,7 @@ pub(super) enum BufferPlan {
 }
 
 /// What the plan was chosen from: the widest cell and the host's memory (bytes).
+#[derive(Debug, Clone, Copy)]
 pub(super) struct PlanInput {
     /// `--stream-buffer`.
     pub flag: StreamBuffer,
@@ -58,9 +59,16 @@ pub(super) fn plan(p: &PlanInput) -> Result<BufferPlan> {
         StreamBuffer::Auto if p.dest == Dest::Device || whole <= p.total / 2 => BufferPlan::Object,
         StreamBuffer::Auto => BufferPlan::Window(None),
     };
-    // Device buffers live in GPU memory: their allocation names its own failure.
+    fits(plan, p)?;
+    Ok(plan)
+}
+
+/// Refuse a plan whose host buffers need more than 90 % of the memory
+/// available now (a window not yet known, device buffers: nothing to check
+/// here; a device allocation names its own failure).
+fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
     let need = match plan {
-        BufferPlan::Object if p.dest != Dest::Device => whole,
+        BufferPlan::Object if p.dest != Dest::Device => p.max_size.saturating_mul(p.streams),
         BufferPlan::Window(Some(n)) if p.dest != Dest::Device => n.min(p.max_size).saturating_mul(p.streams),
         _ => 0,
     };
@@ -81,17 +89,23 @@ pub(super) fn plan(p: &PlanInput) -> Result<BufferPlan> {
             size_approx(p.available)
         )));
     }
-    Ok(plan)
+    Ok(())
 }
 
-/// Resolve the store's window for [`BufferPlan::Window`]`(None)`.
+/// Resolve the store's window for [`BufferPlan::Window`]`(None)` and
+/// check that its buffers fit as [`plan`] checks the others.
 ///
 /// Errors: [`Error::Usage`] when the store cannot read ranges on its own
 /// transport (rdma without ranged windows would read them over HTTP).
-pub(super) fn resolve(plan: BufferPlan, store: &dyn ObjectStore, why: &str) -> Result<BufferPlan> {
+pub(super) fn resolve(plan: BufferPlan, input: &PlanInput, store: &dyn ObjectStore, why: &str) -> Result<BufferPlan> {
     match plan {
         BufferPlan::Window(None) => match store.read_window() {
-            Some(n) => Ok(BufferPlan::Window(Some(n))),
+            Some(n) => {
+                // The window is known only now: the same check as for a --stream-buffer size.
+                let resolved = BufferPlan::Window(Some(n));
+                fits(resolved, input)?;
+                Ok(resolved)
+            }
             None => Err(Error::Usage(format!(
                 "{why}, and this {} store reads ranges off its transport: pass --stream-buffer object with fewer --concurrency or smaller --sizes",
                 store.backend().name()

@@ -58,7 +58,7 @@ fn progress_bar() -> ProgressBar {
 }
 
 /// Check the flags and choose the stream buffers.
-fn check_args(plan: &FetchPlan) -> Result<BufferPlan> {
+fn check_args(plan: &FetchPlan) -> Result<(BufferPlan, buffers::PlanInput)> {
     if plan.run.store.backend == crate::store::Backend::Local && plan.run.store.endpoint.is_some() {
         eprintln!("warning: --endpoint is set but --backend is local: pass --backend http to use it");
     }
@@ -82,14 +82,15 @@ fn check_args(plan: &FetchPlan) -> Result<BufferPlan> {
         )));
     }
     // Every process of the widest cell holds its own buffers (on one host unless launched across hosts).
-    buffers::plan(&buffers::PlanInput {
+    let input = buffers::PlanInput {
         flag: plan.stream_buffer,
         dest: plan.run.mem.dest,
         max_size,
         streams: max_c.saturating_mul(max_p),
         total: sys.total_memory(),
         available,
-    })
+    };
+    Ok((buffers::plan(&input)?, input))
 }
 
 /// Make sure every object exists with the right size; with `prepare`, write
@@ -314,7 +315,7 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
 
 /// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
 pub async fn run(plan: FetchPlan) -> Result<()> {
-    let buffering = check_args(&plan)?;
+    let (buffering, buffer_input) = check_args(&plan)?;
     let mut plan = plan;
     dedup(&mut plan.sizes);
     dedup(&mut plan.concurrency);
@@ -338,7 +339,8 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     } else {
         "--stream-buffer"
     };
-    let buffering = buffers::resolve(buffering, store.as_ref(), "whole-object buffers for every stream would need over half of this host's memory")?;
+    let buffering =
+        buffers::resolve(buffering, &buffer_input, store.as_ref(), "whole-object buffers for every stream would need over half of this host's memory")?;
     let mut warnings: Vec<String> = session.warnings.clone();
     for &size in &plan.sizes {
         for w in store.preflight(size) {
