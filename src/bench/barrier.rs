@@ -99,7 +99,7 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
         return Err(Error::Usage("--barriers 0: give at least one timed barrier".into()));
     }
     // 8 ranks by default when this process starts them; a launcher's count otherwise.
-    let launched = crate::ranks::Rank::from_env(plan.run.group.as_ref().and_then(|g| g.run_id.as_deref())).ok().flatten().is_some();
+    let launched = crate::ranks::Rank::from_env(plan.run.run_id()).ok().flatten().is_some();
     let ranks = if launched { plan.ranks } else { Some(plan.ranks.unwrap_or(8)) };
     let spec = SessionSpec { world: World::Ranks(ranks), create_bucket: true, ..plan.run.spec("barrier") };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
@@ -116,7 +116,7 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
     let mine = RankBarriers { rank: s.me.rank, host: s.host.clone(), enter_ns, leave_ns, coordination: s.group.coordination().since(&before) };
     let all = s.gather("barriers", &mine).await?;
     let results = if s.is_root() { Some(summarize(&all, plan.barriers, s.group.method())?) } else { None };
-    let params = serde_json::json!({"ranks": s.me.world, "barriers": plan.barriers, "warmup": plan.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": plan.run.group.as_ref().map_or(0.0, |g| g.barrier_timeout.as_secs_f64())});
+    let params = serde_json::json!({"ranks": s.me.world, "barriers": plan.barriers, "warmup": plan.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": plan.run.group.clone().unwrap_or_default().barrier_timeout.as_secs_f64()});
     let mut outcome = Outcome::new(params, results.clone(), Vec::new());
     outcome.verdict_without_windows = Some("coordination only: no data moved, nothing for the witness to judge".into());
     let print = || {

@@ -4,30 +4,10 @@
 //! benches need not know clap. The spelling is the record's (serde), which
 //! the test below holds.
 
-use clap::ValueEnum;
-use clap::builder::PossibleValue;
-
 use crate::bench::ckpt::{ChunkChecksum, CkptMethod, CkptOp, RestoreCache};
 use crate::bench::train::{Amp, JpegFetch, Layout};
 use crate::bench::weights::Baseline;
 use crate::report::ReportFormat;
-
-/// `impl ValueEnum` for a fieldless enum: each variant, its flag spelling
-/// and its help line. (clap's derive would put clap into the bench module.)
-macro_rules! flag_values {
-    ($t:ident { $($v:ident => $name:literal, $help:literal;)+ }) => {
-        impl ValueEnum for $t {
-            fn value_variants<'a>() -> &'a [Self] {
-                &[$($t::$v),+]
-            }
-            fn to_possible_value(&self) -> Option<PossibleValue> {
-                Some(match self {
-                    $($t::$v => PossibleValue::new($name).help($help),)+
-                })
-            }
-        }
-    };
-}
 
 flag_values!(CkptMethod {
     Flat => "flat", "Tensors packed 512-byte aligned into one buffer, written as parallel chunk objects + manifest";
@@ -81,6 +61,7 @@ flag_values!(ReportFormat {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::ValueEnum;
 
     /// The names on the command line are the names in records (serde).
     #[test]

@@ -8,11 +8,12 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 pub mod auto;
+#[macro_use]
+mod values;
 mod bench_args;
 mod bench_values;
 mod plan;
 mod store_args;
-mod values;
 pub use bench_args::{
     BarrierArgs, CkptArgs, FetchArgs, IngestImagesArgs, IngestKind, IngestTokensArgs, IngestWeightsArgs, TokensArgs, TrainArgs, VerifyArgs, WeightsArgs,
 };

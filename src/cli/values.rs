@@ -10,6 +10,25 @@ use crate::mem::Dest;
 use crate::ranks::Rendezvous;
 use crate::store::{Backend, ChecksumMode, HttpGet};
 
+/// `impl ValueEnum` for a fieldless enum: each variant, its flag spelling
+/// and its help line. (clap's derive would put clap into the module the enum lives in.)
+macro_rules! flag_values {
+    ($t:ident { $($v:ident => $name:literal, $help:literal;)+ }) => {
+        impl clap::ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                &[$($t::$v),+]
+            }
+            fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+                Some(match self {
+                    $($t::$v => clap::builder::PossibleValue::new($name).help($help),)+
+                })
+            }
+        }
+    };
+}
+
+// Backend and Dest spell their flags with their own `name()` (also used in
+// records and messages), so they are written out rather than given twice.
 impl ValueEnum for Backend {
     fn value_variants<'a>() -> &'a [Self] {
         &[Backend::Local, Backend::Http, Backend::Rdma]
@@ -20,33 +39,6 @@ impl ValueEnum for Backend {
             Backend::Http => "Any S3 endpoint over HTTP(S): ranged GETs per `--http-get`, everything else through aws-sdk-s3",
             Backend::Rdma => "S3 over RDMA through libminiocpp's C ABI (AIStor: GPU-Direct into device memory, host memory too with libs3rdma)",
         }))
-    }
-}
-
-impl ValueEnum for ChecksumMode {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[ChecksumMode::WhenRequired, ChecksumMode::WhenSupported]
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(match self {
-            ChecksumMode::WhenRequired => PossibleValue::new("when-required").help("Only when the operation requires it (the default: costs no CPU on GETs)"),
-            ChecksumMode::WhenSupported => {
-                PossibleValue::new("when-supported").help("Whenever the server sends a checksum (whole-object GETs; ranged GETs carry none)")
-            }
-        })
-    }
-}
-
-impl ValueEnum for HttpGet {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[HttpGet::Auto, HttpGet::Sdk, HttpGet::Direct]
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(match self {
-            HttpGet::Auto => PossibleValue::new("auto").help("direct for plain http:// endpoints without --response-checksums when-supported, sdk otherwise"),
-            HttpGet::Sdk => PossibleValue::new("sdk").help("aws-sdk-s3: the body arrives in the client's chunks and is copied into the buffer"),
-            HttpGet::Direct => PossibleValue::new("direct").help("SigV4-signed HTTP/1.1 GET read from the socket straight into the buffer (http:// only)"),
-        })
     }
 }
 
@@ -63,21 +55,21 @@ impl ValueEnum for Dest {
     }
 }
 
-impl ValueEnum for Rendezvous {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[Rendezvous::Leader, Rendezvous::List]
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(match self {
-            Rendezvous::Leader => PossibleValue::new("leader").help(
-                "Every rank PUTs a marker; rank 0 lists the step until all are there and PUTs one `go` object, which the others poll (HEAD) with back-off and jitter: O(1) requests per rank per barrier besides those polls",
-            ),
-            Rendezvous::List => PossibleValue::new("list").help(
-                "Every rank PUTs a marker and lists the step until all are there: O(N) listings of up to N keys per poll round. The baseline `s3rdma barrier` compares with; use it only for that",
-            ),
-        })
-    }
-}
+flag_values!(ChecksumMode {
+    WhenRequired => "when-required", "Only when the operation requires it (the default: costs no CPU on GETs)";
+    WhenSupported => "when-supported", "Whenever the server sends a checksum (whole-object GETs; ranged GETs carry none)";
+});
+
+flag_values!(HttpGet {
+    Auto => "auto", "direct for plain http:// endpoints without --response-checksums when-supported, sdk otherwise";
+    Sdk => "sdk", "aws-sdk-s3: the body arrives in the client's chunks and is copied into the buffer";
+    Direct => "direct", "SigV4-signed HTTP/1.1 GET read from the socket straight into the buffer (http:// only)";
+});
+
+flag_values!(Rendezvous {
+    Leader => "leader", "Every rank PUTs a marker; rank 0 lists the step until all are there and PUTs one `go` object, which the others poll (HEAD) with back-off and jitter: O(1) requests per rank per barrier besides those polls";
+    List => "list", "Every rank PUTs a marker and lists the step until all are there: O(N) listings of up to N keys per poll round. The baseline `s3rdma barrier` compares with; use it only for that";
+});
 
 #[cfg(test)]
 mod tests {

@@ -162,7 +162,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     dedup(&mut plan.ops);
     plan.ops.sort_by_key(|o| *o == CkptOp::Restore);
     store::check_key(&format!("{}/x", plan.prefix)).map_err(|e| Error::Usage(format!("--prefix '{}': {e}", plan.prefix)))?;
-    if let Some(id) = plan.run.group.as_ref().and_then(|g| g.run_id.as_deref()) {
+    if let Some(id) = plan.run.run_id() {
         ranks::check_run_id(id)?;
     }
     let asked = plan.restore_cache;
@@ -179,7 +179,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     {
         return Err(Error::Usage(cache::unaligned_chunk(asked, plan.chunk, "")));
     }
-    if Rank::from_env(plan.run.group.as_ref().and_then(|g| g.run_id.as_deref()))?.is_none() {
+    if Rank::from_env(plan.run.run_id())?.is_none() {
         // Bad sizes or memory fail once, here, not once per rank.
         let world = plan.ranks.unwrap_or(1) as usize;
         check_memory(&plan, per_rank_bytes(&plan, world), world)?;

@@ -46,6 +46,11 @@ pub struct RunPlan {
 }
 
 impl RunPlan {
+    /// `--run-id`, when this bench meets ranks and one was given.
+    pub fn run_id(&self) -> Option<&str> {
+        self.group.as_ref().and_then(|g| g.run_id.as_deref())
+    }
+
     /// The session this plan starts for `bench` (the record's `benchmark`),
     /// before the bench adds its own needs with struct-update syntax.
     pub fn spec(&self, bench: &'static str) -> SessionSpec {
