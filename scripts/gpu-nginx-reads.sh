@@ -59,7 +59,7 @@ for _ in $(seq 1 50); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break;
 EP=http://127.0.0.1:$PORT
 export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-nginx} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-ignores-signatures}
 for f in "$ROOT/s3rdma-bench/$M"/*.safetensors; do cat "$f" > /dev/null; done
-"$S" weights --root "$ROOT" --model "$M" --dest "$WDEST" --repeats 3 --tag nginx-local --results-dir "$RES" > "$W/w-local.txt" 2>&1 || cat "$W/w-local.txt"
+"$S" weights --root "$ROOT" --model "$M" --dest "$WDEST" --repeats 3 --verify --tag nginx-local --results-dir "$RES" > "$W/w-local.txt" 2>&1 || cat "$W/w-local.txt"
 "$S" weights --backend http --endpoint "$EP" --model "$M" --dest "$WDEST" --repeats 3 --verify --tag nginx --results-dir "$RES" > "$W/w-http.txt" 2>&1 || cat "$W/w-http.txt"
 IFS=';' read -r -a VARIANTS <<< "${WEIGHTS_VARIANTS:-}"
 for i in "${!VARIANTS[@]}"; do

@@ -8,9 +8,9 @@
 //! consecutive parts of its buffer (never two transfers into one buffer at
 //! once: cuObject registers by address), with `--concurrency` shards in
 //! flight. Into device memory over a store that cannot write it (local,
-//! http, rdma's fallback), each shard is instead one staged pipeline over its
-//! whole blob (`--bounce-buffers` reads in flight, each a task of its own:
-//! `store::staged_read_spread`). Every tensor is then a view (offset, length) into its shard's
+//! http, rdma's fallback), all shards instead go through one staged pipeline
+//! in file order, the shards' bounce buffers pooled (`--bounce-buffers` per
+//! shard, each read a task of its own: `store::staged_read_pooled`). Every tensor is then a view (offset, length) into its shard's
 //! buffer: no per-tensor allocation or copy.
 
 use std::sync::Arc;
@@ -59,12 +59,23 @@ pub struct LoadRepeat {
 }
 
 /// Load every shard's data blob into `bufs` (one per shard, same order);
-/// returns (bytes, windows). Each shard is its own task (up to `concurrency`
-/// at once): a local read blocks its task's thread, so shards polled in one
-/// task would run one after another (measured on the H200: 1.00 client core).
-/// The first failed shard stops the others ([`fanout::run_fail_fast`]); `bufs`
-/// is then empty.
+/// returns (bytes, windows).
+///
+/// Into device memory over a store that cannot write it, every shard goes
+/// through one staged pipeline ([`store::staged_read_pooled`]): the shards'
+/// bounce buffers are pooled and read in file order, so as many ranged GETs
+/// stay in flight to the end whatever the shards' sizes (one pipeline per
+/// shard idled the small last shard's buffers once it was done).
+///
+/// Otherwise each shard is its own task (up to `concurrency` at once): a
+/// local read blocks its task's thread, so shards polled in one task would
+/// run one after another (measured on the H200: 1.00 client core). The first
+/// failed shard stops the others ([`fanout::run_fail_fast`]); `bufs` is then
+/// empty.
 async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut Vec<Buffer>, window: u64, concurrency: usize) -> Result<(u64, u64)> {
+    if !store.writes_device() && !bufs.is_empty() && bufs.iter().all(|b| matches!(b, Buffer::Device(_))) {
+        return load_pooled(store, layout, bufs).await;
+    }
     let tasks: Vec<_> = layout
         .iter()
         .cloned()
@@ -73,19 +84,7 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
             let store = store.clone();
             async move {
                 let range = shard.data_start..shard.object_bytes;
-                let (b, n) = match &mut buf {
-                    // Staged into device memory: one pipeline over the whole
-                    // blob, its reads spread over the runtime's threads (a
-                    // window per call would drain the pipeline at every boundary).
-                    Buffer::Device(d) if !store.writes_device() => {
-                        let t = store::staged_read_spread(&store, &shard.key, Some(range.clone()), d, 0, shard.version.as_ref()).await?;
-                        if t.bytes != range.end - range.start {
-                            return Err(Error::Runtime(format!("short read of '{}': {} of {} bytes", shard.key, t.bytes, range.end - range.start)));
-                        }
-                        (t.bytes, 1)
-                    }
-                    _ => super::read_range(store.as_ref(), &shard.key, range, &mut buf, window, shard.version.as_ref()).await?,
-                };
+                let (b, n) = super::read_range(store.as_ref(), &shard.key, range, &mut buf, window, shard.version.as_ref()).await?;
                 Ok((buf, b, n))
             }
         })
@@ -96,6 +95,29 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
         total = (total.0 + b, total.1 + n);
     }
     Ok(total)
+}
+
+/// [`load`] into device memory through one pooled staged pipeline; the
+/// windows it counts are the shards (one staged read each).
+async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut [Buffer]) -> Result<(u64, u64)> {
+    let parts: Vec<store::StagedPart> =
+        layout.iter().map(|s| store::StagedPart { key: s.key.clone(), range: s.data_start..s.object_bytes, at: 0, version: s.version.clone() }).collect();
+    let mut dsts: Vec<&mut crate::mem::DeviceBuffer> = bufs
+        .iter_mut()
+        .map(|b| match b {
+            Buffer::Device(d) => d,
+            _ => unreachable!("load checked that every buffer is device memory"),
+        })
+        .collect();
+    let done = store::staged_read_pooled(store, &parts, &mut dsts).await?;
+    let mut bytes = 0;
+    for (p, t) in parts.iter().zip(&done) {
+        if t.bytes != p.range.end - p.range.start {
+            return Err(Error::Runtime(format!("short read of '{}': {} of {} bytes", p.key, t.bytes, p.range.end - p.range.start)));
+        }
+        bytes += t.bytes;
+    }
+    Ok((bytes, parts.len() as u64))
 }
 
 /// One baseline's timing.
@@ -260,8 +282,14 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     let worst = repeats.iter().map(|r| r.witness.verdict).min().expect("repeats >= 1");
     let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
     let failure = verified.as_ref().and_then(Verified::failure);
+    // How the load was read (see `load`): the same rule, said in the record.
+    let pipeline = if dest == Dest::Device && !store.writes_device() {
+        "staged: one pipeline, the shards' bounce buffers pooled, reads in file order"
+    } else {
+        "one task per shard, --concurrency at once"
+    };
     let params = json!({"model": plan.model, "window_bytes": plan.run.store.window, "concurrency": plan.concurrency,
-                        "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
+                        "load_pipeline": pipeline, "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
                         "reference": plan.reference});
     // Milliseconds: the process-start offset itself is one clock tick (10 ms) coarse.
     let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;

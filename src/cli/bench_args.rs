@@ -217,7 +217,8 @@ pub struct WeightsArgs {
     /// `<model>/model.safetensors.index.json` + shards ('' for the bucket's root).
     #[arg(long, value_parser = super::parse_key_prefix)]
     pub model: String,
-    /// Shards read at once (each shard's windows go one after another into its buffer).
+    /// Shards read at once (each shard's windows go one after another into its
+    /// buffer). Staged device reads ignore it: all shards share one pipeline.
     #[arg(long, value_parser = parse_positive, default_value_t = 4)]
     pub concurrency: u32,
     /// Timed loads; the summary gives median and range.

@@ -230,7 +230,8 @@ pub struct MemArgs {
     /// Staged device reads (fetch, weights, tokens, train; ckpt stages through
     /// --chunk-sized buffers): pinned bounce buffers per stream (half fill
     /// while half copy), an even number from 2 to 64. Default: 4 (weights over
-    /// http: 8 per shard, so its few shards keep as many GETs in flight as fetch).
+    /// http: 8 per shard, pooled over the model's shards, so its few shards keep
+    /// as many GETs in flight as fetch).
     #[arg(long, value_parser = parse_bounce)]
     pub bounce_buffers: Option<u32>,
     /// Staged device reads: bytes per bounce buffer (one ranged read each).

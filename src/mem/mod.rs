@@ -265,13 +265,26 @@ impl DeviceBuffer {
     ///
     /// Errors: the range overruns the buffer, `i` names no stream, or the driver's error.
     pub fn copy_in_async_from(&self, i: usize, src: &[u8], offset: usize) -> Result<(), String> {
+        self.copy_in_async_via(self, i, src, offset)
+    }
+
+    /// [`DeviceBuffer::copy_in_async_from`] on stream `i` of `via` (another
+    /// buffer's bounce buffer, pooled: [`crate::store::staged_read_pooled`]).
+    /// `src` must stay allocated and unwritten until `via.wait(i)` returns.
+    ///
+    /// Errors: the range overruns this buffer, `i` names no stream of `via`,
+    /// the two buffers are on different GPUs, or the driver's error.
+    pub fn copy_in_async_via(&self, via: &DeviceBuffer, i: usize, src: &[u8], offset: usize) -> Result<(), String> {
         if offset + src.len() > self.len {
             return Err(format!("copy of {} bytes at {offset} overruns the {} byte device buffer", src.len(), self.len));
         }
-        let stream = *self.streams.get(i).ok_or_else(|| format!("no stream {i}: {} bounce buffers", self.streams.len()))?;
+        if via.gpu.ordinal != self.gpu.ordinal {
+            return Err(format!("a bounce buffer of GPU {} cannot stage into GPU {}", via.gpu.ordinal, self.gpu.ordinal));
+        }
+        let stream = *via.streams.get(i).ok_or_else(|| format!("no stream {i}: {} bounce buffers", via.streams.len()))?;
         self.gpu.bind()?;
         // SAFETY: dst range checked above; the caller keeps src pinned and
-        // unwritten until wait(i).
+        // unwritten until via.wait(i).
         unsafe { result::memcpy_htod_async(self.dptr + offset as u64, src, stream) }.map_err(|e| cuda_err("cuMemcpyHtoDAsync", e))
     }
 
