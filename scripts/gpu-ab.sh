@@ -2,11 +2,12 @@
 # A/B of two s3rdma builds on the GPU machine, interleaved in one run, same
 # files, same cache state: docs/gpu.md's weights figure (16.06 GB synthetic
 # Llama-3.1-8B, local backend, warm page cache, into device memory with
-# `--io-threads 4 --stage-chunk 64MiB --bounce-buffers 8`) and the default
+# `--io-threads 4 --stage-chunk 64MiB --bounce-buffers 32`) and the default
 # `fetch` table (local, warm, --dest device; --prepare, as the default directory would). Used to show a refactor lost no
 # speed. Binaries: $OLD and $NEW (default .carry/s3rdma-old, .carry/s3rdma-new,
 # stripped release builds made here and carried). Records go to results/
-# (tags ab-old-*, ab-new-*); a short table is printed last.
+# (tags ab-old-*, ab-new-*); a short table is printed last. Builds before
+# 144c282 count weights' --bounce-buffers per shard (32 there is 128 for 4 shards).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OLD=${OLD:-.carry/s3rdma-old}
@@ -17,7 +18,7 @@ mkdir -p "$ROOT" results
 [ -f "$ROOT/s3rdma-bench/m/llama/model.safetensors.index.json" ] || "$NEW" weights --root "$ROOT" --synth llama-3.1-8b --model m/llama >/dev/null
 # One untimed load puts every shard in the page cache (warm for both builds).
 "$NEW" weights --root "$ROOT" --model m/llama --dest host --results-dir "$ROOT/scratch" >/dev/null 2>&1
-W="--root $ROOT --model m/llama --dest device --repeats 3 --concurrency 4 --io-threads 4 --stage-chunk 64MiB --bounce-buffers 8"
+W="--root $ROOT --model m/llama --dest device --repeats 3 --concurrency 4 --io-threads 4 --stage-chunk 64MiB --bounce-buffers 32"
 F="--root $ROOT-fetch --prepare --duration 2s"
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which build goes first.

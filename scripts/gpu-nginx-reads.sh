@@ -12,7 +12,7 @@
 #      runai-model-streamer's S3 reader at concurrency 8/16/32/64
 #      (scripts/peers_weights.py; runai-model-streamer, runai-model-streamer-s3
 #      and boto3 must import: carry their wheels, see docs/gpu.md).
-#   4. WEIGHTS_VARIANTS="--bounce-buffers 8;--bounce-buffers 16": one more
+#   4. WEIGHTS_VARIANTS="--bounce-buffers 16;--bounce-buffers 64": one more
 #      http weights run per ';'-separated flag set, tagged nginx-v1, nginx-v2, ...
 # nginx from NGINX_KIT (.peers/nginx.tar.xz, made by `NGINX_ONLY=1
 # scripts/make-peers-kit.sh`; carry `.peers`) or PATH. Records go to

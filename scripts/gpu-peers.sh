@@ -30,7 +30,7 @@ if [ -z "${SKIP_WEIGHTS:-}" ]; then
   T1=$(date +%s.%N)
   BYTES=$(cat "$ROOT"/s3rdma-bench/m/llama/*.safetensors | wc -c)
   python3 -c "import sys; b,t=int(sys.argv[1]),float(sys.argv[3])-float(sys.argv[2]); print(f'disk: 4 parallel dd O_DIRECT 64MiB readers, cold: {b/1e9:.2f} GB in {t:.2f} s = {b/t/1e9:.2f} GB/s')" "$BYTES" "$T0" "$T1"
-  VARIANTS=${VARIANTS-old=--io-threads 1 --stage-chunk 8MiB --bounce-buffers 4;deep=--io-threads 8 --stage-chunk 64MiB --bounce-buffers 16;direct-deep=--direct --io-threads 8 --stage-chunk 64MiB --bounce-buffers 16}
+  VARIANTS=${VARIANTS-old=--io-threads 1 --stage-chunk 8MiB --bounce-buffers 16;deep=--io-threads 8 --stage-chunk 64MiB --bounce-buffers 64;direct-deep=--direct --io-threads 8 --stage-chunk 64MiB --bounce-buffers 64}
   VARGS=()
   IFS=';' read -ra VS <<< "$VARIANTS"
   for v in "${VS[@]}"; do [ -n "$v" ] && VARGS+=(--variant "$v"); done

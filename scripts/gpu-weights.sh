@@ -25,7 +25,7 @@ for _ in range(int(sys.argv[2])):
 print(f"{min(times):.3f} {statistics.median(times):.3f}")
 PY
 )
-"$S" weights --root "$ROOT" --model m/llama --dest device --repeats "$REPEATS" --verify --concurrency 4 ${WEIGHTS_FLAGS:---bounce-buffers 16} --tag gpu-llama8b-local --json > "$ROOT/local.json" || echo "local load FAILED"
+"$S" weights --root "$ROOT" --model m/llama --dest device --repeats "$REPEATS" --verify --concurrency 4 ${WEIGHTS_FLAGS:---bounce-buffers 64} --tag gpu-llama8b-local --json > "$ROOT/local.json" || echo "local load FAILED"
 else
 PY="0 0"
 fi
@@ -39,7 +39,7 @@ SRV=$!; sleep 1
 export AWS_ACCESS_KEY_ID=gpuak AWS_SECRET_ACCESS_KEY=gpusk-secret
 H="--backend http --endpoint http://127.0.0.1:9556"
 [ -f "$ROOT-s3/s3rdma-bench/m/llama/model.safetensors.index.json" ] || "$S" weights $H --synth llama-3.1-8b --model m/llama --part-size 64MiB
-"$S" weights $H --model m/llama --dest device --repeats 1 --verify --concurrency 4 --part-size 64MiB ${WEIGHTS_FLAGS:---bounce-buffers 16} --tag gpu-llama8b-http --json > "$ROOT/http.json" || echo "http load FAILED"
+"$S" weights $H --model m/llama --dest device --repeats 1 --verify --concurrency 4 --part-size 64MiB ${WEIGHTS_FLAGS:---bounce-buffers 64} --tag gpu-llama8b-http --json > "$ROOT/http.json" || echo "http load FAILED"
 kill $SRV
 fi
 python3 - "$ROOT/local.json" "$ROOT/http.json" $PY <<'PY'

@@ -56,7 +56,7 @@ import time
 
 LOADERS = {
     "s3rdma-default": {"reads": "page cache", "settings": "weights --dest device (default flags: chosen from the host, see the record's environment)"},
-    "s3rdma-tuned": {"reads": "page cache", "settings": "weights --dest device --io-threads 4 --stage-chunk 64MiB --bounce-buffers 8"},
+    "s3rdma-tuned": {"reads": "page cache", "settings": "weights --dest device --io-threads 4 --stage-chunk 64MiB --bounce-buffers 32"},
     "safetensors": {"reads": "page cache (mmap)", "settings": "load_file(f, device='cuda') per shard"},
     "fastsafetensors": {"reads": "O_DIRECT (skips the page cache)", "settings": "SafeTensorsFileLoader(nogds=True, max_threads=16), default reads"},
     "fastsafetensors-buffered": {"reads": "page cache", "settings": "as fastsafetensors, FASTSAFETENSORS_ODIRECT=0"},
@@ -117,7 +117,7 @@ def disk_read(files, threads):
     return total[0]
 
 # Flags of each s3rdma loader (--variant adds more).
-S3RDMA_FLAGS = {"s3rdma-tuned": ["--io-threads", "4", "--stage-chunk", "64MiB", "--bounce-buffers", "8"]}
+S3RDMA_FLAGS = {"s3rdma-tuned": ["--io-threads", "4", "--stage-chunk", "64MiB", "--bounce-buffers", "32"]}
 
 # The Python package behind each peer, for its version in the record.
 PACKAGES = {"safetensors": "safetensors", "fastsafetensors": "fastsafetensors", "fastsafetensors-buffered": "fastsafetensors", "runai": "runai-model-streamer",

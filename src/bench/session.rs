@@ -324,21 +324,30 @@ impl Session {
     ///
     /// Errors: the allocator's message.
     pub fn buffer(&self, len: usize) -> std::result::Result<Buffer, String> {
-        let gpu = self.gpu().map_err(|e| e.to_string())?;
-        let (chunk, buffers) = (self.mem.chunk_bytes.0, self.mem.bounce_buffers.0);
-        let bounce = if self.store.writes_device() { 0 } else { buffers as usize };
-        Buffer::for_dest(self.mem.dest, gpu.as_ref(), len, bounce, chunk as usize)
+        self.buffer_with(len, self.mem.bounce_buffers.0 as usize)
     }
 
-    /// [`Session::buffer`]s of `lens` bytes, allocated side by side on one
-    /// thread each (pinning and zeroing run in parallel in the kernel and
-    /// driver), in `lens`' order.
+    /// [`Session::buffer`] with `bounce` bounce buffers when the store stages.
+    fn buffer_with(&self, len: usize, bounce: usize) -> std::result::Result<Buffer, String> {
+        let gpu = self.gpu().map_err(|e| e.to_string())?;
+        let bounce = if self.store.writes_device() { 0 } else { bounce };
+        Buffer::for_dest(self.mem.dest, gpu.as_ref(), len, bounce, self.mem.chunk_bytes.0 as usize)
+    }
+
+    /// Buffers of `lens` bytes for one pooled staged read of them all
+    /// ([`crate::store::staged_read_pooled`]): `--bounce-buffers` bounce
+    /// buffers in all, spread over the buffers (the first ones get the
+    /// remainder; with more buffers than bounce buffers the last have none).
+    /// Allocated side by side on one thread each (pinning and zeroing run in
+    /// parallel in the kernel and driver), in `lens`' order.
     ///
     /// Errors: the first allocator message.
-    pub fn buffers(&self, lens: &[usize]) -> std::result::Result<Vec<Buffer>, String> {
+    pub fn pooled_buffers(&self, lens: &[usize]) -> std::result::Result<Vec<Buffer>, String> {
         self.gpu().map_err(|e| e.to_string())?;
+        let pool = self.mem.bounce_buffers.0 as usize;
+        let share = |i: usize| pool / lens.len().max(1) + usize::from(i < pool % lens.len().max(1));
         std::thread::scope(|sc| {
-            let hs: Vec<_> = lens.iter().map(|&n| sc.spawn(move || self.buffer(n))).collect();
+            let hs: Vec<_> = lens.iter().enumerate().map(|(i, &n)| sc.spawn(move || self.buffer_with(n, share(i)))).collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a buffer allocation panicked".into()))).collect()
         })
     }

@@ -9,8 +9,9 @@
 //! once: cuObject registers by address), with `--concurrency` shards in
 //! flight. Into device memory over a store that cannot write it (local,
 //! http, rdma's fallback), all shards instead go through one staged pipeline
-//! in file order, the shards' bounce buffers pooled (`--bounce-buffers` per
-//! shard, each read a task of its own: `store::staged_read_pooled`). Every tensor is then a view (offset, length) into its shard's
+//! in file order through one pool of `--bounce-buffers` bounce buffers
+//! spread over the shards' buffers (each read a task of its own:
+//! `store::staged_read_pooled`). Every tensor is then a view (offset, length) into its shard's
 //! buffer: no per-tensor allocation or copy.
 
 use std::sync::Arc;
@@ -243,7 +244,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     // (the GPU's background open is joined here).
     let gpu = s.gpu()?;
     let lens: Vec<usize> = layout.iter().map(|l| l.data_bytes() as usize).collect();
-    let mut bufs = s.buffers(&lens).map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", dest.name())))?;
+    let mut bufs = s.pooled_buffers(&lens).map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", dest.name())))?;
     let buffers_at = Instant::now();
     let mut ready_at = None;
     let mut repeats = Vec::new();

@@ -58,19 +58,24 @@ pub fn staging(chunk: Option<u64>, buffers: Option<u32>) -> (Chosen<u64>, Chosen
     (chunk, buffers)
 }
 
-/// `weights`' bounce buffers per shard over a server (http; rdma when it
-/// stages) when `--bounce-buffers` is not given: a model is a few shards (4
-/// for Llama-3.1-8B), each one staged pipeline, so 4 per shard keeps 16
-/// ranged GETs in flight where fetch's 16 streams keep 64. Measured on the
-/// H200 against nginx, 16.06 GB into device memory, each beside fetch's
-/// 16 x 256 MiB ceiling in the same run: 4 per shard 0.765x and 0.74x, 8 per
-/// shard 0.91x and 0.78x, 16 per shard 0.89x (records
-/// `results/weights-http-20261203T173511Z-nginx.json`, `…174042Z-nginx.json`,
-/// `…174100Z-nginx-v1.json`, `…175058Z-nginx.json`, `…174103Z-nginx-v2.json`).
-/// The local backend keeps 4: its one 8-per-shard run read 25.4 GB/s
-/// against 30.3 and 33.1 with 4 (`weights-local-20261203T175055Z-nginx-local.json`).
-pub const WEIGHTS_BOUNCE_BUFFERS: Chosen<u32> =
-    Chosen { value: 8, source: "weights over a server: 8 per shard (a few shards keep as many GETs in flight as fetch's streams)" };
+/// `weights`' bounce buffers over a server (http; rdma when it stages) when
+/// `--bounce-buffers` is not given: one staged pipeline reads every shard,
+/// the bounce buffers pooled (`store::staged_read_pooled`), so this is the
+/// load's number of 64 MiB ranged GETs in flight. Measured on the H200
+/// against nginx, 16.06 GB (4 shards) into device memory, beside fetch's
+/// 16 x 256 MiB x 16-stream ceiling in the same run (28.87 GB/s, commit
+/// 144c282): 16 in flight 0.81x, 32 0.91x (verified), 64 0.94x (records
+/// `results/weights-http-20261203T201123Z-nginx-v1.json`, `…201108Z-nginx.json`,
+/// `…201126Z-nginx-v2.json`). 32 is 2 GiB of pinned memory whatever the
+/// number of shards; 64 gained 3 % for twice that.
+pub const WEIGHTS_BOUNCE_BUFFERS: Chosen<u32> = Chosen { value: 32, source: "weights over a server: 32 for the load, pooled over its shards" };
+
+/// `weights`' bounce buffers from the local backend when `--bounce-buffers`
+/// is not given: 16 pooled (4 per shard of a 4-shard model, as before the
+/// pool) read 32.96 GB/s on the H200 beside fetch's 31.77 from the same page
+/// cache (`results/weights-local-20261203T201053Z-nginx-local.json`,
+/// `results/fetch-local-20261203T201128Z-nginx-local.json`).
+pub const WEIGHTS_LOCAL_BOUNCE_BUFFERS: Chosen<u32> = Chosen { value: 16, source: "weights from local files: 16 for the load, pooled over its shards" };
 
 /// Total host memory, read once (it does not change during a run; buffers
 /// are allocated per stream and each asks).

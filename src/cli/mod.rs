@@ -229,9 +229,8 @@ pub struct MemArgs {
     pub device: usize,
     /// Staged device reads (fetch, weights, tokens, train; ckpt stages through
     /// --chunk-sized buffers): pinned bounce buffers per stream (half fill
-    /// while half copy), an even number from 2 to 64. Default: 4 (weights over
-    /// http: 8 per shard, pooled over the model's shards, so its few shards keep
-    /// as many GETs in flight as fetch).
+    /// while half copy), an even number from 2 to 64. Default: 4 (weights: the
+    /// load's, pooled over the model's shards: 32 from a server, 16 from local files).
     #[arg(long, value_parser = parse_bounce)]
     pub bounce_buffers: Option<u32>,
     /// Staged device reads: bytes per bounce buffer (one ranged read each).

@@ -76,13 +76,17 @@ impl CkptArgs {
 }
 
 impl WeightsArgs {
-    /// The plan `s3rdma weights` runs: staged device reads from a server
-    /// keep [`super::auto::WEIGHTS_BOUNCE_BUFFERS`] per shard unless
-    /// `--bounce-buffers` says (the local backend keeps the staging rule's).
+    /// The plan `s3rdma weights` runs: staged device reads pool their
+    /// bounce buffers over the shards, [`super::auto::WEIGHTS_BOUNCE_BUFFERS`]
+    /// from a server and [`super::auto::WEIGHTS_LOCAL_BOUNCE_BUFFERS`] from
+    /// local files unless `--bounce-buffers` says.
     pub fn plan(self) -> WeightsPlan {
         let mut run = run_plan(&self.store, &self.witness, Some(&self.mem), &self.output, None);
-        if self.mem.bounce_buffers.is_none() && self.store.backend != crate::store::Backend::Local {
-            let b = super::auto::WEIGHTS_BOUNCE_BUFFERS;
+        if self.mem.bounce_buffers.is_none() {
+            let b = match self.store.backend {
+                crate::store::Backend::Local => super::auto::WEIGHTS_LOCAL_BOUNCE_BUFFERS,
+                _ => super::auto::WEIGHTS_BOUNCE_BUFFERS,
+            };
             run.mem.bounce_buffers = (b.value, b.source);
         }
         WeightsPlan {
@@ -246,15 +250,16 @@ mod tests {
         }
     }
 
-    /// weights over a server stages 8 bounce buffers per shard by default,
-    /// the local backend 4, a flag wins, and the record's source says which.
+    /// weights pools 32 bounce buffers over a server by default, 16 from
+    /// local files, a flag wins, and the record's source says which.
     #[test]
     fn weights_bounce_buffers_default_and_flag() {
         let http = ["--backend", "http", "--endpoint", "http://127.0.0.1:9"];
         let plan = weights(&http);
-        assert_eq!(plan.run.mem.bounce_buffers, (8, super::super::auto::WEIGHTS_BOUNCE_BUFFERS.source));
+        assert_eq!(plan.run.mem.bounce_buffers, (32, super::super::auto::WEIGHTS_BOUNCE_BUFFERS.source));
         assert_eq!(weights(&[&http[..], &["--bounce-buffers", "6"]].concat()).run.mem.bounce_buffers, (6, "flag"));
-        assert_eq!(weights(&[]).run.mem.bounce_buffers.0, 4);
+        assert_eq!(weights(&[]).run.mem.bounce_buffers, (16, super::super::auto::WEIGHTS_LOCAL_BOUNCE_BUFFERS.source));
+        assert_eq!(weights(&["--bounce-buffers", "4"]).run.mem.bounce_buffers, (4, "flag"));
         // Other benches keep the staging rule's 4.
         let fetch = match Cli::try_parse_from(["s3rdma", "fetch"]).unwrap().command {
             Command::Fetch(a) => a.plan(),

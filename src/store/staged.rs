@@ -164,6 +164,12 @@ pub async fn staged_read_pooled(
 /// One bounce buffer's read: the buffer back with what the read did.
 type BounceRead<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = (Buffer, Result<Transfer, StoreError>)> + Send + 'a>>;
 
+/// The pooled pipeline's reads: every part's [`read_plan`] in `parts`' order,
+/// each read as `(part index, read, skip)`.
+fn pooled_plan(parts: &[StagedPart], chunk: u64, align: Option<u64>) -> Vec<(usize, Range<u64>, u64)> {
+    parts.iter().enumerate().flat_map(|(k, p)| read_plan(p.range.clone(), chunk, align).into_iter().map(move |(r, skip)| (k, r, skip))).collect()
+}
+
 /// Where one part stands: the version its reads were served from, its first
 /// chunk's time to first byte.
 #[derive(Default)]
@@ -201,8 +207,7 @@ async fn staged_with<'a>(
     };
     idle.reverse();
     let align = store.direct_alignment();
-    let plan: Vec<(usize, Range<u64>, u64)> =
-        parts.iter().enumerate().flat_map(|(k, p)| read_plan(p.range.clone(), chunk, align).into_iter().map(move |(r, skip)| (k, r, skip))).collect();
+    let plan = pooled_plan(parts, chunk, align);
     let path = match store.backend() {
         Backend::Local => TransferPath::Local,
         _ => TransferPath::HttpStaged,
@@ -314,5 +319,28 @@ mod tests {
         assert_eq!(next, range.end);
         // A chunk of one alignment unit cannot shift: plain chunks.
         assert_eq!(read_plan(5..9000, 4096, Some(4096))[0], (5..4101, 0));
+    }
+
+    #[test]
+    fn pooled_plan_reads_every_part_once_in_file_order() {
+        // Three shards of unequal size (the last small, as safetensors models' is).
+        let part = |key: &str, range: Range<u64>| StagedPart { key: key.into(), range, at: 0, version: None };
+        let parts = [part("a", 8..1000), part("b", 16..2016), part("c", 8..108)];
+        let plan = pooled_plan(&parts, 256, None);
+        // Reads go part by part, never back to an earlier part.
+        let order: Vec<usize> = plan.iter().map(|(k, _, _)| *k).collect();
+        assert!(order.windows(2).all(|w| w[0] <= w[1]), "{order:?}");
+        assert_eq!(order.iter().filter(|&&k| k == 0).count(), 4); // 992 bytes in 256-byte reads
+        assert_eq!(order.iter().filter(|&&k| k == 1).count(), 8);
+        assert_eq!(order.iter().filter(|&&k| k == 2).count(), 1);
+        for (k, p) in parts.iter().enumerate() {
+            let mut next = p.range.start;
+            for (_, r, skip) in plan.iter().filter(|(i, _, _)| *i == k) {
+                assert_eq!((r.start, *skip), (next, 0), "part {k}: a gap or overlap at {next}");
+                assert!(r.end - r.start <= 256);
+                next = r.end;
+            }
+            assert_eq!(next, p.range.end, "part {k} not covered to its end");
+        }
     }
 }
