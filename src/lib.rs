@@ -8,6 +8,7 @@
 #![warn(unreachable_pub, missing_debug_implementations, clippy::all)]
 
 pub mod bench;
+pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod error;

@@ -213,7 +213,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
         weights::synth_shapes(name)?; // a bad name is a usage error before anything is created
         let store = store::open(&plan.run.store)?;
         store.ensure_bucket(true).await?;
-        let (bytes, shards) = weights::write_synth(store.as_ref(), &plan.model, name, plan.shard_size).await?;
+        let (bytes, shards) = crate::ingest::synth::write_synth(store.as_ref(), &plan.model, name, plan.shard_size).await?;
         println!("wrote synthetic {name}: {bytes} tensor bytes in {shards} shard(s) under '{}' at {}", plan.model, store.location());
         return Ok(());
     }
@@ -223,7 +223,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     let store = s.store.clone();
     let dest = s.mem.dest;
     let t_head = Instant::now();
-    let layout = weights::read_layout(store.as_ref(), &plan.model).await?;
+    let layout = crate::catalog::weights::read_layout(store.as_ref(), &plan.model).await?;
     let header_s = t_head.elapsed().as_secs_f64();
     if let Some(r) = &plan.reference {
         // A wrong --reference fails before the load, not after it.
@@ -231,7 +231,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     }
     // Read before the load: a model whose write stopped midway is refused
     // whether or not --verify is asked.
-    let digest = crate::format::digest::read(store.as_ref(), &plan.model).await?;
+    let digest = crate::catalog::digest::read(store.as_ref(), &plan.model).await?;
     let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
     let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
     // What the session said already (the store's size-independent warnings) is not said twice.

@@ -18,19 +18,17 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::weights::{ShardLayout, key_in};
-use crate::error::{Error, Result, StoreError};
-use crate::store::{self, ObjectStore};
+use super::weights::ShardLayout;
 
 /// The digest's object name under a model's prefix.
 pub const DIGEST: &str = "s3rdma-digest.json";
 
 /// The `format` value this version writes and reads.
-const FORMAT: &str = "s3rdma-weights-digest/1";
+pub(crate) const FORMAT: &str = "s3rdma-weights-digest/1";
 
 /// The largest digest read (64 MiB: about 500,000 tensors; models hold
 /// thousands): anything larger is not a digest.
-const MAX_DIGEST_BYTES: u64 = 64 << 20;
+pub(crate) const MAX_DIGEST_BYTES: u64 = 64 << 20;
 
 /// A model's digest (see the module docs for its JSON shape).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,63 +117,6 @@ fn tensor_digests(layout: &ShardLayout, data: &[u8]) -> BTreeMap<String, TensorD
             (t.name.clone(), d)
         })
         .collect()
-}
-
-/// Mark the model under `prefix` as being written (before a model is
-/// written there): a digest in state `writing`, which every load refuses
-/// until [`write()`] puts the complete one.
-///
-/// Errors: the store's.
-pub async fn begin(store: &dyn ObjectStore, prefix: &str) -> Result<()> {
-    let d = Digest { state: "writing".into(), ..Digest::default() };
-    write(store, prefix, &d).await
-}
-
-/// Write `digest` under `prefix` (call it last, after every shard and the index).
-///
-/// Errors: the store's.
-pub async fn write(store: &dyn ObjectStore, prefix: &str, digest: &Digest) -> Result<()> {
-    let body = serde_json::to_vec_pretty(digest).expect("a digest encodes");
-    store::put_bytes(store, &key_in(prefix, DIGEST), body).await?;
-    Ok(())
-}
-
-/// The complete digest under `prefix`, `None` when there is none.
-///
-/// Errors: a model still being written, or one whose write stopped midway
-/// (state `writing`); a digest that is not this format, over 64 MiB, or
-/// holds a hash that is not 16 hex digits (each naming the key and the fix);
-/// the store's.
-pub async fn read(store: &dyn ObjectStore, prefix: &str) -> Result<Option<Digest>> {
-    let key = key_in(prefix, DIGEST);
-    let bad =
-        |why: String| Error::Runtime(format!("'{key}' is not a weights digest ({why}): remove it, or write the model again with --synth or `ingest weights`"));
-    let size = match store.head(&key).await {
-        Ok(m) => m.size,
-        Err(StoreError::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    };
-    if size > MAX_DIGEST_BYTES {
-        return Err(bad(format!("{size} bytes, over the {MAX_DIGEST_BYTES}-byte limit")));
-    }
-    let body = store::get_bytes(store, &key).await?;
-    let d: Digest = serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
-    if d.format != FORMAT || d.algorithm != "xxh3-64" {
-        return Err(bad(format!("format '{}', algorithm '{}'; this build reads {FORMAT}, xxh3-64", d.format, d.algorithm)));
-    }
-    if d.state == "writing" {
-        return Err(Error::Runtime(format!(
-            "the model under '{prefix}' is being written, or its write stopped midway ('{key}' says so): wait for the write, or write the model again with --synth or `ingest weights`"
-        )));
-    }
-    if d.state != "complete" {
-        return Err(bad(format!("state '{}'", d.state)));
-    }
-    let hex16 = |h: &str| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit());
-    if let Some((t, _)) = d.shards.values().flat_map(|s| &s.tensors).find(|(_, t)| !hex16(&t.xxh3)) {
-        return Err(bad(format!("the hash of tensor '{t}' is not 16 hex digits")));
-    }
-    Ok(Some(d))
 }
 
 #[cfg(test)]

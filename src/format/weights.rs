@@ -8,15 +8,10 @@
 //! (huggingface/safetensors, README "Format"). Headers are parsed with the
 //! `safetensors` crate.
 
-use std::collections::BTreeMap;
-
-use rand::{RngCore, SeedableRng, rngs::SmallRng};
-use safetensors::tensor::{Dtype, Metadata, TensorView};
+use safetensors::tensor::Metadata;
 use serde::Serialize;
 
-use crate::error::{Error, Result, StoreError};
-use crate::mem::Buffer;
-use crate::store::{self, ObjectStore};
+use crate::error::{Error, Result};
 
 /// The index file name Hugging Face uses for sharded checkpoints.
 pub const INDEX: &str = "model.safetensors.index.json";
@@ -26,7 +21,7 @@ pub const SINGLE: &str = "model.safetensors";
 /// above cuObject's 4 GiB limit (the original Python suite, benchmark B8).
 pub const HF_SHARD_BYTES: u64 = 5_000_000_000;
 /// Largest header accepted (the crate's own limit is 100 MB).
-const MAX_HEADER: u64 = 100_000_000;
+pub(crate) const MAX_HEADER: u64 = 100_000_000;
 
 /// One tensor as a view into its shard's data blob: no copy, no allocation.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -73,7 +68,7 @@ pub(crate) fn key_in(prefix: &str, name: &str) -> String {
     if p.is_empty() { name.to_string() } else { format!("{p}/{name}") }
 }
 
-fn bad(key: &str, why: impl std::fmt::Display) -> Error {
+pub(crate) fn bad(key: &str, why: impl std::fmt::Display) -> Error {
     Error::Runtime(format!("'{key}' is not a valid safetensors file: {why}"))
 }
 
@@ -139,109 +134,18 @@ pub fn parse_header(key: &str, object_bytes: u64, head: &[u8]) -> Result<ShardLa
     Ok(ShardLayout { key: key.to_string(), object_bytes, data_start, tensors, version: None })
 }
 
-async fn get_host(store: &dyn ObjectStore, key: &str, range: std::ops::Range<u64>) -> Result<Vec<u8>> {
-    Ok(get_host_version(store, key, range, None).await?.0)
-}
-
-/// `range` of `key` into host memory, from object version `version` when
-/// given; returns the bytes and the version they came from.
-async fn get_host_version(
-    store: &dyn ObjectStore,
-    key: &str,
-    range: std::ops::Range<u64>,
-    version: Option<&crate::store::ObjectVersion>,
-) -> Result<(Vec<u8>, Option<crate::store::ObjectVersion>)> {
-    let mut b = Buffer::host((range.end - range.start) as usize);
-    let t = match version {
-        Some(v) => store.get_into_version(key, Some(range), &mut b, 0, v).await?,
-        None => store.get_into(key, Some(range), &mut b).await?,
-    };
-    Ok((b.as_host().expect("host").to_vec(), t.version))
-}
-
-/// Find the model under `prefix` (index + shards, or one file) and parse
-/// every shard's header with two small ranged reads.
-///
-/// Errors: neither file exists (naming both keys), a malformed index or header.
-pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<ShardLayout>> {
-    let index_key = key_in(prefix, INDEX);
-    // The index's tensor -> shard file map, when there is an index, and the
-    // tensor bytes it declares (`metadata.total_size`).
-    let mut total_size = None;
-    let weight_map: Option<std::collections::BTreeMap<String, String>> = match store.head(&index_key).await {
-        Ok(m) if m.size == 0 => return Err(Error::Runtime(format!("'{index_key}' is empty: copy the model's index again, or remove it for a one-file model"))),
-        Ok(m) => {
-            let bytes = get_host(store, &index_key, 0..m.size).await?;
-            let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Error::Runtime(format!("'{index_key}' is not valid JSON: {e}")))?;
-            let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::Runtime(format!("'{index_key}' has no weight_map object")))?;
-            if map.is_empty() {
-                return Err(Error::Runtime(format!("'{index_key}' maps no tensors (an empty weight_map): copy the model's index again")));
-            }
-            total_size = v.pointer("/metadata/total_size").and_then(|t| t.as_u64());
-            let mut out = std::collections::BTreeMap::new();
-            for (tensor, file) in map {
-                let file = file.as_str().ok_or_else(|| Error::Runtime(format!("'{index_key}' maps '{tensor}' to {file}, not to a file name")))?;
-                out.insert(tensor.clone(), file.to_string());
-            }
-            Some(out)
-        }
-        Err(StoreError::NotFound { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
-    let shard_keys: Vec<String> = match &weight_map {
-        Some(map) => map.values().collect::<std::collections::BTreeSet<_>>().into_iter().map(|f| key_in(prefix, f)).collect(),
-        None => vec![key_in(prefix, SINGLE)],
-    };
-    if let Some(map) = &weight_map {
-        for f in map.values() {
-            store::check_key(&key_in(prefix, f)).map_err(|e| {
-                Error::Runtime(format!("'{index_key}' maps tensors to '{f}', not a file name under the model's prefix ({e}): fix the weight_map value"))
-            })?;
-        }
-    }
-    let mut out = Vec::new();
-    for key in shard_keys {
-        let size = match store.head(&key).await {
-            Ok(m) => m.size,
-            Err(StoreError::NotFound { bucket, location, .. }) if weight_map.is_some() => {
-                return Err(Error::Runtime(format!(
-                    "'{index_key}' names the shard '{key}', which is not in bucket '{bucket}' at {location}: copy every shard the index lists, or fix the index"
-                )));
-            }
-            Err(StoreError::NotFound { bucket, location, .. }) => {
-                return Err(Error::Runtime(format!(
-                    "no model at '{}' in bucket '{bucket}' at {location}: expected '{key}' (or '{index_key}'); write one with --synth or copy a Hugging Face model there",
-                    prefix
-                )));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if size < 8 {
-            return Err(bad(&key, "shorter than 8 bytes"));
-        }
-        let (first, version) = get_host_version(store, &key, 0..size.min(64), None).await?;
-        let n = u64::from_le_bytes(first[..8].try_into().expect("8 bytes"));
-        if n > MAX_HEADER {
-            return Err(bad(&key, format!("a {n}-byte header, over the format's {MAX_HEADER}-byte limit{}", looks_like(&first))));
-        }
-        if 8 + n > size {
-            return Err(bad(&key, format!("header length {n} does not fit the {size}-byte object{}", looks_like(&first))));
-        }
-        let (head, _) = get_host_version(store, &key, 0..8 + n, version.as_ref()).await?;
-        out.push(ShardLayout { version, ..parse_header(&key, size, &head)? });
-    }
-    if let Some(map) = &weight_map {
-        check_index(&index_key, prefix, map, total_size, &out)?;
-    }
-    Ok(out)
-}
-
 /// Every tensor the index maps to a shard is in that shard: an index that
 /// disagrees with its shards would otherwise load (and `--verify` would
 /// pass, comparing the shard with itself) a model other than the one named.
 /// A `metadata.total_size` other than the mapped tensors' bytes is said (a
 /// warning: Hugging Face tools write it, but nothing reads by it).
-fn check_index(index_key: &str, prefix: &str, map: &std::collections::BTreeMap<String, String>, total_size: Option<u64>, shards: &[ShardLayout]) -> Result<()> {
+pub(crate) fn check_index(
+    index_key: &str,
+    prefix: &str,
+    map: &std::collections::BTreeMap<String, String>,
+    total_size: Option<u64>,
+    shards: &[ShardLayout],
+) -> Result<()> {
     let mut mapped = 0;
     for (tensor, file) in map {
         let key = key_in(prefix, file);
@@ -316,100 +220,8 @@ pub fn plan_shards(shapes: &[(String, Vec<usize>)], bytes_per_elem: u64, max_sha
     shards
 }
 
-/// Write a synthetic model of `name` under `prefix`: bf16 random bytes,
-/// shards of at most `max_shard` bytes (Hugging Face names), then the index,
-/// so a reader never finds an index naming missing shards, and last its
-/// digest ([`super::digest`]). Returns
-/// (total tensor bytes, shard count).
-pub async fn write_synth(store: &dyn ObjectStore, prefix: &str, name: &str, max_shard: u64) -> Result<(u64, usize)> {
-    let shapes = synth_shapes(name)?;
-    let plan = plan_shards(&shapes, 2, max_shard);
-    // A digest saying "writing" goes first and the complete one last: every
-    // load refuses a model whose write stopped midway.
-    super::digest::begin(store, prefix).await?;
-    let mut digest = super::digest::Digest::default();
-    let count = plan.len();
-    let mut rng = SmallRng::from_os_rng();
-    let mut weight_map = BTreeMap::new();
-    let mut total = 0u64;
-    for (s, members) in plan.iter().enumerate() {
-        let file = if count == 1 { SINGLE.to_string() } else { format!("model-{:05}-of-{count:05}.safetensors", s + 1) };
-        let sizes: Vec<usize> = members.iter().map(|&m| shapes[m].1.iter().product::<usize>() * 2).collect();
-        let mut data = vec![0u8; sizes.iter().sum()];
-        rng.fill_bytes(&mut data);
-        let mut views = Vec::new();
-        let mut off = 0;
-        for (&m, &len) in members.iter().zip(&sizes) {
-            let view = TensorView::new(Dtype::BF16, shapes[m].1.clone(), &data[off..off + len])
-                .map_err(|e| Error::Runtime(format!("cannot build tensor {}: {e}", shapes[m].0)))?;
-            views.push((shapes[m].0.clone(), view));
-            off += len;
-            weight_map.insert(shapes[m].0.clone(), file.clone());
-        }
-        let bytes = safetensors::serialize(views, None).map_err(|e| Error::Runtime(format!("cannot serialise shard {file}: {e}")))?;
-        drop(data);
-        let layout = parse_header(&file, bytes.len() as u64, &bytes)?;
-        digest.add(&file, &layout, &bytes[layout.data_start as usize..]);
-        total += sizes.iter().sum::<usize>() as u64;
-        let mut buf = Buffer::host(bytes.len());
-        buf.as_host_mut().expect("host").copy_from_slice(&bytes);
-        drop(bytes);
-        store.put_from(&key_in(prefix, &file), &buf).await?;
-        eprintln!("synth: wrote {} ({} tensors, {} bytes)", key_in(prefix, &file), members.len(), buf.len());
-    }
-    if count > 1 {
-        let index = serde_json::json!({"metadata": {"total_size": total}, "weight_map": weight_map});
-        let text = serde_json::to_vec_pretty(&index).expect("index encodes");
-        let mut buf = Buffer::host(text.len());
-        buf.as_host_mut().expect("host").copy_from_slice(&text);
-        store.put_from(&key_in(prefix, INDEX), &buf).await?;
-    }
-    let files: std::collections::BTreeSet<&str> = weight_map.values().map(String::as_str).collect();
-    remove_stale_shards(store, prefix, &files, "synth").await?;
-    super::digest::write(store, prefix, &digest).await?;
-    Ok((total, count))
-}
-
-/// After a synthetic model is written under `prefix`: remove what an earlier
-/// one left there that the new model does not use, its index (when the new
-/// model is one file) and its shards (Hugging Face names, `model.safetensors`
-/// or `model-NNNNN-of-NNNNN.safetensors`, directly under `prefix`), so the
-/// prefix holds one model. Other keys are left alone.
-///
-/// `files`: the new model's shard file names; `who` starts each line said.
-///
-/// Errors: the store's.
-pub(crate) async fn remove_stale_shards(store: &dyn ObjectStore, prefix: &str, files: &std::collections::BTreeSet<&str>, who: &str) -> Result<()> {
-    let keep: std::collections::BTreeSet<String> = files.iter().map(|f| key_in(prefix, f)).collect();
-    if keep.contains(&key_in(prefix, SINGLE)) {
-        // An earlier model's index would win over the new single file; removed
-        // only now that the new file is whole, so an interrupted synth leaves
-        // the earlier model loadable.
-        // S3 deletes a missing key without a word: ask first, so only a real removal is said.
-        let index = key_in(prefix, INDEX);
-        match store.head(&index).await {
-            Ok(_) => {
-                store.delete(&index).await?;
-                eprintln!("{who}: removed {index} (left by an earlier model)");
-            }
-            Err(StoreError::NotFound { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let base = key_in(prefix, "");
-    for o in store.list(&base).await? {
-        let Some(name) = o.key.strip_prefix(&base) else { continue };
-        let hf_name = name == SINGLE || is_numbered_shard(name);
-        if hf_name && !keep.contains(&o.key) {
-            store.delete(&o.key).await?;
-            eprintln!("{who}: removed {} (left by an earlier model)", o.key);
-        }
-    }
-    Ok(())
-}
-
 /// `model-NNNNN-of-NNNNN.safetensors`, Hugging Face's shard names.
-fn is_numbered_shard(name: &str) -> bool {
+pub(crate) fn is_numbered_shard(name: &str) -> bool {
     let Some(mid) = name.strip_prefix("model-").and_then(|n| n.strip_suffix(".safetensors")) else { return false };
     let digits = |s: &str| s.len() == 5 && s.bytes().all(|b| b.is_ascii_digit());
     mid.split_once("-of-").is_some_and(|(a, b)| digits(a) && digits(b))
@@ -418,6 +230,7 @@ fn is_numbered_shard(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use safetensors::tensor::{Dtype, TensorView};
 
     /// A zero-size tensor sharing its start with the next one loads whatever
     /// order the header lists them in (the reference loader accepts it).

@@ -262,7 +262,7 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
     let pool = pool(a.decode_threads)?;
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
-    shards::begin_ingest(store.as_ref(), &prefix).await?;
+    commit::begin_ingest(store.as_ref(), &prefix).await?;
     let t0 = Instant::now();
     let (size, quality, seed, synth) = (a.size, a.quality, a.seed, a.synthetic.is_some());
     let (sw, sh) = a.synthetic_size;
@@ -320,7 +320,8 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
                     .collect(),
             };
             total_bytes += tar.len() as u64;
-            commit(store.as_ref(), &data_key, tar, &shards::shard_key(&prefix, n, "index.json"), serde_json::to_vec(&index).expect("index encodes")).await?;
+            commit::put_shard(store.as_ref(), &data_key, tar, &shards::shard_key(&prefix, n, "index.json"), serde_json::to_vec(&index).expect("index encodes"))
+                .await?;
         } else {
             let sample = (size * size * 3) as usize;
             let mut data = Vec::with_capacity(sample * chunk.len());
@@ -340,7 +341,7 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
                 classes: classes.clone(),
             };
             total_bytes += data.len() as u64;
-            commit(
+            commit::put_shard(
                 store.as_ref(),
                 &shards::shard_key(&prefix, n, "raw"),
                 data,
@@ -351,7 +352,7 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
         }
     }
     let kind = if jpeg { "jpeg" } else { "raw" };
-    shards::commit_ingest(
+    commit::commit_ingest(
         store.as_ref(),
         &prefix,
         &DatasetManifest {

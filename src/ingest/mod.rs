@@ -18,8 +18,10 @@ use crate::error::{Error, Result};
 use crate::format::shards::{self, DatasetManifest, TokenShard};
 use crate::store::{self, ObjectStore};
 
+pub mod commit;
 pub(crate) mod images;
 mod plan;
+pub mod synth;
 pub mod weights;
 pub(crate) use images::images;
 pub use images::{Source, TarShard, build_tar, resize_center_crop, scan_image_folder, synth_image};
@@ -64,13 +66,6 @@ fn bar(len: u64, what: String) -> ProgressBar {
 /// A shard is built in memory twice over (the pieces and the packed object).
 fn check_shard_memory(what: &str, bytes: u64, fix: &str) -> Result<()> {
     crate::bench::check_host_memory(&format!("{what} (built in memory twice over)"), bytes.saturating_mul(2), fix)
-}
-
-/// Write one shard: data object, then the sidecar (the commit).
-async fn commit(store: &dyn ObjectStore, data_key: &str, data: Vec<u8>, sidecar_key: &str, sidecar: Vec<u8>) -> Result<()> {
-    store::put_bytes(store, data_key, data).await?;
-    store::put_bytes(store, sidecar_key, sidecar).await?;
-    Ok(())
 }
 
 // ---------------------------------------------------------------- tokens
@@ -143,7 +138,8 @@ impl Packer<'_> {
         let meta = TokenShard { sequences, ..self.proto.clone() };
         let side = serde_json::to_vec_pretty(&meta).expect("sidecar encodes");
         self.bytes += data.len() as u64;
-        commit(self.store, &shards::shard_key(&self.prefix, self.shards, "bin"), data, &shards::shard_key(&self.prefix, self.shards, "json"), side).await?;
+        commit::put_shard(self.store, &shards::shard_key(&self.prefix, self.shards, "bin"), data, &shards::shard_key(&self.prefix, self.shards, "json"), side)
+            .await?;
         self.shards += 1;
         self.sequences += sequences;
         Ok(())
@@ -216,7 +212,7 @@ async fn tokens(a: TokensIngest) -> Result<()> {
     };
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
-    shards::begin_ingest(store.as_ref(), &a.prefix).await?;
+    commit::begin_ingest(store.as_ref(), &a.prefix).await?;
     let t0 = Instant::now();
     let mut packer = Packer {
         store: store.as_ref(),
@@ -302,7 +298,7 @@ async fn tokens(a: TokensIngest) -> Result<()> {
     if shard_count == 0 {
         return Err(Error::Usage(format!("the input holds {tokens_total} tokens, less than one sequence of {}: lower --seq-len or add text", a.seq_len)));
     }
-    shards::commit_ingest(
+    commit::commit_ingest(
         store.as_ref(),
         &a.prefix,
         &DatasetManifest { kind: "tokens".into(), shards: shard_count, items: sequences, bytes, tool_version: env!("CARGO_PKG_VERSION").into() },

@@ -74,7 +74,7 @@ pub async fn run(a: WeightsIngest) -> Result<()> {
     store.ensure_bucket(true).await?;
     // A digest saying "writing" goes first, the complete one last: every
     // load refuses a model whose ingest stopped midway.
-    digest::begin(store.as_ref(), &prefix).await?;
+    super::commit::begin_digest(store.as_ref(), &prefix).await?;
     let mut sums = digest::Digest::default();
     let mut total = 0u64;
     for (path, name) in &files {
@@ -92,8 +92,8 @@ pub async fn run(a: WeightsIngest) -> Result<()> {
     // What an earlier model left under this prefix goes, as after --synth:
     // its index would otherwise win over a new one-file model.
     let shards: std::collections::BTreeSet<&str> = files.iter().filter(|(_, n)| n != INDEX).map(|(_, n)| n.as_str()).collect();
-    crate::format::weights::remove_stale_shards(store.as_ref(), &prefix, &shards, "ingest").await?;
-    digest::write(store.as_ref(), &prefix, &sums).await?;
+    super::synth::remove_stale_shards(store.as_ref(), &prefix, &shards, "ingest").await?;
+    super::commit::write_digest(store.as_ref(), &prefix, &sums).await?;
     let shards = files.iter().filter(|(_, n)| n != INDEX).count();
     println!("ingested {shards} shard(s), {total} bytes, under '{prefix}' at {}", store.location());
     Ok(())

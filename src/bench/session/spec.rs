@@ -89,7 +89,7 @@ pub struct SessionSpec {
     /// Turns a missing bucket into the bench's own message (e.g. "ingest a dataset first").
     pub no_bucket: fn(StoreError) -> Error,
     /// Leave the GPU opening in the background past [`Session::start`](super::Session::start) until
-    /// the first [`Session::gpu`](super::Session::gpu) or [`Session::buffers`](super::Session::buffers) (weights reads its
+    /// the first [`Session::gpu`](super::Session::gpu) or [`Session::pooled_buffers`](super::Session::pooled_buffers) (weights reads its
     /// headers meanwhile, which shortens its time to ready). Over rdma the GPU is still open
     /// before the store (its workers bind the context when they start).
     pub defer_gpu: bool,

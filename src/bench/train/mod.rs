@@ -108,7 +108,7 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
     let (classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads);
     match plan.layout {
         Layout::Raw => {
-            let listed = shards::list_raw(store.as_ref(), &prefix).await?;
+            let listed = crate::catalog::shards::list_raw(store.as_ref(), &prefix).await?;
             shards_total = listed.len();
             classes = listed.iter().flat_map(|l| l.meta.labels.iter()).max().map_or(1, |&m| m as i64 + 1).max(l_classes(&listed));
             let (h, w) = (listed[0].meta.height, listed[0].meta.width);
@@ -150,7 +150,7 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
             handles = start_raw(ctx.clone(), mine, bufs, tx);
         }
         Layout::Jpeg => {
-            let listed = shards::list_jpeg(store.as_ref(), &prefix).await?;
+            let listed = crate::catalog::shards::list_jpeg(store.as_ref(), &prefix).await?;
             shards_total = listed.len();
             classes = listed.iter().flat_map(|l| l.meta.samples.iter().map(|s| s.label)).max().map_or(1, |m| m as i64 + 1);
             let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();

@@ -157,7 +157,7 @@ fn loaded(shard: &ShardLayout, buf: &Buffer) -> Result<Vec<u8>> {
 
 /// Compare every tensor of `layout`, loaded into `bufs` (one per shard),
 /// with the best reference there is (module docs): `reference` when given,
-/// else `digest` (the model's, [`digest::read`]), else a re-read of `store`.
+/// else `digest` (the model's, [`crate::catalog::digest::read`]), else a re-read of `store`.
 ///
 /// Errors: an unreadable reference; the store's.
 pub(super) async fn verify(
