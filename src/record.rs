@@ -164,7 +164,7 @@ pub struct RunRecord {
 
 /// Where a run's record goes and how the run reports (`--results-dir`,
 /// `--tag`, `--json`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct OutputConfig {
     /// Directory the record is written to (`<bench>-<backend>-<UTC time>[-tag].json`).
     pub results_dir: PathBuf,
@@ -172,6 +172,14 @@ pub struct OutputConfig {
     pub tag: Option<String>,
     /// Print the record as JSON on stdout instead of the table.
     pub json: bool,
+    /// How an error is said to a person: the CLI's adds the flags that fix
+    /// it (benches never name flags themselves); [`plain`] says the error alone.
+    pub explain: fn(&Error) -> String,
+}
+
+/// An error said as it is, naming no flag: [`OutputConfig::explain`] where no CLI sets one.
+pub fn plain(e: &Error) -> String {
+    e.to_string()
 }
 
 /// Make sure `dir` exists and takes a new file, before a run spends its time:

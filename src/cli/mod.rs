@@ -343,7 +343,7 @@ pub struct OutputArgs {
 impl OutputArgs {
     /// The output configuration these flags describe.
     pub fn config(&self) -> crate::record::OutputConfig {
-        crate::record::OutputConfig { results_dir: self.results_dir.clone(), tag: self.tag.clone(), json: self.json }
+        crate::record::OutputConfig { results_dir: self.results_dir.clone(), tag: self.tag.clone(), json: self.json, explain: message }
     }
 }
 

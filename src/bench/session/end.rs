@@ -68,7 +68,7 @@ pub fn conclude(
         Err(e) => {
             // The reason first, then the measurement, so neither is lost; a
             // failed verdict or data check keeps its own exit code (3, 4).
-            eprintln!("error: {}", crate::cli::message(&e));
+            eprintln!("error: {}", (output.explain)(&e));
             if !output.json {
                 eprintln!("the record that could not be written:\n{}", serde_json::to_string_pretty(record).expect("record encodes"));
             }
@@ -103,7 +103,7 @@ mod tests {
         // A file where the results directory should be: the write fails.
         let blocked = dir.path().join("results");
         std::fs::write(&blocked, b"x").unwrap();
-        let output = OutputConfig { results_dir: blocked, tag: None, json: true };
+        let output = OutputConfig { results_dir: blocked, tag: None, json: true, explain: crate::record::plain };
         let record = RunRecord::new("fetch", "rdma", chrono::Utc::now(), None);
         let e = conclude(&record, &output, chrono::Utc::now(), || {}, None, true, Verdict::FullFallback, "cell 1").unwrap_err();
         assert_eq!(e.exit_code(), 3, "{e}");

@@ -187,7 +187,7 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
                 if backend == Backend::Local { "fix --root or --bucket, or pass --prepare" } else { "fix the endpoint, credentials or bucket named above" };
             // Configuration (an untrusted certificate, ...) exits 2, as in every bench.
             config_failure = matches!(e, crate::error::StoreError::Config(_));
-            s.add(2, Status::Fail, crate::cli::message(&Error::Store(e)), Some(fix.into()));
+            s.add(2, Status::Fail, (plan.run.output.explain)(&Error::Store(e)), Some(fix.into()));
             false
         }
     };
@@ -209,7 +209,7 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     if reached {
         metrics_step(&mut s, backend, &witness).await;
         let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
-        let ctx = ProbeCtx { store: &store, witness: &witness, key: &plan.key, gpu: gpu.as_ref() };
+        let ctx = ProbeCtx { store: &store, witness: &witness, key: &plan.key, gpu: gpu.as_ref(), explain: plan.run.output.explain };
         for &size in &plan.sizes {
             for &memory in &memories {
                 let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;

@@ -106,6 +106,8 @@ pub(super) struct ProbeCtx<'a> {
     pub key: &'a str,
     /// The GPU for device probes.
     pub gpu: Option<&'a Arc<Gpu>>,
+    /// How a failed transfer is said ([`crate::record::OutputConfig::explain`]).
+    pub explain: fn(&crate::error::Error) -> String,
 }
 
 /// PUT `size` random bytes from `memory` to the probe key, read them back,
@@ -136,7 +138,7 @@ pub(super) async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Resu
     let ws = ctx.witness.begin().await;
     let before = ctx.store.stats();
     let t0 = Instant::now();
-    let t = store::write_from(ctx.store, ctx.key, &src, 0..len, scratch.as_mut()).await.map_err(|e| format!("{e}{}", crate::cli::flag_hint(&e)))?;
+    let t = store::write_from(ctx.store, ctx.key, &src, 0..len, scratch.as_mut()).await.map_err(|e| (ctx.explain)(&e.into()))?;
     let seconds = t0.elapsed().as_secs_f64();
     let witness = ctx.witness.end(ws, window_payload(&ctx.store.stats().since(&before), Direction::Write, t.bytes)).await;
     let put = ProbeOp { size_bytes: size, memory, request: "PUT", bytes: t.bytes, seconds, data_match: None, witness };
@@ -149,7 +151,7 @@ pub(super) async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Resu
     let t0 = Instant::now();
     let got = match store::read_into(ctx.store, ctx.key, range, &mut dst).await {
         Ok(t) => t,
-        Err(e) => return Ok((put, Err(format!("{e}{}", crate::cli::flag_hint(&e))))),
+        Err(e) => return Ok((put, Err((ctx.explain)(&e.into())))),
     };
     let seconds = t0.elapsed().as_secs_f64();
     let witness = ctx.witness.end(ws, window_payload(&ctx.store.stats().since(&before), Direction::Read, got.bytes)).await;
