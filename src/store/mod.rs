@@ -215,9 +215,19 @@ pub async fn read_into_version(
 /// range is first copied into `staging` (pinned host memory, at least
 /// `range.len()` bytes), and that copy is part of the write's cost.
 ///
+/// Returns the transfer and, when the write was staged, the host bytes it
+/// sent (`staging`'s first `range.len()` bytes): a caller that hashes what
+/// was written hashes those, whatever the store decided about staging.
+///
 /// Errors: [`StoreError::BufferTooSmall`] when `staging` is missing or short,
 /// [`StoreError::Other`] when the device-to-host copy fails.
-pub async fn write_from(store: &dyn ObjectStore, key: &str, src: &Buffer, range: Range<usize>, staging: Option<&mut Buffer>) -> Result<Transfer, StoreError> {
+pub async fn write_from<'s>(
+    store: &dyn ObjectStore,
+    key: &str,
+    src: &Buffer,
+    range: Range<usize>,
+    staging: Option<&'s mut Buffer>,
+) -> Result<(Transfer, Option<&'s [u8]>), StoreError> {
     match src {
         Buffer::Device(d) if !store.writes_device() => {
             let len = range.end - range.start;
@@ -238,9 +248,9 @@ pub async fn write_from(store: &dyn ObjectStore, key: &str, src: &Buffer, range:
             if t.path == TransferPath::Http {
                 t.path = TransferPath::HttpStaged;
             }
-            Ok(t)
+            Ok((t, Some(&staging.as_host().expect("staging buffers are host memory")[..len])))
         }
-        _ => store.put_range(key, src, range).await,
+        _ => Ok((store.put_range(key, src, range).await?, None)),
     }
 }
 

@@ -150,14 +150,13 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
             chunk_task(staging, move |mut scratch| async move {
                 let len = view.len();
                 let r = async {
-                    let t = store::write_from(store.as_ref(), &ckey, &view, 0..len, scratch.as_mut()).await?;
+                    let (t, staged) = store::write_from(store.as_ref(), &ckey, &view, 0..len, scratch.as_mut()).await?;
                     let th = Instant::now();
-                    let sum = match ck {
-                        ChunkChecksum::None => String::new(),
-                        // A staged write already has the bytes on the host: hash those.
-                        _ if matches!(view, Buffer::Device(_)) && !store.writes_device() => {
-                            fmt::xxh3_hex(&scratch.as_ref().expect("staged").as_host().expect("host")[..len])
-                        }
+                    // A staged write hands back the host bytes it sent: hash those.
+                    let staged_sum = staged.filter(|_| ck != ChunkChecksum::None).map(fmt::xxh3_hex);
+                    let sum = match (ck, staged_sum) {
+                        (ChunkChecksum::None, _) => String::new(),
+                        (_, Some(sum)) => sum,
                         _ => blocking(|| hash_range(&view, 0, len, scratch.as_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?,
                     };
                     Ok::<_, Error>((t, sum, th.elapsed().as_secs_f64()))

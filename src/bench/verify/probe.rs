@@ -138,7 +138,7 @@ pub(super) async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Resu
     let ws = ctx.witness.begin().await;
     let before = ctx.store.stats();
     let t0 = Instant::now();
-    let t = store::write_from(ctx.store, ctx.key, &src, 0..len, scratch.as_mut()).await.map_err(|e| (ctx.explain)(&e.into()))?;
+    let (t, _) = store::write_from(ctx.store, ctx.key, &src, 0..len, scratch.as_mut()).await.map_err(|e| (ctx.explain)(&e.into()))?;
     let seconds = t0.elapsed().as_secs_f64();
     let witness = ctx.witness.end(ws, window_payload(&ctx.store.stats().since(&before), Direction::Write, t.bytes)).await;
     let put = ProbeOp { size_bytes: size, memory, request: "PUT", bytes: t.bytes, seconds, data_match: None, witness };
