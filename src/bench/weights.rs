@@ -24,7 +24,7 @@ use serde_json::json;
 use super::session::{Direction, Outcome, Session, SessionSpec};
 use super::{Spread, fanout};
 use crate::error::{Error, Result};
-use crate::format::weights::{self, ShardLayout};
+use crate::format::weights::ShardLayout;
 use crate::mem::{Buffer, Dest};
 use crate::sampler::{Sampler, SamplerReport};
 use crate::store::Backend;
@@ -210,11 +210,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
         }
         // Writes a model and no record: no timed window, so no session.
         crate::record::check_results_dir(&plan.run.output.results_dir)?;
-        weights::synth_shapes(name)?; // a bad name is a usage error before anything is created
-        let store = store::open(&plan.run.store)?;
-        store.ensure_bucket(true).await?;
-        let (bytes, shards) = crate::ingest::synth::write_synth(store.as_ref(), &plan.model, name, plan.shard_size).await?;
-        println!("wrote synthetic {name}: {bytes} tensor bytes in {shards} shard(s) under '{}' at {}", plan.model, store.location());
+        crate::ingest::synth::run(&plan.run.store, &plan.model, name, plan.shard_size).await?;
         return Ok(());
     }
     let spec = SessionSpec { rdma_threads: plan.concurrency, no_bucket, defer_gpu: true, ..plan.run.spec("weights") };

@@ -233,7 +233,8 @@ pub struct WeightsArgs {
     /// Hugging Face snapshot directory, or the one .safetensors file of a one-file model.
     #[arg(long)]
     pub reference: Option<PathBuf>,
-    /// Instead of loading: write a synthetic model (llama-3.1-8b, qwen3-32b, tiny) under --model.
+    /// Instead of loading: write a synthetic model (llama-3.1-8b, qwen3-32b, tiny)
+    /// under --model (a shorthand for `ingest weights --synthetic NAME`).
     #[arg(long)]
     pub synth: Option<String>,
     /// Baselines timed in the same run, comma-separated: download-then-load
@@ -270,8 +271,15 @@ pub struct IngestWeightsArgs {
     pub store: StoreArgs,
     /// A model.safetensors file, or a Hugging Face model directory (model.safetensors,
     /// or model.safetensors.index.json and its shards).
+    #[arg(long, required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    pub src: Option<PathBuf>,
+    /// Instead of --src: write a synthetic model of this architecture's tensor
+    /// shapes, random bf16 (llama-3.1-8b, qwen3-32b, tiny).
     #[arg(long)]
-    pub src: PathBuf,
+    pub synthetic: Option<String>,
+    /// --synthetic: largest shard (Hugging Face's default max_shard_size is 5GB, decimal).
+    #[arg(long, value_parser = parse_bytes, default_value = "5GB", requires = "synthetic")]
+    pub shard_size: u64,
     /// Key prefix to write the model under (what `weights --model` then reads).
     #[arg(long, value_parser = super::parse_key_prefix)]
     pub model: String,

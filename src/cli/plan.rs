@@ -15,7 +15,7 @@ use crate::bench::tokens::TokensPlan;
 use crate::bench::train::TrainPlan;
 use crate::bench::verify::VerifyPlan;
 use crate::bench::weights::WeightsPlan;
-use crate::ingest::{ImagesIngest, IngestPlan, TokensIngest, WeightsIngest};
+use crate::ingest::{ImagesIngest, IngestPlan, TokensIngest, WeightsIngest, WeightsSource};
 use crate::report::ReportPlan;
 
 /// The shared flag groups as one [`RunPlan`]: memory per `--dest` and the
@@ -195,7 +195,14 @@ impl IngestKind {
             IngestKind::Tokens(a) => IngestPlan::Tokens(a.plan()),
             IngestKind::Raw(a) => IngestPlan::Raw(a.plan()),
             IngestKind::Jpeg(a) => IngestPlan::Jpeg(a.plan()),
-            IngestKind::Weights(a) => IngestPlan::Weights(WeightsIngest { store: a.store.config(), src: a.src, model: a.model }),
+            IngestKind::Weights(a) => {
+                let source = match (a.synthetic, a.src) {
+                    (Some(name), _) => WeightsSource::Synthetic { name, shard_size: a.shard_size },
+                    (None, Some(src)) => WeightsSource::Files(src),
+                    (None, None) => unreachable!("clap requires --src unless --synthetic"),
+                };
+                IngestPlan::Weights(WeightsIngest { store: a.store.config(), source, model: a.model })
+            }
         }
     }
 }

@@ -177,7 +177,7 @@ pub fn synth_shapes(name: &str) -> Result<Vec<(String, Vec<usize>)>> {
         "qwen3-32b" => (5120, 25600, 64, 151936, 8192, 1024, true),
         "tiny" => (512, 1536, 4, 32000, 512, 128, true),
         other => {
-            return Err(Error::Usage(format!("unknown --synth '{other}': use llama-3.1-8b, qwen3-32b or tiny")));
+            return Err(Error::Usage(format!("unknown synthetic model '{other}': use llama-3.1-8b, qwen3-32b or tiny")));
         }
     };
     let mut s = vec![("model.embed_tokens.weight".to_string(), vec![v, h])];

@@ -25,7 +25,7 @@ pub mod synth;
 pub mod weights;
 pub(crate) use images::images;
 pub use images::{Source, TarShard, build_tar, resize_center_crop, scan_image_folder, synth_image};
-pub use plan::{ImagesIngest, IngestPlan, TokensIngest, WeightsIngest};
+pub use plan::{ImagesIngest, IngestPlan, TokensIngest, WeightsIngest, WeightsSource};
 
 /// Run `s3rdma ingest <kind>`.
 pub async fn run(kind: IngestPlan) -> Result<()> {

@@ -23,10 +23,25 @@ pub enum IngestPlan {
 pub struct WeightsIngest {
     /// Where it goes.
     pub store: StoreConfig,
-    /// A model.safetensors file, or a Hugging Face model directory.
-    pub src: PathBuf,
+    /// What to write.
+    pub source: WeightsSource,
     /// Key prefix to write the model under.
     pub model: String,
+}
+
+/// Where `ingest weights` takes its model from.
+#[derive(Debug, Clone)]
+pub enum WeightsSource {
+    /// A model.safetensors file, or a Hugging Face model directory.
+    Files(PathBuf),
+    /// A synthetic model of a published architecture's shapes
+    /// (`crate::format::weights::synth_shapes`), shards of at most `shard_size` bytes.
+    Synthetic {
+        /// `llama-3.1-8b`, `qwen3-32b` or `tiny`.
+        name: String,
+        /// Largest shard, bytes.
+        shard_size: u64,
+    },
 }
 
 /// `ingest tokens`. Sizes in bytes.

@@ -13,6 +13,22 @@ use crate::format::weights::{INDEX, SINGLE, is_numbered_shard, key_in, parse_hea
 use crate::mem::Buffer;
 use crate::store::ObjectStore;
 
+/// `ingest weights --synthetic` (and `weights --synth`): open the store,
+/// create its bucket when missing, write the model, say what was written.
+///
+/// Errors: an unknown `name` (a usage error, before the store is touched); as [`write_synth`].
+pub async fn run(store: &crate::store::StoreConfig, prefix: &str, name: &str, max_shard: u64) -> Result<()> {
+    synth_shapes(name)?;
+    if max_shard == 0 {
+        return Err(Error::Usage("--shard-size 0: give the largest shard in bytes, e.g. 5GB (Hugging Face's default)".into()));
+    }
+    let store = crate::store::open(store)?;
+    store.ensure_bucket(true).await?;
+    let (bytes, shards) = write_synth(store.as_ref(), prefix, name, max_shard).await?;
+    println!("wrote synthetic {name}: {bytes} tensor bytes in {shards} shard(s) under '{prefix}' at {}", store.location());
+    Ok(())
+}
+
 /// Write a synthetic model of `name` under `prefix`: bf16 random bytes,
 /// shards of at most `max_shard` bytes (Hugging Face names), then the index,
 /// so a reader never finds an index naming missing shards, and last its

@@ -1,5 +1,5 @@
 //! `s3rdma ingest weights`: copy a Hugging Face safetensors model from local
-//! disk into the store under `--model`, in the layout `weights` reads (one
+//! disk (or write a synthetic one: `--synthetic`, `super::synth`) into the store under `--model`, in the layout `weights` reads (one
 //! `model.safetensors`, or `model.safetensors.index.json` + the shards its
 //! `weight_map` names). Every shard's header is parsed before anything is
 //! written; the index goes after the shards (the commit: `weights` finds a
@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::plan::WeightsIngest;
+use super::plan::{WeightsIngest, WeightsSource};
 use crate::error::{Error, Result};
 use crate::format::digest;
 use crate::format::weights::{INDEX, SINGLE, parse_header};
@@ -63,7 +63,11 @@ pub async fn run(a: WeightsIngest) -> Result<()> {
     if prefix.is_empty() {
         return Err(Error::Usage("--model: give a key prefix such as models/llama (not empty)".into()));
     }
-    let files = model_files(&a.src)?;
+    let src = match a.source {
+        WeightsSource::Files(src) => src,
+        WeightsSource::Synthetic { name, shard_size } => return super::synth::run(&a.store, &prefix, &name, shard_size).await,
+    };
+    let files = model_files(&src)?;
     // Headers first: nothing is written for a model with a bad shard.
     for (path, _) in files.iter().filter(|(_, n)| n != INDEX) {
         let bytes = read_head(path)?;

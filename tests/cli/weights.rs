@@ -270,6 +270,23 @@ fn synth_over_an_earlier_model_leaves_one_model() {
     assert_eq!((rec["results"]["shards"].as_u64(), rec["results"]["verified"]["ok"].as_bool()), (Some(1), Some(true)));
 }
 
+/// `ingest weights --synthetic` writes the same model `weights --synth` does,
+/// beside the other datasets' ingest; bad names and flag mixes are usage errors.
+#[test]
+fn ingest_weights_synthetic_writes_a_model_weights_verifies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let res = tmp.path().join("results");
+    let o = s3rdma(&["ingest", "weights", "--synthetic", "tiny", "--model", "m/syn", "--shard-size", "16MB"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("wrote synthetic tiny:") && String::from_utf8_lossy(&o.stdout).contains("in 4 shard(s) under 'm/syn'"));
+    let rec = record(&s3rdma(&["weights", "--model", "m/syn", "--verify", "--json"], tmp.path()));
+    assert_eq!((rec["results"]["shards"].as_u64(), rec["results"]["verified"]["ok"].as_bool()), (Some(4), Some(true)));
+    assert_fails(&s3rdma(&["ingest", "weights", "--synthetic", "gpt-5", "--model", "m/x"], tmp.path()), 2, "unknown synthetic model 'gpt-5'", &res);
+    assert_fails(&s3rdma(&["ingest", "weights", "--synthetic", "tiny", "--src", "x", "--model", "m/x"], tmp.path()), 2, "cannot be used with", &res);
+    assert_fails(&s3rdma(&["ingest", "weights", "--src", "x", "--shard-size", "1GB", "--model", "m/x"], tmp.path()), 2, "--synthetic", &res);
+    assert!(!tmp.path().join("s3rdma-data/s3rdma-bench/m/x").exists(), "nothing written for refused input");
+}
+
 /// `--verify` checks against the most independent reference there is and
 /// says which: the digest written with the model (it catches a byte flipped
 /// at rest, which a re-read of the store returns again), a local copy
