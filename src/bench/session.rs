@@ -336,18 +336,17 @@ impl Session {
 
     /// Buffers of `lens` bytes for one pooled staged read of them all
     /// ([`crate::store::staged_read_pooled`]): `--bounce-buffers` bounce
-    /// buffers in all, spread over the buffers (the first ones get the
-    /// remainder; with more buffers than bounce buffers the last have none).
+    /// buffers in all ([`crate::store::pool_shares`]: no more than the reads need), spread
+    /// over the buffers.
     /// Allocated side by side on one thread each (pinning and zeroing run in
     /// parallel in the kernel and driver), in `lens`' order.
     ///
     /// Errors: the first allocator message.
     pub fn pooled_buffers(&self, lens: &[usize]) -> std::result::Result<Vec<Buffer>, String> {
         self.gpu().map_err(|e| e.to_string())?;
-        let pool = self.mem.bounce_buffers.0 as usize;
-        let share = |i: usize| pool / lens.len().max(1) + usize::from(i < pool % lens.len().max(1));
+        let shares = crate::store::pool_shares(lens, self.mem.bounce_buffers.0 as usize, self.mem.chunk_bytes.0 as usize);
         std::thread::scope(|sc| {
-            let hs: Vec<_> = lens.iter().enumerate().map(|(i, &n)| sc.spawn(move || self.buffer_with(n, share(i)))).collect();
+            let hs: Vec<_> = lens.iter().zip(&shares).map(|(&n, &b)| sc.spawn(move || self.buffer_with(n, b))).collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a buffer allocation panicked".into()))).collect()
         })
     }

@@ -285,8 +285,10 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     } else {
         "one task per shard, --concurrency at once"
     };
+    // The pool as allocated: at most what the reads need (`store::pool_shares`), so a small model's may be below `--bounce-buffers`.
+    let pooled: usize = bufs.iter().map(|b| if let Buffer::Device(d) = b { d.bounce.len() } else { 0 }).sum();
     let params = json!({"model": plan.model, "window_bytes": plan.run.store.window, "concurrency": plan.concurrency,
-                        "load_pipeline": pipeline, "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
+                        "load_pipeline": pipeline, "bounce_buffers_allocated": pooled, "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
                         "reference": plan.reference});
     // Milliseconds: the process-start offset itself is one clock tick (10 ms) coarse.
     let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;

@@ -19,7 +19,7 @@ mod staged;
 mod transfer;
 
 pub use config::{Backend, ChecksumMode, HttpGet, StoreConfig};
-pub use staged::{StagedPart, read_plan, staged_read, staged_read_pooled, staged_read_spread};
+pub use staged::{StagedPart, pool_shares, read_plan, staged_read, staged_read_pooled, staged_read_spread};
 pub use transfer::{ObjectVersion, Rails, StoreStats, Transfer, TransferPath, check_version};
 
 use std::fmt;

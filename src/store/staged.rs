@@ -294,6 +294,18 @@ fn give_back(dsts: &mut [&mut crate::mem::DeviceBuffer], mut pool: Vec<(usize, u
     waited
 }
 
+/// How many of a pool of `pool` bounce buffers of `chunk` bytes each buffer
+/// of `lens` owns: no more in all than the reads of every buffer need (at
+/// least 2, the pipeline's minimum), so a small model pins no more than it
+/// reads; spread evenly, the first buffers taking the remainder, the last
+/// none when there are more buffers than bounce buffers.
+pub fn pool_shares(lens: &[usize], pool: usize, chunk: usize) -> Vec<usize> {
+    let reads: usize = lens.iter().map(|&n| n.div_ceil(chunk.max(1))).sum();
+    let pool = pool.min(reads.max(2));
+    let n = lens.len().max(1);
+    (0..lens.len()).map(|i| pool / n + usize::from(i < pool % n)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,5 +354,19 @@ mod tests {
             }
             assert_eq!(next, p.range.end, "part {k} not covered to its end");
         }
+    }
+
+    #[test]
+    fn the_pool_is_spread_and_capped_by_the_reads() {
+        let mib = 1 << 20;
+        // Llama-3.1-8B's four shards, 64 MiB chunks: 32 spread 8 a shard.
+        let llama = [4_976_698_640 - 8, 4_999_802_688 - 8, 4_915_916_152 - 8, 1_168_138_776 - 8];
+        assert_eq!(pool_shares(&llama, 32, 64 * mib), [8, 8, 8, 8]);
+        assert_eq!(pool_shares(&llama, 30, 64 * mib), [8, 8, 7, 7]);
+        // A 40 MB one-file model is one read: the pipeline's minimum of 2, not 32.
+        assert_eq!(pool_shares(&[40_000_000], 32, 64 * mib), [2]);
+        // More shards than bounce buffers: the last own none.
+        assert_eq!(pool_shares(&[mib; 5], 3, mib), [1, 1, 1, 0, 0]);
+        assert_eq!(pool_shares(&[], 32, mib), Vec::<usize>::new());
     }
 }
