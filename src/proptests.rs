@@ -206,7 +206,7 @@ proptest! {
             size,
             samples: samples.iter().enumerate().map(|(i, (o, l))| JpegSample { key: format!("k{i}"), offset: *o, length: *l, label: 0 }).collect(),
         };
-        let _ = idx.check("s.index.json");
+        let _ = idx.check_samples("s.index.json");
     }
 
     /// Payloads laid out as a tar lays them (each after its 512-byte header,
@@ -220,13 +220,13 @@ proptest! {
             off += 512 + l.div_ceil(512) * 512;
         }
         let mut idx = JpegIndex { shard: "s.tar".into(), size: off + 1024, samples };
-        prop_assert!(idx.check("s.index.json").is_ok());
+        prop_assert!(idx.check_samples("s.index.json").is_ok());
         let v = victim.index(lengths.len());
         let mut moved = idx.clone();
         moved.samples[v].offset = if v > 0 { moved.samples[v - 1].offset } else { moved.size };
-        prop_assert!(moved.check("s.index.json").is_err());
+        prop_assert!(moved.check_samples("s.index.json").is_err());
         idx.samples[v].length = 0;
-        prop_assert!(idx.check("s.index.json").is_err());
+        prop_assert!(idx.check_samples("s.index.json").is_err());
     }
 }
 

@@ -69,8 +69,10 @@ pub struct Session {
     /// This host's name.
     pub host: String,
     output: OutputConfig,
-    /// The store's warnings before any transfer ([`ObjectStore::preflight`] of size 0), printed by rank 0.
-    pub warnings: Vec<String>,
+    /// What the record's `environment.warnings` says: the store's before any
+    /// transfer ([`ObjectStore::preflight`] of size 0), then whatever a bench
+    /// adds through [`Session::warn`].
+    warnings: std::sync::Mutex<Vec<String>>,
     /// A bench that stages device memory its own way (not through
     /// [`Session::buffer`]'s bounce buffers) says how here, and the record's
     /// `environment.device_path` shows this instead of the bounce-buffer settings.
@@ -296,6 +298,7 @@ impl Session {
                 eprintln!("warning: {w}");
             }
         }
+        let warnings = std::sync::Mutex::new(warnings);
         Ok(Some(Session {
             bench: spec.bench,
             me,
@@ -464,6 +467,23 @@ impl Session {
         Ok(Closed { ranks: all.into_iter().map(|r| r.figures).collect(), witness, stats: total })
     }
 
+    /// Say `warning` once (rank 0 prints it to stderr) and record it in the
+    /// record's `environment.warnings`; a warning already said is not repeated.
+    pub fn warn(&self, warning: String) {
+        let mut all = self.warnings.lock().unwrap_or_else(|p| p.into_inner());
+        if !all.contains(&warning) {
+            if self.me.is_root() {
+                eprintln!("warning: {warning}");
+            }
+            all.push(warning);
+        }
+    }
+
+    /// Every warning said so far (see [`Session::warn`]).
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Every rank's `mine`, in rank order, on rank 0; this rank's alone
     /// elsewhere (the others do not wait for rank 0).
     ///
@@ -493,7 +513,7 @@ impl Session {
         env["store"] = self.store.describe();
         env["witness"] = self.witness.describe();
         env["ranks"] = json!({"world": self.me.world, "launcher": self.me.launcher, "run_id": self.me.run_id, "local_world": self.me.local_world});
-        env["warnings"] = json!(self.warnings);
+        env["warnings"] = json!(self.warnings());
         env
     }
 

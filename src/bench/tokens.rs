@@ -238,7 +238,9 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let store = s.store.clone();
     let dest = s.mem.dest;
-    let listed = crate::catalog::shards::list_tokens(store.as_ref(), &plan.prefix).await?;
+    let set = crate::catalog::shards::list::<crate::format::shards::TokenShard>(store.as_ref(), &plan.prefix).await?;
+    set.warnings.iter().for_each(|w| s.warn(w.clone()));
+    let listed = set.shards;
     let seq_len = listed[0].meta.seq_len;
     if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len) {
         return Err(Error::Runtime(format!("'{}' has seq_len {}, the first shard {seq_len}: one set per --prefix", s.sidecar_key, s.meta.seq_len)));

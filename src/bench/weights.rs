@@ -232,8 +232,8 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
     // What the session said already (the store's size-independent warnings) is not said twice.
     let sizes: std::collections::BTreeSet<String> = layout.iter().flat_map(|s| store.preflight(s.object_bytes)).collect();
-    for w in sizes.into_iter().filter(|w| !s.warnings.contains(w)) {
-        eprintln!("warning: {w}");
+    for w in sizes {
+        s.warn(w);
     }
     let headers_at = Instant::now();
     // One buffer per shard, allocated side by side before any timed window

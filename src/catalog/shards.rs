@@ -1,139 +1,149 @@
 //! A dataset's shards read through a store: the committed shards under a
-//! prefix, checked against the set's manifest (the layouts are
-//! `crate::format::shards`).
+//! prefix, each data object checked against its sidecar and the set against
+//! its manifest (the layouts are `crate::format::shards`). A set whose bytes
+//! are not what its sidecars and manifest say is refused here, before a
+//! bench counts one byte of it.
 
-use crate::error::{Error, Result};
-use crate::format::shards::{DatasetManifest, JpegIndex, Listed, RawShard, SHARD_DIGITS, TokenShard, manifest_key, parse_sidecar, shard_key};
+use std::collections::HashMap;
+
+use crate::error::{Error, Result, StoreError};
+use crate::format::shards::{DatasetManifest, Listed, SHARD_DIGITS, SetState, ShardMeta, manifest_key, parse_sidecar};
 use crate::store::{self, ObjectStore};
 
-/// Check the listed shard numbers against the set's manifest: contiguous from
-/// 0, as many as it says, of its kind. Without a manifest: a warning.
-async fn check_set(store: &dyn ObjectStore, prefix: &str, kind: &str, numbers: &[usize]) -> Result<()> {
-    let gap = numbers.iter().enumerate().find(|(i, n)| i != *n).map(|(i, _)| i);
-    match store::get_bytes(store, &manifest_key(prefix)).await {
-        Ok(body) => {
-            let m: DatasetManifest = serde_json::from_slice(&body)
-                .map_err(|e| Error::Runtime(format!("'{}' is not a dataset manifest ({e}): re-run `s3rdma ingest {kind}`", manifest_key(prefix))))?;
-            if m.kind != kind {
-                return Err(Error::Usage(format!("'{prefix}' holds a {} set, not {kind}: check --prefix/--layout", m.kind)));
-            }
-            if numbers.len() != m.shards || gap.is_some() {
-                return Err(Error::Runtime(format!(
-                    "the {kind} set '{prefix}' is damaged: its manifest lists {} shards, the store holds {} committed ({}): re-run `s3rdma ingest {kind}`",
-                    m.shards,
-                    numbers.len(),
-                    gap.map_or("numbers from 0".into(), |g| format!("shard {g} missing"))
-                )));
-            }
-        }
-        Err(crate::error::StoreError::NotFound { .. }) => {
-            if let Some(g) = gap {
-                return Err(Error::Runtime(format!("the {kind} set '{prefix}' has no shard {g} (and no manifest): re-run `s3rdma ingest {kind}`")));
-            }
-            eprintln!(
-                "warning: '{}' is missing: '{prefix}' is an interrupted ingest or a set from the original suite; reading the {} shard(s) found",
-                manifest_key(prefix),
-                numbers.len()
-            );
-        }
-        Err(e) => return Err(e.into()),
-    }
-    Ok(())
+/// The committed shards of one set, in shard order, and what a reader must
+/// record about them.
+#[derive(Debug)]
+pub struct ShardSet<T> {
+    /// Shards `0..n`, each with its data key and sidecar.
+    pub shards: Vec<Listed<T>>,
+    /// Said once and recorded in the run's `environment.warnings`: a set
+    /// without a manifest (one the original suite wrote) cannot be checked whole.
+    pub warnings: Vec<String>,
 }
 
-/// Sidecar keys of committed shards under `prefix` with sidecar suffix `sidecar_ext`
-/// (`json` or `index.json`), in shard order.
-async fn sidecars(store: &dyn ObjectStore, prefix: &str, sidecar_ext: &str) -> Result<Vec<(usize, String)>> {
+impl<T> ShardSet<T> {
+    /// Images or sequences per data byte over the whole set (for how many
+    /// bytes a window's items hold). 0 for an empty set.
+    pub fn bytes_per_item(&self) -> f64
+    where
+        T: ShardMeta,
+    {
+        let items: u64 = self.shards.iter().map(|s| s.meta.items()).sum();
+        let bytes: u64 = self.shards.iter().map(|s| s.meta.data_bytes()).sum();
+        if items == 0 { 0.0 } else { bytes as f64 / items as f64 }
+    }
+}
+
+/// The set's manifest, if any, refused when it is not a whole set of `T`.
+async fn manifest<T: ShardMeta>(store: &dyn ObjectStore, prefix: &str) -> Result<Option<DatasetManifest>> {
+    let key = manifest_key(prefix);
+    let kind = T::KIND;
+    let body = match store::get_bytes(store, &key).await {
+        Ok(b) => b,
+        Err(StoreError::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let m: DatasetManifest =
+        serde_json::from_slice(&body).map_err(|e| Error::Runtime(format!("'{key}' is not a dataset manifest ({e}): re-run `s3rdma ingest {kind}`")))?;
+    if m.state == SetState::Writing {
+        return Err(Error::Runtime(format!(
+            "the {} set '{prefix}' is an interrupted ingest (its manifest '{key}' says `writing`: an ingest began and did not finish): re-run `s3rdma ingest {}` to completion",
+            m.kind, m.kind
+        )));
+    }
+    if m.kind != kind {
+        return Err(Error::Usage(format!("'{prefix}' holds a {} set, not {kind}: check --prefix/--layout", m.kind)));
+    }
+    Ok(Some(m))
+}
+
+/// Every object of the set's prefix by key, with its size, and the sidecars of
+/// `T` among them as (shard number, key), in shard order.
+async fn objects<T: ShardMeta>(store: &dyn ObjectStore, prefix: &str) -> Result<(HashMap<String, u64>, Vec<(usize, String)>)> {
     let stem = format!("{prefix}-");
-    let tail = format!(".{sidecar_ext}");
-    let mut found: Vec<(usize, String)> = store
-        .list(&stem)
-        .await?
-        .into_iter()
-        .filter_map(|m| {
-            let rest = m.key.strip_prefix(&stem)?.strip_suffix(&tail)?;
+    let tail = format!(".{}", T::SIDECAR_EXT);
+    let sizes: HashMap<String, u64> = store.list(&stem).await?.into_iter().map(|m| (m.key, m.size)).collect();
+    let mut found: Vec<(usize, String)> = sizes
+        .keys()
+        .filter_map(|k| {
+            let rest = k.strip_prefix(&stem)?.strip_suffix(&tail)?;
             if rest.len() != SHARD_DIGITS || !rest.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
-            let n: usize = rest.parse().ok()?;
-            Some((n, m.key))
+            Some((rest.parse().ok()?, k.clone()))
         })
         .collect();
     found.sort();
-    Ok(found)
+    Ok((sizes, found))
 }
 
-/// No committed shards of `kind` under `prefix`: the error that says how to build them.
-fn none_found(store: &dyn ObjectStore, prefix: &str, kind: &str, ext: &str) -> Error {
-    Error::Usage(format!(
-        "no {kind} shards under '{prefix}-NNNNNN.{ext}' in {}: build them with `s3rdma ingest {kind}` (same --backend/--bucket/--prefix)",
-        store.location()
-    ))
-}
-
-/// Every committed token shard under `prefix`; errors when there is none or a
-/// sidecar does not describe int32 tokens.
-pub async fn list_tokens(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Listed<TokenShard>>> {
-    let mut out = Vec::new();
-    let found: Vec<(usize, String)> = sidecars(store, prefix, "json").await?.into_iter().filter(|(_, k)| !k.ends_with(".index.json")).collect();
-    if !found.is_empty() {
-        check_set(store, prefix, "tokens", &found.iter().map(|f| f.0).collect::<Vec<_>>()).await?;
-    }
-    for (n, key) in found {
-        let meta: TokenShard = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "token shard")?;
-        if meta.dtype != "int32" || meta.bytes_per_token != 4 || meta.seq_len == 0 {
-            return Err(Error::Runtime(format!(
-                "'{key}': dtype {} x {} bytes, seq_len {}: only int32 token shards are supported",
-                meta.dtype, meta.bytes_per_token, meta.seq_len
-            )));
+/// Every committed shard of kind `T` under `prefix`, checked: the manifest
+/// (when there is one) says the set is whole and of this kind; shards are
+/// numbered from 0 without a gap, as many as it says; each sidecar describes a
+/// shard this tool reads; each data object exists and holds exactly the bytes
+/// its sidecar says (no truncation, no trailing bytes); the sidecars' items
+/// and bytes add up to the manifest's.
+///
+/// Errors: [`Error::Usage`] when the prefix holds no such shards or another
+/// kind of set; [`Error::Runtime`] naming the shard or manifest when the set is
+/// interrupted or damaged, with the fix (re-run `s3rdma ingest <kind>`); the
+/// store's.
+pub async fn list<T: ShardMeta>(store: &dyn ObjectStore, prefix: &str) -> Result<ShardSet<T>> {
+    let kind = T::KIND;
+    let (sizes, found) = objects::<T>(store, prefix).await?;
+    let manifest = manifest::<T>(store, prefix).await?;
+    let damaged = |why: String| Error::Runtime(format!("the {kind} set '{prefix}' is damaged: {why}: re-run `s3rdma ingest {kind}`"));
+    if found.is_empty() {
+        if manifest.as_ref().is_some_and(|m| m.shards > 0) {
+            return Err(damaged(format!("its manifest lists {} shards, the store holds none", manifest.map_or(0, |m| m.shards))));
         }
-        out.push(Listed { data_key: shard_key(prefix, n, "bin"), sidecar_key: key, meta });
+        return Err(Error::Usage(format!(
+            "no {kind} shards under '{prefix}-NNNNNN.{}' in {}: build them with `s3rdma ingest {kind}` (same --backend/--bucket/--prefix)",
+            T::DATA_EXT,
+            store.location()
+        )));
     }
-    if out.is_empty() {
-        return Err(none_found(store, prefix, "tokens", "bin"));
+    if let Some(gap) = found.iter().enumerate().find(|(i, (n, _))| i != n).map(|(i, _)| i) {
+        return Err(damaged(format!("shard {gap} is missing (the store holds {} sidecars)", found.len())));
     }
-    Ok(out)
-}
-
-/// Every committed raw image shard under `prefix`.
-pub async fn list_raw(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Listed<RawShard>>> {
-    let mut out = Vec::new();
-    let found = sidecars(store, prefix, "json").await?;
-    if !found.is_empty() {
-        check_set(store, prefix, "raw", &found.iter().map(|f| f.0).collect::<Vec<_>>()).await?;
-    }
-    for (n, key) in found {
-        let meta: RawShard = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "raw image shard")?;
-        if meta.channels != 3 || meta.labels.len() as u64 != meta.samples || meta.samples == 0 {
-            return Err(Error::Runtime(format!(
-                "'{key}': {} samples, {} labels, {} channels: not a valid raw shard sidecar",
-                meta.samples,
-                meta.labels.len(),
-                meta.channels
-            )));
+    let mut warnings = Vec::new();
+    match &manifest {
+        Some(m) if m.shards != found.len() => {
+            return Err(damaged(format!("its manifest lists {} shards, the store holds {} committed", m.shards, found.len())));
         }
-        out.push(Listed { data_key: shard_key(prefix, n, "raw"), sidecar_key: key, meta });
+        Some(_) => {}
+        None => warnings.push(format!(
+            "'{}' is missing: '{prefix}' was not written by `s3rdma ingest` (the original suite's sets have no manifest); its {} shard(s) are checked one by one, not as a whole set",
+            manifest_key(prefix),
+            found.len()
+        )),
     }
-    if out.is_empty() {
-        return Err(none_found(store, prefix, "raw", "raw"));
-    }
-    Ok(out)
-}
-
-/// Every committed JPEG tar shard's index under `prefix`.
-pub async fn list_jpeg(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Listed<JpegIndex>>> {
-    let mut out = Vec::new();
-    let found = sidecars(store, prefix, "index.json").await?;
-    if !found.is_empty() {
-        check_set(store, prefix, "jpeg", &found.iter().map(|f| f.0).collect::<Vec<_>>()).await?;
-    }
-    for (_, key) in found {
-        let meta: JpegIndex = parse_sidecar(&key, &store::get_bytes(store, &key).await?, "JPEG shard index")?;
+    let mut shards = Vec::with_capacity(found.len());
+    for (n, key) in found {
+        let meta: T = parse_sidecar(&key, &store::get_bytes(store, &key).await?, T::WHAT)?;
         meta.check(&key)?;
-        out.push(Listed { data_key: meta.shard.clone(), sidecar_key: key, meta });
+        let data_key = meta.data_key(prefix, n);
+        let want = meta.data_bytes();
+        let size = match sizes.get(&data_key) {
+            Some(&s) => s,
+            // A JPEG index may name a tar outside the listing's prefix.
+            None => match store.head(&data_key).await {
+                Ok(m) => m.size,
+                Err(StoreError::NotFound { .. }) => return Err(damaged(format!("'{data_key}', the data of '{key}', is missing"))),
+                Err(e) => return Err(e.into()),
+            },
+        };
+        if size != want {
+            return Err(damaged(format!("'{data_key}' holds {size} bytes, its sidecar '{key}' says {want}")));
+        }
+        shards.push(Listed { data_key, sidecar_key: key, meta });
     }
-    if out.is_empty() {
-        return Err(none_found(store, prefix, "jpeg", "tar"));
+    if let Some(m) = &manifest {
+        let items: u64 = shards.iter().map(|s| s.meta.items()).sum();
+        let bytes: u64 = shards.iter().map(|s| s.meta.data_bytes()).sum();
+        if (items, bytes) != (m.items, m.bytes) {
+            return Err(damaged(format!("its manifest says {} items in {} bytes, the shards' sidecars {items} in {bytes}", m.items, m.bytes)));
+        }
     }
-    Ok(out)
+    Ok(ShardSet { shards, warnings })
 }

@@ -12,11 +12,14 @@
 //! The sidecar is written after its data object: a shard without a sidecar does
 //! not exist for the readers (the same commit rule as checkpoint manifests).
 //! The whole set is committed by `<prefix>.dataset.json` ([`DatasetManifest`]),
-//! written after the last shard; an ingest first deletes the old manifest and
-//! every old shard of the prefix, so a re-ingest never mixes with an older set
-//! and an interrupted one has no manifest. Readers check the manifest's shard
-//! count; a set without one (an interrupted ingest, or a set the original suite
-//! wrote) is read with a warning.
+//! written after the last shard. An ingest first replaces the old manifest by
+//! one in state [`SetState::Writing`], then deletes every old shard of the
+//! prefix, so a re-ingest never mixes with an older set and an interrupted one
+//! (a decode error, a full disk, a kill) is refused by every reader until an
+//! ingest completes. Readers check each shard's data object against its
+//! sidecar ([`ShardMeta`]) and the set against the manifest's shard count,
+//! items and bytes; a set without a manifest (one the original suite wrote)
+//! is read with a recorded warning.
 
 use serde::{Deserialize, Serialize};
 
@@ -43,8 +46,58 @@ pub struct DatasetManifest {
     pub bytes: u64,
     /// The `s3rdma` version that wrote it.
     pub tool_version: String,
+    /// Whether the set is whole; manifests written before this field existed are.
+    #[serde(default)]
+    pub state: SetState,
 }
 
+/// Where an ingest of a set stands.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SetState {
+    /// An ingest began and has not committed: the shards are partial.
+    Writing,
+    /// The last shard and the manifest are written.
+    #[default]
+    Complete,
+}
+
+impl DatasetManifest {
+    /// The manifest an ingest of `kind` puts first: nothing committed yet.
+    pub fn writing(kind: &str) -> Self {
+        DatasetManifest { kind: kind.into(), shards: 0, items: 0, bytes: 0, tool_version: env!("CARGO_PKG_VERSION").into(), state: SetState::Writing }
+    }
+
+    /// The manifest that commits a whole set of `kind`: `shards` shards holding
+    /// `items` sequences or images in `bytes` bytes of data objects.
+    pub fn complete(kind: &str, shards: usize, items: u64, bytes: u64) -> Self {
+        DatasetManifest { kind: kind.into(), shards, items, bytes, tool_version: env!("CARGO_PKG_VERSION").into(), state: SetState::Complete }
+    }
+}
+
+/// What a reader needs of one kind of shard sidecar to find, check and size
+/// the shard ([`TokenShard`], [`RawShard`], [`JpegIndex`]).
+pub trait ShardMeta: for<'de> Deserialize<'de> {
+    /// The set's kind as the manifest and `s3rdma ingest` name it.
+    const KIND: &'static str;
+    /// The sidecar's suffix after `<prefix>-NNNNNN.`.
+    const SIDECAR_EXT: &'static str;
+    /// The data object's suffix after `<prefix>-NNNNNN.`.
+    const DATA_EXT: &'static str;
+    /// What the sidecar is, for messages.
+    const WHAT: &'static str;
+    /// Errors ([`Error::Runtime`], naming `key`) when the sidecar describes no
+    /// shard this tool reads.
+    fn check(&self, key: &str) -> Result<()>;
+    /// Sequences (tokens) or images in the shard.
+    fn items(&self) -> u64;
+    /// Bytes the data object must hold.
+    fn data_bytes(&self) -> u64;
+    /// Key of shard `n`'s data object under `prefix`.
+    fn data_key(&self, prefix: &str, n: usize) -> String {
+        shard_key(prefix, n, Self::DATA_EXT)
+    }
+}
 /// Key of the dataset manifest of `prefix`.
 pub fn manifest_key(prefix: &str) -> String {
     format!("{prefix}.dataset.json")
@@ -72,10 +125,28 @@ pub struct TokenShard {
     pub separator: Option<String>,
 }
 
-impl TokenShard {
-    /// Bytes of the shard's data object.
-    pub fn data_bytes(&self) -> u64 {
-        self.sequences * self.seq_len * self.bytes_per_token
+impl ShardMeta for TokenShard {
+    const KIND: &'static str = "tokens";
+    const SIDECAR_EXT: &'static str = "json";
+    const DATA_EXT: &'static str = "bin";
+    const WHAT: &'static str = "token shard";
+    fn check(&self, key: &str) -> Result<()> {
+        if self.dtype != "int32" || self.bytes_per_token != 4 || self.seq_len == 0 || self.sequences == 0 {
+            return Err(Error::Runtime(format!(
+                "'{key}': {} sequences of {} tokens, dtype {} x {} bytes: only non-empty int32 token shards are supported",
+                self.sequences, self.seq_len, self.dtype, self.bytes_per_token
+            )));
+        }
+        Ok(())
+    }
+    fn items(&self) -> u64 {
+        self.sequences
+    }
+    /// sequences x seq_len x bytes_per_token (saturating: a sidecar's
+    /// numbers are input, and a size no object has is caught by the check
+    /// against the object).
+    fn data_bytes(&self) -> u64 {
+        self.sequences.saturating_mul(self.seq_len).saturating_mul(self.bytes_per_token)
     }
 }
 
@@ -100,13 +171,36 @@ pub struct RawShard {
 }
 
 impl RawShard {
-    /// Bytes of one image (H x W x 3).
+    /// Bytes of one image (H x W x 3), saturating.
     pub fn sample_bytes(&self) -> u64 {
-        self.height * self.width * self.channels
+        self.height.saturating_mul(self.width).saturating_mul(self.channels)
     }
-    /// Bytes of the shard's data object.
-    pub fn data_bytes(&self) -> u64 {
-        self.samples * self.sample_bytes()
+}
+
+impl ShardMeta for RawShard {
+    const KIND: &'static str = "raw";
+    const SIDECAR_EXT: &'static str = "json";
+    const DATA_EXT: &'static str = "raw";
+    const WHAT: &'static str = "raw image shard";
+    fn check(&self, key: &str) -> Result<()> {
+        if self.channels != 3 || self.labels.len() as u64 != self.samples || self.samples == 0 || self.height == 0 || self.width == 0 {
+            return Err(Error::Runtime(format!(
+                "'{key}': {} samples of {}x{}x{}, {} labels: not a valid raw shard sidecar (3 channels, one label per sample)",
+                self.samples,
+                self.height,
+                self.width,
+                self.channels,
+                self.labels.len()
+            )));
+        }
+        Ok(())
+    }
+    fn items(&self) -> u64 {
+        self.samples
+    }
+    /// samples x H x W x 3 (saturating).
+    fn data_bytes(&self) -> u64 {
+        self.samples.saturating_mul(self.sample_bytes())
     }
 }
 
@@ -139,7 +233,10 @@ impl JpegIndex {
     /// overlaps no other sample's (in a tar each member has its own bytes).
     ///
     /// Errors: [`Error::Runtime`] naming the sidecar `key` and the sample.
-    pub fn check(&self, key: &str) -> Result<()> {
+    pub fn check_samples(&self, key: &str) -> Result<()> {
+        if self.samples.is_empty() {
+            return Err(Error::Runtime(format!("'{key}' lists no samples: rebuild it with `s3rdma ingest jpeg`")));
+        }
         let bad = |s: &JpegSample, why: String| {
             Error::Runtime(format!("'{key}': sample '{}' at {}+{} {why}: rebuild it with `s3rdma ingest jpeg`", s.key, s.offset, s.length))
         };
@@ -155,6 +252,26 @@ impl JpegIndex {
             }
         }
         Ok(())
+    }
+}
+
+impl ShardMeta for JpegIndex {
+    const KIND: &'static str = "jpeg";
+    const SIDECAR_EXT: &'static str = "index.json";
+    const DATA_EXT: &'static str = "tar";
+    const WHAT: &'static str = "JPEG shard index";
+    fn check(&self, key: &str) -> Result<()> {
+        self.check_samples(key)
+    }
+    fn items(&self) -> u64 {
+        self.samples.len() as u64
+    }
+    fn data_bytes(&self) -> u64 {
+        self.size
+    }
+    /// The tar the index names (`shard`).
+    fn data_key(&self, _prefix: &str, _n: usize) -> String {
+        self.shard.clone()
     }
 }
 

@@ -1,7 +1,7 @@
-//! What ingest writes is committed last and uncommitted first: a dataset's
-//! manifest (`crate::format::shards`) and a model's digest
-//! (`crate::format::digest`), so a write that stops midway leaves a set no
-//! reader takes for whole.
+//! What ingest writes is committed last and marked in progress first: a
+//! dataset's manifest (`crate::format::shards`, state `writing` then
+//! `complete`) and a model's digest (`crate::format::digest`, the same two
+//! states), so a write that stops midway leaves a set every reader refuses.
 
 use crate::error::Result;
 use crate::format::digest::{DIGEST, Digest};
@@ -16,13 +16,21 @@ pub async fn put_shard(store: &dyn ObjectStore, data_key: &str, data: Vec<u8>, s
     Ok(())
 }
 
-/// Start an ingest: delete the old manifest (uncommit), then every old shard
-/// object of `prefix` (data and sidecars). Returns how many objects went.
-pub async fn begin_ingest(store: &dyn ObjectStore, prefix: &str) -> Result<usize> {
+/// Start an ingest of a `kind` set under `prefix`: first put a manifest in
+/// state `writing` (so a reader refuses whatever follows until
+/// [`commit_ingest`]; an ingest that stops midway stays refused), then delete
+/// every old shard object of `prefix` (data and sidecars). The returned
+/// [`Ingesting`] is handed to [`commit_ingest`]; dropped before that (an error
+/// midway), it says on stderr that the set stays refused.
+///
+/// Errors: the store's.
+pub async fn begin_ingest(store: &dyn ObjectStore, prefix: &str, kind: &str) -> Result<Ingesting> {
     let m = manifest_key(prefix);
-    if store.head(&m).await.is_ok() {
-        store.delete(&m).await?;
-    }
+    let before = match store::get_bytes(store, &m).await {
+        Ok(body) => serde_json::from_slice::<DatasetManifest>(&body).ok().map(|d| d.kind),
+        Err(_) => None,
+    };
+    store::put_bytes(store, &m, serde_json::to_vec_pretty(&DatasetManifest::writing(kind)).expect("manifest encodes")).await?;
     let stem = format!("{prefix}-");
     let mut n = 0;
     for o in store.list(&stem).await? {
@@ -32,12 +40,37 @@ pub async fn begin_ingest(store: &dyn ObjectStore, prefix: &str) -> Result<usize
             n += 1;
         }
     }
-    Ok(n)
+    if let Some(old) = before.filter(|k| k != kind) {
+        eprintln!("note: '{prefix}' held a {old} set; its {n} shard object(s) are deleted and a {kind} set replaces it");
+    }
+    Ok(Ingesting { prefix: prefix.into(), kind: kind.into(), committed: false })
 }
 
-/// Commit a set: write its manifest, last.
-pub async fn commit_ingest(store: &dyn ObjectStore, prefix: &str, m: &DatasetManifest) -> Result<()> {
-    store::put_bytes(store, &manifest_key(prefix), serde_json::to_vec_pretty(m).expect("manifest encodes")).await?;
+/// An ingest between [`begin_ingest`] and [`commit_ingest`].
+#[derive(Debug)]
+pub struct Ingesting {
+    prefix: String,
+    kind: String,
+    committed: bool,
+}
+
+impl Drop for Ingesting {
+    fn drop(&mut self) {
+        if !self.committed {
+            eprintln!(
+                "note: the {} set '{}' stays marked `writing`: every reader refuses it until `s3rdma ingest {}` completes there",
+                self.kind, self.prefix, self.kind
+            );
+        }
+    }
+}
+
+/// Commit the set `ingest` began: write its complete manifest `m`, last.
+///
+/// Errors: the store's (the set then stays refused).
+pub async fn commit_ingest(store: &dyn ObjectStore, mut ingest: Ingesting, m: &DatasetManifest) -> Result<()> {
+    store::put_bytes(store, &manifest_key(&ingest.prefix), serde_json::to_vec_pretty(m).expect("manifest encodes")).await?;
+    ingest.committed = true;
     Ok(())
 }
 

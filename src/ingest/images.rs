@@ -262,7 +262,8 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
     let pool = pool(a.decode_threads)?;
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
-    commit::begin_ingest(store.as_ref(), &prefix).await?;
+    let kind = if jpeg { "jpeg" } else { "raw" };
+    let ingesting = commit::begin_ingest(store.as_ref(), &prefix, kind).await?;
     let t0 = Instant::now();
     let (size, quality, seed, synth) = (a.size, a.quality, a.seed, a.synthetic.is_some());
     let (sw, sh) = a.synthetic_size;
@@ -351,19 +352,7 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
             .await?;
         }
     }
-    let kind = if jpeg { "jpeg" } else { "raw" };
-    commit::commit_ingest(
-        store.as_ref(),
-        &prefix,
-        &DatasetManifest {
-            kind: kind.into(),
-            shards: shard_count,
-            items: sources.len() as u64,
-            bytes: total_bytes,
-            tool_version: env!("CARGO_PKG_VERSION").into(),
-        },
-    )
-    .await?;
+    commit::commit_ingest(store.as_ref(), ingesting, &DatasetManifest::complete(kind, shard_count, sources.len() as u64, total_bytes)).await?;
     println!(
         "wrote {shard_count} {} shard(s) under '{prefix}' at {}: {} images, {} classes, {total_bytes} bytes{} in {:.2} s",
         if jpeg { "jpeg" } else { "raw" },

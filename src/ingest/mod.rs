@@ -168,7 +168,7 @@ async fn tokens(a: TokensIngest) -> Result<()> {
         )));
     }
     check_shard_memory("a token shard", seqs_per_shard * seq_bytes, "lower --shard-bytes")?;
-    // Checked before begin_ingest removes the dataset already under the prefix.
+    // Checked before begin_ingest marks the prefix and removes the set already there.
     if a.synthetic && a.total_bytes.unwrap_or(0) / seq_bytes == 0 {
         return Err(Error::Usage(format!("--total-bytes {} holds no whole sequence of {seq_bytes} bytes: raise it", a.total_bytes.unwrap_or(0))));
     }
@@ -212,7 +212,7 @@ async fn tokens(a: TokensIngest) -> Result<()> {
     };
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
-    commit::begin_ingest(store.as_ref(), &a.prefix).await?;
+    let ingesting = commit::begin_ingest(store.as_ref(), &a.prefix, "tokens").await?;
     let t0 = Instant::now();
     let mut packer = Packer {
         store: store.as_ref(),
@@ -298,12 +298,7 @@ async fn tokens(a: TokensIngest) -> Result<()> {
     if shard_count == 0 {
         return Err(Error::Usage(format!("the input holds {tokens_total} tokens, less than one sequence of {}: lower --seq-len or add text", a.seq_len)));
     }
-    commit::commit_ingest(
-        store.as_ref(),
-        &a.prefix,
-        &DatasetManifest { kind: "tokens".into(), shards: shard_count, items: sequences, bytes, tool_version: env!("CARGO_PKG_VERSION").into() },
-    )
-    .await?;
+    commit::commit_ingest(store.as_ref(), ingesting, &DatasetManifest::complete("tokens", shard_count, sequences, bytes)).await?;
     let s = t0.elapsed().as_secs_f64();
     println!(
         "wrote {shard_count} token shard(s) under '{}' at {}: {sequences} sequences x {} tokens = {bytes} bytes ({} tokens{}; {dropped} trailing tokens dropped) in {s:.2} s",

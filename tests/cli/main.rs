@@ -9,6 +9,7 @@ mod ckpt_async;
 #[path = "../common/mod.rs"]
 mod common;
 mod data;
+mod dataset_trust;
 mod faults;
 mod fetch;
 mod ranks;

@@ -341,15 +341,9 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     };
     let buffering =
         buffers::resolve(buffering, &buffer_input, store.as_ref(), "whole-object buffers for every stream would need over half of this host's memory")?;
-    let mut warnings: Vec<String> = session.warnings.clone();
     for &size in &plan.sizes {
         for w in store.preflight(size) {
-            if !warnings.contains(&w) {
-                if me.is_root() {
-                    eprintln!("warning: {w}");
-                }
-                warnings.push(w);
-            }
+            session.warn(w);
         }
     }
     let mut key_sets = Vec::new();
@@ -396,7 +390,6 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     });
     let mut outcome = Outcome::new(params, &cells, windows);
     outcome.witness_extra = vec![("cells", verdict_cells)];
-    outcome.environment = vec![("warnings", json!(warnings))];
     outcome.stats = stats;
     let dest = session.mem.dest;
     let gpu = session.gpu()?.map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();

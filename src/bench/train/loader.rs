@@ -133,7 +133,15 @@ pub(crate) fn start_raw(
                     }
                     let io = ctx.gate.read().await;
                     let t = Instant::now();
-                    let r = crate::bench::read_range(ctx.store.as_ref(), &shard.data_key, 0..shard.meta.data_bytes(), &mut buf, ctx.window, None).await;
+                    let r = crate::bench::read_range(
+                        ctx.store.as_ref(),
+                        &shard.data_key,
+                        0..crate::format::shards::ShardMeta::data_bytes(&shard.meta),
+                        &mut buf,
+                        ctx.window,
+                        None,
+                    )
+                    .await;
                     ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
                     match r {
                         Ok((b, n)) => {

@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 
 use super::session::{Direction, OpenWindow, Session, SessionSpec, World};
 use crate::error::{Error, Result};
-use crate::format::shards::{self, Listed, RawShard};
+use crate::format::shards::{self, JpegIndex, Listed, RawShard, ShardMeta};
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::sampler::Sampler;
 use crate::store;
@@ -105,10 +105,13 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
     let alloc_err = |what: &str, n: usize, e: String| {
         Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower --fetch-workers/--prefetch-batches/--batch-size", dest.name()))
     };
-    let (classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads);
+    let (classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads, bytes_per_image);
     match plan.layout {
         Layout::Raw => {
-            let listed = crate::catalog::shards::list_raw(store.as_ref(), &prefix).await?;
+            let set = crate::catalog::shards::list::<RawShard>(store.as_ref(), &prefix).await?;
+            set.warnings.iter().for_each(|w| session.warn(w.clone()));
+            bytes_per_image = set.bytes_per_item();
+            let listed = set.shards;
             shards_total = listed.len();
             classes = listed.iter().flat_map(|l| l.meta.labels.iter()).max().map_or(1, |&m| m as i64 + 1).max(l_classes(&listed));
             let (h, w) = (listed[0].meta.height, listed[0].meta.width);
@@ -150,7 +153,10 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
             handles = start_raw(ctx.clone(), mine, bufs, tx);
         }
         Layout::Jpeg => {
-            let listed = crate::catalog::shards::list_jpeg(store.as_ref(), &prefix).await?;
+            let set = crate::catalog::shards::list::<JpegIndex>(store.as_ref(), &prefix).await?;
+            set.warnings.iter().for_each(|w| session.warn(w.clone()));
+            bytes_per_image = set.bytes_per_item();
+            let listed = set.shards;
             shards_total = listed.len();
             classes = listed.iter().flat_map(|l| l.meta.samples.iter().map(|s| s.label)).max().map_or(1, |m| m as i64 + 1);
             let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();
@@ -266,7 +272,7 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
     let witnesses: Vec<WitnessReport> = figures.iter().filter_map(|(_, w, _)| w.witness.clone()).collect();
     let losses: Vec<&Vec<f64>> = figures.iter().map(|(_, _, l)| l).collect();
     finish(&session, &plan, &prefix, &per_rank, &witnesses, &losses, json!({
-        "classes": classes, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
+        "classes": classes, "bytes_per_image": bytes_per_image, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
     }))
     .await
 }
@@ -320,5 +326,23 @@ mod tests {
         assert_eq!(s, (0..10).collect::<Vec<_>>());
         assert_eq!(a, shard_order(10, 3, 0));
         assert_ne!(a, shard_order(10, 3, 1));
+    }
+
+    #[test]
+    fn a_window_is_judged_by_the_bytes_it_read_against_those_its_images_hold() {
+        let rep = |repeat: u32, images: u64, read: u64| json!({"repeat": repeat, "images": images, "read_bytes": read});
+        // 40 images of 3072 bytes hold 122880; reading 61440 (half) is enough.
+        let (fail, warn) = steps::window_check(&[rep(1, 40, 61_440), rep(2, 40, 122_880)], 5, 10, 3072.0);
+        assert!(fail.is_none() && warn.is_empty(), "{fail:?} {warn:?}");
+        // Less than half: a warning naming the share, repeat by repeat.
+        let (fail, warn) = steps::window_check(&[rep(1, 40, 122_880), rep(2, 40, 30_720)], 5, 10, 3072.0);
+        assert!(fail.is_none());
+        assert_eq!(warn.len(), 1);
+        assert!(warn[0].starts_with("repeat 2: the timed steps read 30720 bytes, 25% of the 122880 their 40 images hold"), "{}", warn[0]);
+        // Nothing read: the run fails (exit 2), whatever the other repeats read.
+        let (fail, _) = steps::window_check(&[rep(1, 40, 122_880), rep(2, 40, 0)], 5, 10, 3072.0);
+        let e = fail.expect("a window that read nothing fails");
+        assert_eq!(e.exit_code(), 2);
+        assert!(e.to_string().starts_with("repeat 2: the 5 timed steps read 0 bytes from the store"), "{e}");
     }
 }

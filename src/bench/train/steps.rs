@@ -190,6 +190,40 @@ pub(crate) struct WindowFigures {
 /// One timed repeat on this rank: its loop figures, its window's figures and its losses.
 pub(crate) type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
 
+/// Whether the timed steps measured the store, per repeat (`reps`: the
+/// record's repeats, each with `repeat`, `images` and `read_bytes`). A window
+/// whose images all came from what warm-up and the loader's read-ahead had
+/// read before it measures memory: when a repeat read no byte, the run fails
+/// (its record is kept, its images/s meaningless); when it read less than half
+/// the bytes its images hold (`bytes_per_image`, the set's data bytes per
+/// image), a warning says images/s overstates the store's rate.
+///
+/// Returns the failure, if any, and the warnings.
+pub(crate) fn window_check(reps: &[serde_json::Value], steps: u32, warmup: u32, bytes_per_image: f64) -> (Option<Error>, Vec<String>) {
+    let fix =
+        "raise --steps well past what --warmup and the loader's read-ahead (--fetch-workers shards, --prefetch-batches batches) consume, or ingest more images";
+    let mut warnings = Vec::new();
+    for r in reps {
+        let (read, images) = (r["read_bytes"].as_u64().unwrap_or(0), r["images"].as_u64().unwrap_or(0));
+        let held = images as f64 * bytes_per_image;
+        if read == 0 {
+            let e = Error::Usage(format!(
+                "repeat {}: the {steps} timed steps read 0 bytes from the store: every image they consumed was read ahead during the {warmup} warm-up steps or before, so images/s measures memory, not storage: {fix}",
+                r["repeat"]
+            ));
+            return (Some(e), warnings);
+        }
+        if (read as f64) < held / 2.0 {
+            warnings.push(format!(
+                "repeat {}: the timed steps read {read} bytes, {:.0}% of the {held:.0} their {images} images hold: the rest was read ahead before the window, so images/s overstates the store's rate: {fix}",
+                r["repeat"],
+                100.0 * read as f64 / held
+            ));
+        }
+    }
+    (None, warnings)
+}
+
 /// Aggregate the ranks' figures per repeat and finish the session (rank 0 writes the record).
 pub(crate) async fn finish(
     session: &Session,
@@ -226,6 +260,8 @@ pub(crate) async fn finish(
             })
         })
         .collect();
+    let (failure, warnings) = window_check(&reps, plan.steps, plan.warmup, extra["bytes_per_image"].as_f64().unwrap_or(0.0));
+    warnings.into_iter().for_each(|w| session.warn(w));
     let pick = |k: &str| Spread::of(reps.iter().filter_map(|r| r[k].as_f64())).unwrap_or_default();
     let (wall, ips, step, wait, h2d, aug, comp, cores, host_cores, gbps) = (
         pick("wall_s"),
@@ -252,8 +288,10 @@ pub(crate) async fn finish(
                     "repeats": reps, "dataset": extra, "losses_rank0": losses});
     let windows: Vec<(String, WitnessReport)> = witnesses.iter().enumerate().map(|(i, w)| (format!("repeat {}", i + 1), w.clone())).collect();
     let store = &session.store;
+    let mut outcome = Outcome::new(params, results, windows);
+    outcome.failure = failure;
     session
-        .finish(Outcome::new(params, results, windows), || {
+        .finish(outcome, || {
             let r =
                 |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
             let mut t = Table::new();

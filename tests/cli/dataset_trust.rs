@@ -1,0 +1,139 @@
+//! A dataset whose bytes are not what its sidecars and manifest say is never
+//! counted: an interrupted ingest, a truncated or padded data object, a
+//! sidecar or manifest that disagrees with the objects, a window that read
+//! nothing from the store.
+
+use super::*;
+use serde_json::json;
+use std::path::PathBuf;
+
+struct Fixture {
+    tmp: tempfile::TempDir,
+    root: PathBuf,
+    res: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let tmp = tempfile::tempdir().unwrap();
+        let (root, res) = (tmp.path().join("store"), tmp.path().join("results"));
+        Fixture { tmp, root, res }
+    }
+    /// A bench run (results to `res`).
+    fn run(&self, args: &[&str]) -> Output {
+        let mut v = args.to_vec();
+        v.extend(["--root", self.root.to_str().unwrap(), "--bucket", "data", "--results-dir", self.res.to_str().unwrap()]);
+        s3rdma(&v, self.tmp.path())
+    }
+    /// An ingest (it writes no record).
+    fn ingest(&self, args: &[&str]) -> Output {
+        let mut v = vec!["ingest"];
+        v.extend(args);
+        v.extend(["--root", self.root.to_str().unwrap(), "--bucket", "data"]);
+        s3rdma(&v, self.tmp.path())
+    }
+    fn object(&self, key: &str) -> PathBuf {
+        self.root.join("data").join(key)
+    }
+    fn json(&self, key: &str) -> Value {
+        serde_json::from_slice(&std::fs::read(self.object(key)).unwrap()).unwrap()
+    }
+    fn put_json(&self, key: &str, v: &Value) {
+        std::fs::write(self.object(key), serde_json::to_vec(v).unwrap()).unwrap();
+    }
+    fn tokens_fails(&self, needle: &str) {
+        assert_fails(&self.run(&["tokens", "--dest", "host", "--repeats", "1"]), 1, needle, &self.res);
+    }
+}
+
+#[test]
+fn an_ingest_that_fails_midway_leaves_a_set_every_reader_refuses() {
+    let f = Fixture::new();
+    ok(&f.ingest(&["raw", "--synthetic", "8", "--size", "16", "--samples-per-shard", "4"]));
+    // Class `a` decodes; class `b`, sorted after it, holds a broken image: the
+    // first shards are written before the ingest meets it.
+    let src = f.tmp.path().join("src");
+    for class in ["a", "b"] {
+        std::fs::create_dir_all(src.join(class)).unwrap();
+    }
+    for i in 0..4 {
+        image::RgbImage::from_pixel(20, 20, image::Rgb([i * 40, 10, 200])).save(src.join(format!("a/{i}.png"))).unwrap();
+    }
+    std::fs::write(src.join("b/broken.png"), b"\x89PNG\r\n\x1a\nnot really").unwrap();
+    let o = f.ingest(&["raw", "--src", src.to_str().unwrap(), "--size", "16", "--samples-per-shard", "2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("broken.png"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the raw set 'raw/train' stays marked `writing`"), "{}", stderr(&o));
+    assert!(f.object("raw/train-000000.json").is_file(), "the shard before the broken image is committed");
+    assert_eq!(f.json("raw/train.dataset.json")["state"], "writing");
+    assert_fails(
+        &f.run(&["train", "--loader-only", "--dest", "host", "--batch-size", "2", "--crop", "8"]),
+        1,
+        "the raw set 'raw/train' is an interrupted ingest",
+        &f.res,
+    );
+    // An ingest that completes makes the set whole again.
+    ok(&f.ingest(&["raw", "--synthetic", "8", "--size", "16", "--samples-per-shard", "4"]));
+    assert_eq!(f.json("raw/train.dataset.json")["state"], "complete");
+    // Another kind under the same prefix is replaced, and said so.
+    let o = f.ingest(&["jpeg", "--prefix", "raw/train", "--synthetic", "4", "--synthetic-size", "16x16"]);
+    assert!(stderr(&o).contains("'raw/train' held a raw set; its 4 shard object(s) are deleted and a jpeg set replaces it"), "{}", stderr(&o));
+    assert_fails(&f.run(&["tokens", "--dest", "host", "--prefix", "raw/train"]), 2, "'raw/train' holds a jpeg set, not tokens", &f.res);
+}
+
+#[test]
+fn data_objects_sidecars_and_manifest_must_agree() {
+    let f = Fixture::new();
+    let fresh = || ok(&f.ingest(&["tokens", "--synthetic", "--total-bytes", "256KiB", "--seq-len", "256", "--shard-bytes", "64KiB"]));
+    fresh();
+    let bin = f.object("tokens/train-000001.bin");
+    let whole = std::fs::read(&bin).unwrap();
+    assert_eq!(whole.len(), 64 << 10);
+    // Truncated, padded, missing.
+    std::fs::write(&bin, &whole[..whole.len() - 4]).unwrap();
+    f.tokens_fails("'tokens/train-000001.bin' holds 65532 bytes, its sidecar 'tokens/train-000001.json' says 65536: re-run `s3rdma ingest tokens`");
+    std::fs::write(&bin, [whole.as_slice(), b"tail"].concat()).unwrap();
+    f.tokens_fails("holds 65540 bytes, its sidecar 'tokens/train-000001.json' says 65536");
+    std::fs::remove_file(&bin).unwrap();
+    f.tokens_fails("'tokens/train-000001.bin', the data of 'tokens/train-000001.json', is missing");
+    // A sidecar that says other sequences than its object holds.
+    fresh();
+    let mut side = f.json("tokens/train-000002.json");
+    side["sequences"] = json!(32);
+    f.put_json("tokens/train-000002.json", &side);
+    f.tokens_fails("holds 65536 bytes, its sidecar 'tokens/train-000002.json' says 32768");
+    side["sequences"] = json!(0);
+    f.put_json("tokens/train-000002.json", &side);
+    f.tokens_fails("only non-empty int32 token shards");
+    // A manifest whose totals are not the sidecars'.
+    fresh();
+    let mut m = f.json("tokens/train.dataset.json");
+    m["items"] = json!(1000);
+    f.put_json("tokens/train.dataset.json", &m);
+    f.tokens_fails("its manifest says 1000 items in 262144 bytes, the shards' sidecars 256 in 262144");
+    // A set without a manifest (as the original suite wrote them) is read, and the record says why it was not checked whole.
+    fresh();
+    std::fs::remove_file(f.object("tokens/train.dataset.json")).unwrap();
+    let rec = record(&f.run(&["tokens", "--dest", "host", "--repeats", "1", "--json"]));
+    let warnings = rec["environment"]["warnings"].to_string();
+    assert!(warnings.contains("'tokens/train.dataset.json' is missing"), "{warnings}");
+    assert_eq!(rec["results"]["shards"], 4);
+}
+
+#[test]
+fn a_window_that_read_nothing_from_the_store_fails_and_says_so() {
+    let f = Fixture::new();
+    // One worker, one shard buffer of 4 batches: the warm-up step waits for
+    // its read; the timed step takes the second batch while the other two
+    // still hold the buffer, so no read can start inside the window.
+    ok(&f.ingest(&["raw", "--synthetic", "64", "--size", "32", "--samples-per-shard", "32"]));
+    let o = f.run(&["train", "--loader-only", "--dest", "host", "--fetch-workers", "1", "--warmup", "1", "--steps", "1", "--batch-size", "8", "--crop", "16"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the 1 timed steps read 0 bytes from the store"), "{}", stderr(&o));
+    // The record is kept, with what the window read.
+    let recs = results_in(&f.res);
+    assert_eq!(recs.len(), 1);
+    let rec: Value = serde_json::from_slice(&std::fs::read(&recs[0]).unwrap()).unwrap();
+    assert_eq!(rec["results"]["repeats"][0]["read_bytes"], 0);
+    assert_eq!(rec["results"]["dataset"]["bytes_per_image"], 3072.0);
+}
