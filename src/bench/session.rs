@@ -165,69 +165,7 @@ impl Session {
         if let Some(id) = &group_args.run_id {
             ranks::check_run_id(id)?;
         }
-        let me = match Rank::from_env(group_args.run_id.as_deref())? {
-            Some(r) => {
-                match spec.world {
-                    World::Ranks(Some(n)) if n as usize != r.world => {
-                        eprintln!("warning: --ranks {n} ignored: started by {} as rank {} of {}", r.launcher, r.rank, r.world);
-                    }
-                    World::AtLeast(n) if n > r.world => {
-                        return Err(Error::Usage(format!(
-                            "--procs {n} needs {n} processes but the launcher ({}) started {}: lower --procs or launch more",
-                            r.launcher, r.world
-                        )));
-                    }
-                    _ => {}
-                }
-                r
-            }
-            None => {
-                ranks::warn_partial_launcher_env();
-                let world = match spec.world {
-                    World::Single => 1,
-                    World::Ranks(n) => n.unwrap_or(1) as usize,
-                    World::AtLeast(n) => n,
-                };
-                if world > MAX_LOCAL_RANKS {
-                    return Err(Error::Usage(format!(
-                        "{world} ranks on this one host: at most {MAX_LOCAL_RANKS} are started here; run more under a launcher across hosts"
-                    )));
-                }
-                if world > 1 {
-                    // Bad store, witness or GPU flags fail once, here, not once per rank.
-                    Witness::new(&spec.witness)?;
-                    drop(store::open(&spec.store)?);
-                    if spec.mem.dest != Dest::Host {
-                        crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", spec.mem.dest.name())))?;
-                    }
-                    let id = group_args.run_id.clone().unwrap_or_else(ranks::new_run_id);
-                    let run_id = id.clone();
-                    let stop = Arc::new(std::sync::atomic::AtomicI32::new(0));
-                    let flag = stop.clone();
-                    let mut supervisor = tokio::task::spawn_blocking(move || ranks::spawn_local(world, &run_id, &flag));
-                    // Ctrl-C or a kill of this process stops the ranks and removes
-                    // their meeting objects (below), never leaves them behind.
-                    use tokio::signal::unix::{SignalKind, signal};
-                    let (mut int, mut term) = (signal(SignalKind::interrupt()).ok(), signal(SignalKind::terminate()).ok());
-                    let ranks_done = loop {
-                        tokio::select! {
-                            r = &mut supervisor => break r.map_err(|e| Error::Runtime(format!("rank supervisor failed: {e}")))?,
-                            Some(()) = async { match int.as_mut() { Some(s) => s.recv().await, None => std::future::pending().await } } => stop.store(libc::SIGINT, std::sync::atomic::Ordering::SeqCst),
-                            Some(()) = async { match term.as_mut() { Some(s) => s.recv().await, None => std::future::pending().await } } => stop.store(libc::SIGTERM, std::sync::atomic::Ordering::SeqCst),
-                        }
-                    };
-                    if ranks_done.is_err() {
-                        // Every rank has exited: what they left of their meeting is
-                        // provably stale (a later run reusing this id would join a dead epoch).
-                        if let Ok(st) = store::open(&spec.store) {
-                            ranks::remove_markers(st.as_ref(), &id).await;
-                        }
-                    }
-                    return ranks_done.map(|()| None);
-                }
-                Rank::single()
-            }
-        };
+        let Some(me) = find_rank(&spec, &group_args).await? else { return Ok(None) };
         ranks::injected_fault(&me)?;
         let mut mem = spec.mem.clone();
         let dest = mem.dest;
@@ -283,7 +221,7 @@ impl Session {
             let _ = gpu.set(mem.open_gpu()?);
         }
         // Rank 0 creates or checks the bucket; the others meet it there (joining waits for it).
-        if me.is_root() {
+        if me.is_root() && spec.ensure_bucket {
             store.ensure_bucket(spec.create_bucket).await.map_err(spec.no_bucket)?;
         }
         let group = Group::join(me.clone(), raw.clone(), group_args.barrier_timeout, group_args.rendezvous).await?;
@@ -602,9 +540,11 @@ impl Session {
 }
 
 mod end;
+mod launch;
 mod outcome;
 mod spec;
 pub use end::{conclude, exit_status};
+use launch::find_rank;
 pub use outcome::Outcome;
 use spec::watch_local_server;
 pub use spec::{RunPlan, SessionSpec, World, store_error};

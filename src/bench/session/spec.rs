@@ -88,6 +88,9 @@ pub struct SessionSpec {
     pub create_bucket: bool,
     /// Turns a missing bucket into the bench's own message (e.g. "ingest a dataset first").
     pub no_bucket: fn(StoreError) -> Error,
+    /// Rank 0 checks (or creates) the bucket before the bench runs; false for
+    /// a bench that reports an unreachable bucket as a finding of its own (verify).
+    pub ensure_bucket: bool,
     /// Leave the GPU opening in the background past [`Session::start`](super::Session::start) until
     /// the first [`Session::gpu`](super::Session::gpu) or [`Session::pooled_buffers`](super::Session::pooled_buffers) (weights reads its
     /// headers meanwhile, which shortens its time to ready). Over rdma the GPU is still open
@@ -112,6 +115,7 @@ impl SessionSpec {
             rdma_threads: 1,
             create_bucket: false,
             no_bucket: store_error,
+            ensure_bucket: true,
             defer_gpu: false,
         }
     }

@@ -24,18 +24,15 @@ mod probe;
 mod verbs;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::json;
 
-use crate::bench::session::RunPlan;
+use crate::bench::session::{Outcome, RunPlan, Session, SessionSpec};
 use crate::error::{Error, Result};
-use crate::record::RunRecord;
-use crate::store::Backend;
-use crate::store::{self, ObjectStore};
+use crate::store::{self, Backend};
 use crate::units::size_name;
-use crate::witness::{Payload, Verdict, Witness};
+use crate::witness::{Payload, Verdict, Witness, WitnessReport};
 use env::{check_engine, check_gpu, likely_trap};
 use probe::{Memory, ProbeCtx, ProbeOp};
 
@@ -116,7 +113,6 @@ pub struct VerifyPlan {
 /// Run `s3rdma verify`.
 pub async fn run(plan: VerifyPlan) -> Result<()> {
     crate::record::check_results_dir(&plan.run.output.results_dir)?;
-    let started = chrono::Utc::now();
     let backend = plan.run.store.backend;
     let quiet = plan.run.output.json;
     let mut s = Steps { steps: Vec::new(), quiet };
@@ -141,26 +137,17 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
         (None, "no usable GPU on this host".to_string())
     };
 
-    let witness = Witness::new(&plan.run.witness)?;
-    let mut store_args = plan.run.store.clone();
-    store_args.rdma_threads = store_args.rdma_threads.or(Some(1));
-    let store = match store::open(&store_args) {
-        // Counted: client-side HTTP bytes come from the store layer, as in every bench.
-        Ok(st) => crate::store::counted::Counted::new(Arc::from(st)),
-        Err(e) => {
-            // The rdma library failed to load: that is step 1's finding (exit 1);
-            // anything else is the flags' (a usage error exits 2).
-            let library = matches!(e, crate::error::StoreError::Library(_));
-            if !quiet {
-                println!("[1] FAIL {e}");
-                if library {
-                    println!("        fix: point --rdma-lib at a libminiocpp built with -DMINIO_CPP_ENABLE_RDMA=ON whose dependencies resolve (`ldd` it)");
-                }
-                println!("RESULT: FAIL - {}", e.to_string().lines().next().unwrap_or_default());
-            }
-            return Err(if library { Error::Runtime(e.to_string()) } else { Error::Store(e) });
-        }
+    // Through the session like every bench (store counted, witness, record),
+    // except that a store the library cannot open is step 1's finding and an
+    // unreachable bucket step 2's, not an early exit.
+    let spec = SessionSpec { ensure_bucket: false, require_rdma: false, ..plan.run.spec("verify") };
+    let session = match Session::start(spec).await {
+        Ok(Some(session)) => session,
+        Ok(None) => return Ok(()),
+        Err(Error::Store(e)) => return Err(unopened_store(e, quiet)),
+        Err(e) => return Err(e),
     };
+    let (store, witness) = (session.store.as_ref(), &session.witness);
     let engine = store.rdma_engine();
     check_engine(&mut s, engine.as_ref(), Path::new("/sys/class/infiniband"), gpu.is_some());
     // libs3rdma registers host memory too: its host probes are judged like the
@@ -207,9 +194,9 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
             Err(_) => true,
         };
     if reached {
-        metrics_step(&mut s, backend, &witness).await;
+        metrics_step(&mut s, backend, witness).await;
         let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
-        let ctx = ProbeCtx { store: &store, witness: &witness, key: &plan.key, gpu: gpu.as_ref(), explain: plan.run.output.explain };
+        let ctx = ProbeCtx { store, witness, key: &plan.key, gpu: gpu.as_ref(), explain: plan.run.output.explain };
         for &size in &plan.sizes {
             for &memory in &memories {
                 let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;
@@ -269,35 +256,41 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     if !quiet {
         println!("RESULT: {result}");
     }
-    let windows: Vec<serde_json::Value> = decisive
-        .iter()
-        .map(|o| {
-            let mut v = serde_json::to_value(&o.witness).unwrap_or_default();
-            v["label"] = json!(o.what());
-            v
-        })
-        .collect();
-    let record = RunRecord {
-        environment: json!({"store": store.describe(), "witness": witness.describe(),
-                            "gpu": gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name}))}),
-        params: json!({"sizes_bytes": plan.sizes, "key": plan.key, "prepare": plan.prepare, "keep": plan.keep, "device": plan.device}),
-        results: json!({"steps": s.steps, "result": result, "pass": pass, "data_match": !s.failed() && !mismatch && ops.iter().any(|o| o.data_match == Some(true)), "probes": ops}),
-        rdma_witness: json!({"verdict": verdict, "reason": reason, "config": witness.describe(), "windows": windows}),
-        ..RunRecord::new("verify", backend.name(), started, plan.run.output.tag.clone())
-    };
+    let windows: Vec<(String, WitnessReport)> = decisive.iter().map(|o| (o.what(), o.witness.clone())).collect();
+    let data_match = !s.failed() && !mismatch && ops.iter().any(|o| o.data_match == Some(true));
     // On the rdma backend verify exists to prove RDMA: anything else is exit
     // 3, as with --require-rdma, and said as verify's own rule (the user may
     // not have passed that flag).
     let failure = failure.or_else(|| {
-        (witness.expects_rdma() && !plan.run.require_rdma && verdict != Verdict::RdmaVerified).then(|| {
-            Error::WitnessFailed(format!(
-                "RDMA not proven (verify on the rdma backend passes only when every probe is rdma-verified): witness verdict {} for {reason}",
-                verdict.as_str()
-            ))
+        ((witness.expects_rdma() || plan.run.require_rdma) && verdict != Verdict::RdmaVerified).then(|| {
+            let rule = if plan.run.require_rdma { "--require-rdma" } else { "verify on the rdma backend passes only when every probe is rdma-verified" };
+            Error::WitnessFailed(format!("RDMA not proven ({rule}): witness verdict {} for {reason}", verdict.as_str()))
         })
     });
+    let mut outcome = Outcome::new(
+        json!({"sizes_bytes": plan.sizes, "key": plan.key, "prepare": plan.prepare, "keep": plan.keep, "device": plan.device}),
+        json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops}),
+        windows,
+    );
+    outcome.environment = vec![("gpu", json!(gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name}))))];
+    outcome.failure = failure;
     // The steps were printed as they ran.
-    super::session::conclude(&record, &plan.run.output, started, || {}, failure, plan.run.require_rdma, verdict, &reason)
+    session.finish(outcome, || {}).await
+}
+
+/// A store the library could not open: step 1's FAIL and the RESULT line
+/// (unless `quiet`), and the error to exit with (a library that does not
+/// load: 1; the flags: 2).
+fn unopened_store(e: crate::error::StoreError, quiet: bool) -> Error {
+    let library = matches!(e, crate::error::StoreError::Library(_));
+    if !quiet {
+        println!("[1] FAIL {e}");
+        if library {
+            println!("        fix: point --rdma-lib at a libminiocpp built with -DMINIO_CPP_ENABLE_RDMA=ON whose dependencies resolve (`ldd` it)");
+        }
+        println!("RESULT: FAIL - {}", e.to_string().lines().next().unwrap_or_default());
+    }
+    if library { Error::Runtime(e.to_string()) } else { Error::Store(e) }
 }
 
 /// "host 4KiB, 64MiB; device 4KiB, 64MiB": the memory kinds and sizes the
