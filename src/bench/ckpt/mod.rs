@@ -154,9 +154,13 @@ fn check_memory(plan: &CkptPlan, per_rank: u64, world: usize) -> Result<()> {
     Ok(())
 }
 
-/// Run `s3rdma ckpt`.
-pub async fn run(plan: CkptPlan) -> Result<()> {
-    let mut plan = plan;
+/// Put `plan` in its canonical order (each method and operation once, saves
+/// before restores) and refuse what cannot run, once, before any rank starts:
+/// a bad prefix or run id, a cache mode without a restore, an unaligned chunk
+/// for O_DIRECT, sizes or memory this host cannot hold.
+///
+/// Errors: [`Error::Usage`] naming the flag to change.
+fn check_plan(plan: &mut CkptPlan) -> Result<()> {
     // Each method and operation once, saves before restores.
     dedup(&mut plan.methods);
     dedup(&mut plan.ops);
@@ -182,9 +186,112 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     if Rank::from_env(plan.run.run_id())?.is_none() {
         // Bad sizes or memory fail once, here, not once per rank.
         let world = plan.ranks.unwrap_or(1) as usize;
-        check_memory(&plan, per_rank_bytes(&plan, world), world)?;
-        states(&plan, world)?;
+        check_memory(plan, per_rank_bytes(plan, world), world)?;
+        states(plan, world)?;
     }
+    Ok(())
+}
+
+/// The memory one checkpoint state's run needs, allocated (and touched)
+/// before any timed window.
+struct Buffers {
+    /// The model's flat buffer (`--dest` memory).
+    flat: Buffer,
+    /// Where restores land (`--dest` memory).
+    restored: Buffer,
+    /// The async save's snapshot (pinned; host without a GPU), when asked.
+    snapshot: Option<Buffer>,
+    /// Pinned staging buffers, one per chunk in flight, when device memory
+    /// goes through a transport that cannot read it or is checksummed.
+    staging: Vec<Buffer>,
+}
+
+/// [`Buffers`] for `state` in `dest` memory; `writes_device`: the store reads
+/// and writes device memory itself.
+///
+/// Errors: [`Error::Runtime`] naming the buffer and its size.
+fn allocate(plan: &CkptPlan, state: &State, dest: Dest, gpu: Option<&Arc<crate::mem::Gpu>>, writes_device: bool) -> Result<Buffers> {
+    let alloc = |what: &str, n: usize| {
+        Buffer::for_dest(dest, gpu, n, 0, 0).map_err(|e| Error::Runtime(format!("cannot allocate the {what} ({n} bytes of {} memory): {e}", dest.name())))
+    };
+    let flat = alloc("flat buffer", state.total as usize)?;
+    let restored = alloc("restore buffer", state.total as usize)?;
+    // The async save's snapshot: pinned host memory (plain host memory without a GPU).
+    let snapshot = if plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save) {
+        let kind = if gpu.is_some() { Dest::Pinned } else { Dest::Host };
+        Some(
+            Buffer::for_dest(kind, gpu, state.total as usize, 0, 0)
+                .map_err(|e| Error::Runtime(format!("cannot allocate the async save's snapshot ({} bytes of {} memory): {e}", state.total, kind.name())))?,
+        )
+    } else {
+        None
+    };
+    let chunks = state.total.div_ceil(plan.chunk);
+    // Staging: device memory through a transport that cannot read it, or device checksums.
+    let need_staging = dest == Dest::Device && (!writes_device || plan.checksum != ChunkChecksum::None);
+    let staging_bytes = if writes_device { WINDOW as u64 } else { plan.chunk }.min(state.total.max(1));
+    let staging: Vec<Buffer> = if need_staging {
+        (0..(plan.concurrency as u64).min(chunks.max(1)))
+            .map(|_| Buffer::for_dest(Dest::Pinned, gpu, staging_bytes as usize, 0, 0))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| Error::Runtime(format!("cannot allocate pinned staging buffers: {e}")))?
+    } else {
+        Vec::new()
+    };
+    Ok(Buffers { flat, restored, snapshot, staging })
+}
+
+/// Every timed window of `rows` with its label ("<state> <method> <op> repeat N").
+fn windows_of(rows: &[Row]) -> Vec<(String, WitnessReport)> {
+    rows.iter()
+        .flat_map(|r| {
+            r.repeats.iter().filter_map(move |rep| {
+                rep.witness
+                    .clone()
+                    .map(|w| (format!("{} {} {} repeat {}", r.state, results::method_name(r.method), format!("{:?}", r.op).to_lowercase(), rep.repeat), w))
+            })
+        })
+        .collect()
+}
+
+/// Compare what a restore put in `restored` with the state's originals
+/// (every tensor in `views`), on every rank, and gather the verdict under
+/// `name`; the first mismatch on this rank, named after `what` (key and
+/// method), goes into `mismatch` (exit 4 at the end, the record kept).
+///
+/// Errors: the comparison's, a gather that times out.
+async fn check_restore(
+    s: &Session,
+    name: &str,
+    what: &str,
+    state: &State,
+    views: &[TensorEntry],
+    restored: &Buffer,
+    mismatch: &mut Option<String>,
+) -> Result<Verified> {
+    let v = blocking(|| verify(state, views, restored)).map_err(|e| Error::Runtime(format!("verifying: {e}")))?;
+    if !v.ok && mismatch.is_none() {
+        *mismatch = Some(format!(
+            "rank {}: {} of {} tensors restored from {what} differ from the originals, first: {}",
+            s.me.rank,
+            v.mismatched.len(),
+            v.tensors_checked,
+            v.mismatched[0]
+        ));
+    }
+    let all = s.gather(name, &v).await?;
+    Ok(Verified {
+        ok: all.iter().all(|v| v.ok),
+        tensors_checked: all.iter().map(|v| v.tensors_checked).sum(),
+        mismatched: all.iter().flat_map(|v| v.mismatched.clone()).collect(),
+    })
+}
+
+/// Run `s3rdma ckpt`.
+pub async fn run(plan: CkptPlan) -> Result<()> {
+    let mut plan = plan;
+    check_plan(&mut plan)?;
+    let asked = plan.restore_cache;
     let spec = SessionSpec {
         world: World::Ranks(plan.ranks),
         rdma_threads: plan.concurrency,
@@ -247,34 +354,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     for spec in &specs {
         let key = format!("{}/{}/rank{:05}", plan.prefix, spec.name, me.rank);
         let state = State::new(spec, dest, gpu.as_ref(), plan.seed, me.rank)?;
-        let alloc = |what: &str, n: usize| {
-            Buffer::for_dest(dest, gpu.as_ref(), n, 0, 0)
-                .map_err(|e| Error::Runtime(format!("cannot allocate the {what} ({n} bytes of {} memory): {e}", dest.name())))
-        };
-        let mut flat = alloc("flat buffer", state.total as usize)?;
-        let mut restored = alloc("restore buffer", state.total as usize)?;
-        // The async save's snapshot: pinned host memory (plain host memory without a GPU).
-        let mut snapshot = if plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save) {
-            let kind = if gpu.is_some() { Dest::Pinned } else { Dest::Host };
-            Some(
-                Buffer::for_dest(kind, gpu.as_ref(), state.total as usize, 0, 0)
-                    .map_err(|e| Error::Runtime(format!("cannot allocate the async save's snapshot ({} bytes of {} memory): {e}", state.total, kind.name())))?,
-            )
-        } else {
-            None
-        };
-        let chunks = state.total.div_ceil(plan.chunk);
-        // Staging: device memory through a transport that cannot read it, or device checksums.
-        let need_staging = dest == Dest::Device && (!store.writes_device() || plan.checksum != ChunkChecksum::None);
-        let staging_bytes = if store.writes_device() { WINDOW as u64 } else { plan.chunk }.min(state.total.max(1));
-        let staging: Vec<Buffer> = if need_staging {
-            (0..(plan.concurrency as u64).min(chunks.max(1)))
-                .map(|_| Buffer::for_dest(Dest::Pinned, gpu.as_ref(), staging_bytes as usize, 0, 0))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| Error::Runtime(format!("cannot allocate pinned staging buffers: {e}")))?
-        } else {
-            Vec::new()
-        };
+        let Buffers { mut flat, mut restored, mut snapshot, staging } = allocate(&plan, &state, dest, gpu.as_ref(), store.writes_device())?;
         let ctx = Ctx {
             store: store.clone(),
             serial: serial.clone(),
@@ -349,22 +429,19 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
                     reps.push(RepeatRow::of(rep, closed.ranks, closed.witness));
                 }
                 let verified = if op == CkptOp::Restore {
-                    let v = blocking(|| verify(&state, views.as_deref().unwrap_or(&[]), &restored)).map_err(|e| Error::Runtime(format!("verifying: {e}")))?;
-                    if !v.ok && mismatch.is_none() {
-                        mismatch = Some(format!(
-                            "rank {}: {} of {} tensors restored from {key} ({method:?}) differ from the originals, first: {}",
-                            me.rank,
-                            v.mismatched.len(),
-                            v.tensors_checked,
-                            v.mismatched[0]
-                        ));
-                    }
-                    let all = s.gather(&format!("{}-{method:?}-verified", spec.name), &v).await?;
-                    Some(Verified {
-                        ok: all.iter().all(|v| v.ok),
-                        tensors_checked: all.iter().map(|v| v.tensors_checked).sum(),
-                        mismatched: all.iter().flat_map(|v| v.mismatched.clone()).collect(),
-                    })
+                    let what = format!("{key} ({method:?})");
+                    Some(
+                        check_restore(
+                            &s,
+                            &format!("{}-{method:?}-verified", spec.name),
+                            &what,
+                            &state,
+                            views.as_deref().unwrap_or(&[]),
+                            &restored,
+                            &mut mismatch,
+                        )
+                        .await?,
+                    )
                 } else {
                     None
                 };
@@ -376,16 +453,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
             }
         }
     }
-    let windows: Vec<(String, WitnessReport)> = rows
-        .iter()
-        .flat_map(|r| {
-            r.repeats.iter().filter_map(move |rep| {
-                rep.witness
-                    .clone()
-                    .map(|w| (format!("{} {} {} repeat {}", r.state, results::method_name(r.method), format!("{:?}", r.op).to_lowercase(), rep.repeat), w))
-            })
-        })
-        .collect();
+    let windows = windows_of(&rows);
     let params = json!({"workloads": plan.workload, "sizes_bytes": plan.sizes, "methods": plan.methods, "ops": plan.ops,
                         "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
                         "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
