@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 
 use super::session::{Direction, OpenWindow, Session, SessionSpec, World};
 use crate::error::{Error, Result};
-use crate::format::shards::{self, JpegIndex, Listed, RawShard, ShardMeta};
+use crate::format::shards::{self, Listed, RawShard};
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::sampler::Sampler;
 use crate::store;
@@ -40,10 +40,12 @@ use crate::witness::WitnessReport;
 
 mod loader;
 mod plan;
+mod sets;
 mod steps;
 pub use loader::{Batch, JPEG_RESIZE, LoaderCounters, Pixels, Pooled, decode_crop};
-pub(crate) use loader::{LoaderCtx, counters_now, start_jpeg, start_raw};
+pub(crate) use loader::{LoaderCtx, counters_now};
 pub use plan::{Amp, JpegFetch, Layout, TrainPlan};
+use sets::Started;
 pub use steps::{LoaderOnly, LoopFigures, RankRepeat, StepTimes, Stepper};
 pub(crate) use steps::{RepeatOutput, WindowFigures, finish, train_loop};
 
@@ -89,7 +91,6 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
     let gpu = session.gpu()?;
     let store = session.store.clone();
     let batch = plan.batch_size as usize;
-    let crop = plan.crop;
     let counters = Arc::new(LoaderCounters::default());
     let stop = Arc::new(AtomicBool::new(false));
     let ctx = Arc::new(LoaderCtx {
@@ -102,99 +103,11 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
         seed: plan.seed ^ (me.rank as u64) << 48,
     });
     let (tx, mut rx) = mpsc::channel::<Result<Batch>>(plan.prefetch_batches.max(2) as usize * 4);
-    let alloc_err = |what: &str, n: usize, e: String| {
-        Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower --fetch-workers/--prefetch-batches/--batch-size", dest.name()))
+    let started = match plan.layout {
+        Layout::Raw => sets::start_raw_set(&session, &plan, &prefix, ctx.clone(), tx).await?,
+        Layout::Jpeg => sets::start_jpeg_set(&session, &plan, &prefix, gpu.as_ref(), ctx.clone(), tx).await?,
     };
-    let (classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads, bytes_per_image);
-    match plan.layout {
-        Layout::Raw => {
-            let set = crate::catalog::shards::list::<RawShard>(store.as_ref(), &prefix).await?;
-            set.warnings.iter().for_each(|w| session.warn(w.clone()));
-            bytes_per_image = set.bytes_per_item();
-            let listed = set.shards;
-            shards_total = listed.len();
-            classes = listed.iter().flat_map(|l| l.meta.labels.iter()).max().map_or(1, |&m| m as i64 + 1).max(l_classes(&listed));
-            let (h, w) = (listed[0].meta.height, listed[0].meta.width);
-            if let Some(l) = listed.iter().find(|l| l.meta.height != h || l.meta.width != w) {
-                return Err(Error::Runtime(format!(
-                    "'{}' holds {}x{} images, the first shard {h}x{w}: one size per --prefix",
-                    l.sidecar_key, l.meta.width, l.meta.height
-                )));
-            }
-            if (crop as u64) > h.min(w) {
-                return Err(Error::Usage(format!("--crop {crop} is larger than the {w}x{h} images under '{prefix}': lower --crop")));
-            }
-            let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();
-            if mine.is_empty() {
-                return Err(Error::Usage(format!(
-                    "{shards_total} raw shard(s) for {} ranks: every rank needs a shard; ingest more shards (--samples-per-shard) or use fewer ranks",
-                    me.world
-                )));
-            }
-            if let Some(l) = mine.iter().find(|l| l.meta.samples < batch as u64) {
-                return Err(Error::Usage(format!(
-                    "raw shard '{}' holds {} samples, fewer than --batch-size {batch}: lower --batch-size or ingest with more --samples-per-shard",
-                    l.data_key, l.meta.samples
-                )));
-            }
-            shards_mine = mine.len();
-            samples_mine = mine.iter().map(|l| l.meta.samples).sum::<u64>();
-            let cap = mine.iter().map(|l| l.meta.data_bytes()).max().expect("non-empty") as usize;
-            if dest != Dest::Device {
-                super::check_host_memory(
-                    &format!("{} shard buffers of {cap} bytes", plan.fetch_workers),
-                    plan.fetch_workers as u64 * cap as u64,
-                    "lower --fetch-workers",
-                )?;
-            }
-            let bufs = (0..plan.fetch_workers).map(|_| session.buffer(cap).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;
-            device_batch = None;
-            decode_threads = 0;
-            handles = start_raw(ctx.clone(), mine, bufs, tx);
-        }
-        Layout::Jpeg => {
-            let set = crate::catalog::shards::list::<JpegIndex>(store.as_ref(), &prefix).await?;
-            set.warnings.iter().for_each(|w| session.warn(w.clone()));
-            bytes_per_image = set.bytes_per_item();
-            let listed = set.shards;
-            shards_total = listed.len();
-            classes = listed.iter().flat_map(|l| l.meta.samples.iter().map(|s| s.label)).max().map_or(1, |m| m as i64 + 1);
-            let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();
-            if mine.is_empty() {
-                return Err(Error::Usage(format!(
-                    "{shards_total} jpeg shard(s) for {} ranks: every rank needs a shard; ingest more shards or use fewer ranks",
-                    me.world
-                )));
-            }
-            shards_mine = mine.len();
-            samples_mine = mine.iter().map(|l| l.meta.samples.len() as u64).sum();
-            let per = batch * (crop * crop * 3) as usize;
-
-            let slot = |_| match (&gpu, dest) {
-                (Some(g), Dest::Device | Dest::Pinned) => {
-                    crate::mem::PinnedBuffer::new(g, per).map(Buffer::Pinned).map_err(|e| alloc_err("a pinned batch buffer", per, e))
-                }
-                _ => Ok(Buffer::host(per)),
-            };
-            let slots = (0..plan.prefetch_batches).map(slot).collect::<Result<Vec<_>>>()?;
-            device_batch = match (&gpu, dest) {
-                (Some(g), Dest::Device) => {
-                    Some(Buffer::Device(crate::mem::DeviceBuffer::new(g, per, 0, 0).map_err(|e| alloc_err("the device batch buffer", per, e))?))
-                }
-                _ => None,
-            };
-            decode_threads =
-                plan.decode_threads.map_or_else(|| (std::thread::available_parallelism().map_or(1, |n| n.get()) / me.world).max(1), |n| n as usize);
-            let pool = Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(decode_threads)
-                    .thread_name(|i| format!("decode-{i}"))
-                    .build()
-                    .map_err(|e| Error::Runtime(format!("cannot start decode threads: {e}")))?,
-            );
-            handles = start_jpeg(ctx.clone(), mine, slots, plan.jpeg_fetch, plan.sample_gets as usize, pool, crop, tx);
-        }
-    }
+    let Started { classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads, bytes_per_image } = started;
 
     // The training loop on its own thread: libtorch calls block, and the model lives there.
     let rt = tokio::runtime::Handle::current();
