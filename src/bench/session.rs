@@ -460,11 +460,16 @@ impl Session {
     /// the store's line, then writes the record; every rank then applies
     /// [`exit_status`]. A bench returns what this returns.
     ///
-    /// Errors: the bench's failure, `--require-rdma` (exit 3), a record that cannot be written.
+    /// Errors: the bench's failure, `--require-rdma` (exit 3), a record that
+    /// cannot be written; a measurement the bench found invalid
+    /// ([`Outcome::invalid`]: no record).
     pub async fn finish<P: Serialize, R: Serialize>(&self, o: Outcome<P, R>, print: impl FnOnce()) -> Result<()> {
         // The last meeting: every rank's counts; the others are done after it.
         let counts = self.gather("done", &self.group.coordination()).await?;
         self.group.cleanup().await;
+        if let Some(e) = o.invalid {
+            return Err(e);
+        }
         if !self.is_root() {
             return exit_status(o.failure, false, Verdict::RdmaVerified, "");
         }

@@ -243,7 +243,10 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
     let listed = set.shards;
     let seq_len = listed[0].meta.seq_len;
     if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len) {
-        return Err(Error::Runtime(format!("'{}' has seq_len {}, the first shard {seq_len}: one set per --prefix", s.sidecar_key, s.meta.seq_len)));
+        return Err(Error::Runtime(format!(
+            "'{}' has seq_len {}, the first shard {seq_len}: one set per --prefix: re-run `s3rdma ingest tokens` there",
+            s.sidecar_key, s.meta.seq_len
+        )));
     }
     let warm = plan.warmup_shards as usize;
     if listed.len() <= warm {

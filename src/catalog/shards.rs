@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result, StoreError};
-use crate::format::shards::{DatasetManifest, Listed, SHARD_DIGITS, SetState, ShardMeta, manifest_key, parse_sidecar};
+use crate::format::shards::{DatasetManifest, Listed, SHARD_DIGITS, SetState, ShardMeta, manifest_key, parse_sidecar, shard_key};
 use crate::store::{self, ObjectStore};
 
 /// The committed shards of one set, in shard order, and what a reader must
@@ -50,6 +50,9 @@ async fn manifest<T: ShardMeta>(store: &dyn ObjectStore, prefix: &str) -> Result
             "the {} set '{prefix}' is an interrupted ingest (its manifest '{key}' says `writing`: an ingest began and did not finish): re-run `s3rdma ingest {}` to completion",
             m.kind, m.kind
         )));
+    }
+    if !["tokens", "raw", "jpeg"].contains(&m.kind.as_str()) {
+        return Err(Error::Runtime(format!("'{key}' names an unknown kind of set '{}': re-run `s3rdma ingest {kind}`", m.kind)));
     }
     if m.kind != kind {
         return Err(Error::Usage(format!("'{prefix}' holds a {} set, not {kind}: check --prefix/--layout", m.kind)));
@@ -122,16 +125,13 @@ pub async fn list<T: ShardMeta>(store: &dyn ObjectStore, prefix: &str) -> Result
     for (n, key) in found {
         let meta: T = parse_sidecar(&key, &store::get_bytes(store, &key).await?, T::WHAT)?;
         meta.check(&key)?;
-        let data_key = meta.data_key(prefix, n);
+        let data_key = shard_key(prefix, n, T::DATA_EXT);
+        if let Some(named) = meta.names_data().filter(|k| *k != data_key) {
+            return Err(damaged(format!("'{key}' names '{named}' as its data, not the shard's own '{data_key}'")));
+        }
         let want = meta.data_bytes();
-        let size = match sizes.get(&data_key) {
-            Some(&s) => s,
-            // A JPEG index may name a tar outside the listing's prefix.
-            None => match store.head(&data_key).await {
-                Ok(m) => m.size,
-                Err(StoreError::NotFound { .. }) => return Err(damaged(format!("'{data_key}', the data of '{key}', is missing"))),
-                Err(e) => return Err(e.into()),
-            },
+        let Some(&size) = sizes.get(&data_key) else {
+            return Err(damaged(format!("'{data_key}', the data of '{key}', is missing")));
         };
         if size != want {
             return Err(damaged(format!("'{data_key}' holds {size} bytes, its sidecar '{key}' says {want}")));

@@ -93,9 +93,11 @@ pub trait ShardMeta: for<'de> Deserialize<'de> {
     fn items(&self) -> u64;
     /// Bytes the data object must hold.
     fn data_bytes(&self) -> u64;
-    /// Key of shard `n`'s data object under `prefix`.
-    fn data_key(&self, prefix: &str, n: usize) -> String {
-        shard_key(prefix, n, Self::DATA_EXT)
+    /// The data object's key as the sidecar itself names it, where it does
+    /// (a JPEG index's `shard`); a reader requires it to be the shard's own
+    /// `<prefix>-NNNNNN.<DATA_EXT>`.
+    fn names_data(&self) -> Option<&str> {
+        None
     }
 }
 /// Key of the dataset manifest of `prefix`.
@@ -133,7 +135,7 @@ impl ShardMeta for TokenShard {
     fn check(&self, key: &str) -> Result<()> {
         if self.dtype != "int32" || self.bytes_per_token != 4 || self.seq_len == 0 || self.sequences == 0 {
             return Err(Error::Runtime(format!(
-                "'{key}': {} sequences of {} tokens, dtype {} x {} bytes: only non-empty int32 token shards are supported",
+                "'{key}': {} sequences of {} tokens, dtype {} x {} bytes: only non-empty int32 token shards are read: re-run `s3rdma ingest tokens`",
                 self.sequences, self.seq_len, self.dtype, self.bytes_per_token
             )));
         }
@@ -185,7 +187,7 @@ impl ShardMeta for RawShard {
     fn check(&self, key: &str) -> Result<()> {
         if self.channels != 3 || self.labels.len() as u64 != self.samples || self.samples == 0 || self.height == 0 || self.width == 0 {
             return Err(Error::Runtime(format!(
-                "'{key}': {} samples of {}x{}x{}, {} labels: not a valid raw shard sidecar (3 channels, one label per sample)",
+                "'{key}': {} samples of {}x{}x{}, {} labels: not a valid raw shard sidecar (3 channels, one label per sample): re-run `s3rdma ingest raw`",
                 self.samples,
                 self.height,
                 self.width,
@@ -270,8 +272,8 @@ impl ShardMeta for JpegIndex {
         self.size
     }
     /// The tar the index names (`shard`).
-    fn data_key(&self, _prefix: &str, _n: usize) -> String {
-        self.shard.clone()
+    fn names_data(&self) -> Option<&str> {
+        Some(&self.shard)
     }
 }
 

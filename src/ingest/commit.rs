@@ -5,7 +5,7 @@
 
 use crate::error::Result;
 use crate::format::digest::{DIGEST, Digest};
-use crate::format::shards::{DatasetManifest, SHARD_DIGITS, manifest_key};
+use crate::format::shards::{DatasetManifest, SHARD_DIGITS, SetState, manifest_key};
 use crate::format::weights::key_in;
 use crate::store::{self, ObjectStore};
 
@@ -27,7 +27,7 @@ pub async fn put_shard(store: &dyn ObjectStore, data_key: &str, data: Vec<u8>, s
 pub async fn begin_ingest(store: &dyn ObjectStore, prefix: &str, kind: &str) -> Result<Ingesting> {
     let m = manifest_key(prefix);
     let before = match store::get_bytes(store, &m).await {
-        Ok(body) => serde_json::from_slice::<DatasetManifest>(&body).ok().map(|d| d.kind),
+        Ok(body) => serde_json::from_slice::<DatasetManifest>(&body).ok(),
         Err(_) => None,
     };
     store::put_bytes(store, &m, serde_json::to_vec_pretty(&DatasetManifest::writing(kind)).expect("manifest encodes")).await?;
@@ -40,8 +40,16 @@ pub async fn begin_ingest(store: &dyn ObjectStore, prefix: &str, kind: &str) -> 
             n += 1;
         }
     }
-    if let Some(old) = before.filter(|k| k != kind) {
-        eprintln!("note: '{prefix}' held a {old} set; its {n} shard object(s) are deleted and a {kind} set replaces it");
+    match before {
+        // An interrupted ingest's leftovers go without a word.
+        Some(m) if m.state == SetState::Writing => {}
+        Some(DatasetManifest { kind: old, .. }) if old != kind => {
+            eprintln!("note: '{prefix}' held a {old} set; its {n} shard object(s) are deleted and a {kind} set replaces it")
+        }
+        None if n > 0 => eprintln!(
+            "note: '{prefix}' held {n} shard object(s) without a manifest (a set of the original suite, or of unknown kind); they are deleted and a {kind} set replaces them"
+        ),
+        _ => {}
     }
     Ok(Ingesting { prefix: prefix.into(), kind: kind.into(), committed: false })
 }

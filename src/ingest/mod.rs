@@ -210,6 +210,9 @@ async fn tokens(a: TokensIngest) -> Result<()> {
         };
         (Some((tk, sep)), proto)
     };
+    // The input files are found before the set under the prefix is touched:
+    // a mistyped --input leaves it whole.
+    let files = if a.synthetic { Vec::new() } else { collect_files(&a.input)? };
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
     let ingesting = commit::begin_ingest(store.as_ref(), &a.prefix, "tokens").await?;
@@ -257,7 +260,6 @@ async fn tokens(a: TokensIngest) -> Result<()> {
             pb.finish_and_clear();
         }
         Some((tk, sep)) => {
-            let files = collect_files(&a.input)?;
             // The special tokens' text, to count documents that spell one (encoded as text).
             let specials: Vec<(u32, String)> =
                 tk.get_added_tokens_decoder().into_iter().filter(|(_, t)| t.special && !t.content.is_empty()).map(|(id, t)| (id, t.content)).collect();

@@ -130,10 +130,49 @@ fn a_window_that_read_nothing_from_the_store_fails_and_says_so() {
     let o = f.run(&["train", "--loader-only", "--dest", "host", "--fetch-workers", "1", "--warmup", "1", "--steps", "1", "--batch-size", "8", "--crop", "16"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("the 1 timed steps read 0 bytes from the store"), "{}", stderr(&o));
-    // The record is kept, with what the window read.
-    let recs = results_in(&f.res);
-    assert_eq!(recs.len(), 1);
-    let rec: Value = serde_json::from_slice(&std::fs::read(&recs[0]).unwrap()).unwrap();
-    assert_eq!(rec["results"]["repeats"][0]["read_bytes"], 0);
-    assert_eq!(rec["results"]["dataset"]["bytes_per_image"], 3072.0);
+    // No record: its images/s would be meaningless.
+    assert!(results_in(&f.res).is_empty(), "a window that read nothing left a record");
+}
+
+#[test]
+fn a_jpeg_index_must_name_its_own_tar() {
+    let f = Fixture::new();
+    ok(&f.ingest(&["jpeg", "--synthetic", "8", "--synthetic-size", "16x16", "--samples-per-shard", "4"]));
+    let mut idx = f.json("jpeg/train-000001.index.json");
+    assert_eq!(idx["shard"], "jpeg/train-000001.tar");
+    // Another shard's tar: its bytes would be counted as this shard's.
+    idx["shard"] = json!("jpeg/train-000000.tar");
+    f.put_json("jpeg/train-000001.index.json", &idx);
+    assert_fails(
+        &f.run(&["train", "--layout", "jpeg", "--loader-only", "--dest", "host", "--batch-size", "2", "--crop", "8"]),
+        1,
+        "'jpeg/train-000001.index.json' names 'jpeg/train-000000.tar' as its data, not the shard's own 'jpeg/train-000001.tar'",
+        &f.res,
+    );
+}
+
+#[test]
+fn a_reingest_touches_the_old_set_only_once_its_input_is_found() {
+    let f = Fixture::new();
+    ok(&f.ingest(&["tokens", "--synthetic", "--total-bytes", "128KiB", "--seq-len", "256", "--shard-bytes", "64KiB"]));
+    let before = std::fs::read(f.object("tokens/train.dataset.json")).unwrap();
+    // A mistyped --input: refused before the set under the prefix is touched.
+    // A word-level tokenizer small enough to write here (the tokenizers crate's JSON schema).
+    let tok = f.tmp.path().join("tokenizer.json");
+    let model = json!({"type": "WordLevel", "vocab": {"[UNK]": 0, "a": 1}, "unk_token": "[UNK]"});
+    let spec = json!({"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null, "model": model});
+    std::fs::write(&tok, spec.to_string()).unwrap();
+    let typo = f.tmp.path().join("no-such-corpus");
+    let o = f.ingest(&["tokens", "--input", typo.to_str().unwrap(), "--tokenizer", tok.to_str().unwrap()]);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no-such-corpus"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(f.object("tokens/train.dataset.json")).unwrap(), before, "the manifest was rewritten");
+    assert!(f.object("tokens/train-000001.bin").is_file(), "a shard was deleted");
+    // Shards without a manifest (the original suite's) are replaced, and said so.
+    std::fs::remove_file(f.object("tokens/train.dataset.json")).unwrap();
+    let o = f.ingest(&["tokens", "--synthetic", "--total-bytes", "64KiB", "--seq-len", "256", "--shard-bytes", "64KiB"]);
+    ok(&o);
+    assert!(stderr(&o).contains("'tokens/train' held 4 shard object(s) without a manifest"), "{}", stderr(&o));
+    assert!(!f.object("tokens/train-000001.bin").exists(), "the old second shard stays");
 }

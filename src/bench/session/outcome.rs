@@ -26,6 +26,10 @@ pub struct Outcome<P, R> {
     /// The bench's own failure that still leaves a record: a data mismatch
     /// (exit 4) or a failed step (exit 1).
     pub failure: Option<Error>,
+    /// The measurement does not mean what its figures say (a window that
+    /// read nothing from the store): no record is written, every rank exits
+    /// with this error after the last meeting.
+    pub invalid: Option<Error>,
     /// A bench that moves no data by design (`barrier`) says why here: its
     /// verdict is then not-applicable, never "no timed window ran".
     pub verdict_without_windows: Option<String>,
@@ -42,6 +46,7 @@ impl<P, R> Outcome<P, R> {
             environment: Vec::new(),
             stats: StoreStats::default(),
             failure: None,
+            invalid: None,
             verdict_without_windows: None,
         }
     }

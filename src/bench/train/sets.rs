@@ -31,7 +31,8 @@ pub(super) struct Started {
     pub handles: Vec<tokio::task::JoinHandle<()>>,
     /// JPEG decode threads (0 for raw).
     pub decode_threads: usize,
-    /// The set's data bytes per image (what a timed window's images hold).
+    /// Bytes a window reads per image it consumes: the set's data bytes per
+    /// image, JPEG payload bytes with one GET per sample.
     pub bytes_per_image: f64,
 }
 
@@ -60,7 +61,7 @@ pub(super) async fn start_raw_set(session: &Session, plan: &TrainPlan, prefix: &
     let (h, w) = (listed[0].meta.height, listed[0].meta.width);
     if let Some(l) = listed.iter().find(|l| l.meta.height != h || l.meta.width != w) {
         return Err(Error::Runtime(format!(
-            "'{}' holds {}x{} images, the first shard {h}x{w}: one size per --prefix",
+            "'{}' holds {}x{} images, the first shard {h}x{w}: one size per --prefix: re-run `s3rdma ingest raw` there",
             l.sidecar_key, l.meta.width, l.meta.height
         )));
     }
@@ -115,7 +116,14 @@ pub(super) async fn start_jpeg_set(
     let alloc_err = |what: &str, n: usize, e: String| alloc_err(dest, what, n, e);
     let set = crate::catalog::shards::list::<JpegIndex>(store.as_ref(), prefix).await?;
     set.warnings.iter().for_each(|w| session.warn(w.clone()));
-    let bytes_per_image = set.bytes_per_item();
+    // Per sample GET a window reads JPEG payloads; whole shards, the tar (headers and padding too).
+    let bytes_per_image = match plan.jpeg_fetch {
+        super::JpegFetch::Sample => {
+            let (bytes, n) = set.shards.iter().flat_map(|l| &l.meta.samples).fold((0u64, 0u64), |(b, n), x| (b + x.length, n + 1));
+            bytes as f64 / n.max(1) as f64
+        }
+        super::JpegFetch::Shard => set.bytes_per_item(),
+    };
     let listed = set.shards;
     let shards_total = listed.len();
     let classes = listed.iter().flat_map(|l| l.meta.samples.iter().map(|s| s.label)).max().map_or(1, |m| m as i64 + 1);

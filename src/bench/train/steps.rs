@@ -194,9 +194,11 @@ pub(crate) type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
 /// record's repeats, each with `repeat`, `images` and `read_bytes`). A window
 /// whose images all came from what warm-up and the loader's read-ahead had
 /// read before it measures memory: when a repeat read no byte, the run fails
-/// (its record is kept, its images/s meaningless); when it read less than half
+/// and writes no record (its images/s would be meaningless); when it read less than half
 /// the bytes its images hold (`bytes_per_image`, the set's data bytes per
-/// image), a warning says images/s overstates the store's rate.
+/// image), a warning says images/s overstates the store's rate; when it
+/// counted over twice those bytes (reads begun before the window), a warning
+/// says read GB/s overstates it.
 ///
 /// Returns the failure, if any, and the warnings.
 pub(crate) fn window_check(reps: &[serde_json::Value], steps: u32, warmup: u32, bytes_per_image: f64) -> (Option<Error>, Vec<String>) {
@@ -213,7 +215,13 @@ pub(crate) fn window_check(reps: &[serde_json::Value], steps: u32, warmup: u32, 
             ));
             return (Some(e), warnings);
         }
-        if (read as f64) < held / 2.0 {
+        if (read as f64) > held * 2.0 {
+            warnings.push(format!(
+                "repeat {}: the timed steps counted {read} bytes, {:.1}x the {held:.0} their {images} images hold: reads begun before the window (whole shards) ended inside it, so read GB/s overstates the window: {fix}",
+                r["repeat"],
+                read as f64 / held
+            ));
+        } else if (read as f64) < held / 2.0 {
             warnings.push(format!(
                 "repeat {}: the timed steps read {read} bytes, {:.0}% of the {held:.0} their {images} images hold: the rest was read ahead before the window, so images/s overstates the store's rate: {fix}",
                 r["repeat"],
@@ -289,7 +297,7 @@ pub(crate) async fn finish(
     let windows: Vec<(String, WitnessReport)> = witnesses.iter().enumerate().map(|(i, w)| (format!("repeat {}", i + 1), w.clone())).collect();
     let store = &session.store;
     let mut outcome = Outcome::new(params, results, windows);
-    outcome.failure = failure;
+    outcome.invalid = failure;
     session
         .finish(outcome, || {
             let r =
