@@ -228,6 +228,20 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     // Read before the load: a model whose write stopped midway is refused
     // whether or not --verify is asked.
     let digest = crate::catalog::digest::read(store.as_ref(), &plan.model).await?;
+    if let Some(d) = &digest {
+        // Whether or not --verify is asked: a model whose index or headers are
+        // not the ones it was written with is refused, not loaded in part.
+        let files: Vec<(&str, &ShardLayout)> = layout.iter().map(|l| (verify::file_of(&plan.model, &l.key), l)).collect();
+        let diffs = d.layout_differences(&files);
+        if let Some(first) = diffs.first() {
+            return Err(Error::Runtime(format!(
+                "the model under '{}' is not the one '{}' describes ({} difference(s), first: {first}): copy every shard its index lists and the index again, or write the model again with `s3rdma ingest weights`; remove the digest if another tool replaced the model",
+                plan.model,
+                crate::format::weights::key_in(&plan.model, crate::format::digest::DIGEST),
+                diffs.len()
+            )));
+        }
+    }
     let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
     let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
     // What the session said already (the store's size-independent warnings) is not said twice.

@@ -95,6 +95,50 @@ impl Digest {
         out
     }
 
+    /// How the model's layout (each shard's file name relative to the
+    /// model's prefix, with the layout its header gives) differs from the
+    /// model this digest describes, before any byte is loaded: shards the
+    /// digest names that the layout lacks (an index edited or copied from
+    /// another model), shards it does not name, a shard of another size, a
+    /// tensor missing, added, or with another dtype, shape or offsets. Each
+    /// difference is one line naming the shard file (and the tensor); empty
+    /// when the layout is the digest's.
+    pub fn layout_differences(&self, shards: &[(&str, &ShardLayout)]) -> Vec<String> {
+        let mut out: Vec<String> =
+            self.missing(&shards.iter().map(|(f, _)| *f).collect::<Vec<_>>()).into_iter().map(|f| format!("'{f}' is in {DIGEST}, not in the model")).collect();
+        for (file, layout) in shards {
+            let Some(want) = self.shards.get(*file) else {
+                out.push(format!("'{file}' is in the model, not in {DIGEST}"));
+                continue;
+            };
+            if want.object_bytes != layout.object_bytes {
+                out.push(format!("'{file}' holds {} bytes, {DIGEST} says {}", layout.object_bytes, want.object_bytes));
+                continue;
+            }
+            for t in &layout.tensors {
+                match want.tensors.get(&t.name) {
+                    None => out.push(format!("'{file}' holds tensor '{}', which {DIGEST} does not name", t.name)),
+                    Some(w) if w.dtype != t.dtype || w.shape != t.shape || w.offsets != [t.offset, t.offset + t.nbytes] => out.push(format!(
+                        "'{file}' tensor '{}' is {} {:?} at {}..{}, {DIGEST} says {} {:?} at {}..{}",
+                        t.name,
+                        t.dtype,
+                        t.shape,
+                        t.offset,
+                        t.offset + t.nbytes,
+                        w.dtype,
+                        w.shape,
+                        w.offsets[0],
+                        w.offsets[1]
+                    )),
+                    Some(_) => {}
+                }
+            }
+            let names: std::collections::BTreeSet<&str> = layout.tensors.iter().map(|t| t.name.as_str()).collect();
+            out.extend(want.tensors.keys().filter(|n| !names.contains(n.as_str())).map(|n| format!("'{file}' lacks tensor '{n}', which {DIGEST} names")));
+        }
+        out
+    }
+
     /// Shards the digest names that the loaded model lacks (`files`: the
     /// model's shard file names).
     pub fn missing<'a>(&'a self, files: &[&str]) -> Vec<&'a str> {
@@ -158,5 +202,36 @@ mod tests {
         assert_eq!(d.mismatches("other.safetensors", &l, &blob), ["m/model.safetensors: not in s3rdma-digest.json"]);
         let bigger = ShardLayout { object_bytes: l.object_bytes + 1, ..l.clone() };
         assert!(d.mismatches("model.safetensors", &bigger, &blob)[0].contains("bytes, s3rdma-digest.json says"));
+    }
+
+    /// A layout is compared with the digest before any byte is read: the
+    /// same layout has no difference; a shard missing from the model (an
+    /// index that lost its entries), one the digest does not know, another
+    /// size, or a tensor relabelled or dropped is each named.
+    #[test]
+    fn a_layout_that_is_not_the_digests_is_named_before_the_load() {
+        let (l, blob) = shard();
+        let mut d = Digest::default();
+        d.add("a.safetensors", &l, &blob);
+        d.add("b.safetensors", &l, &blob);
+        assert_eq!(d.layout_differences(&[("a.safetensors", &l), ("b.safetensors", &l)]), Vec::<String>::new());
+        assert_eq!(d.layout_differences(&[("a.safetensors", &l)]), ["'b.safetensors' is in s3rdma-digest.json, not in the model"]);
+        let diffs = d.layout_differences(&[("a.safetensors", &l), ("b.safetensors", &l), ("c.safetensors", &l)]);
+        assert_eq!(diffs, ["'c.safetensors' is in the model, not in s3rdma-digest.json"]);
+        let bigger = ShardLayout { object_bytes: l.object_bytes + 1, ..l.clone() };
+        assert_eq!(
+            d.layout_differences(&[("a.safetensors", &l), ("b.safetensors", &bigger)]),
+            [format!("'b.safetensors' holds {} bytes, s3rdma-digest.json says {}", l.object_bytes + 1, l.object_bytes)]
+        );
+        let mut other = l.clone();
+        other.tensors[0].dtype = "I8".into();
+        other.tensors.pop();
+        assert_eq!(
+            d.layout_differences(&[("a.safetensors", &l), ("b.safetensors", &other)]),
+            [
+                "'b.safetensors' tensor 'a' is I8 [12] at 0..12, s3rdma-digest.json says U8 [12] at 0..12".to_string(),
+                "'b.safetensors' lacks tensor 'b', which s3rdma-digest.json names".to_string()
+            ]
+        );
     }
 }

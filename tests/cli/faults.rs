@@ -407,7 +407,7 @@ fn a_flipped_byte_under_right_headers_is_caught_by_the_weights_digest() {
     let err = stderr(&o);
     assert_eq!(injected, 1, "{}", log.join("\n"));
     assert_eq!(o.status.code(), Some(4), "{err}");
-    assert!(err.contains("differ from the digest written with the model ('tiny/s3rdma-digest.json'") && !err.contains("panicked"), "{err}");
+    assert!(err.contains("checked against the digest written with the model ('tiny/s3rdma-digest.json'") && !err.contains("panicked"), "{err}");
 }
 
 /// A lie the headers cannot show (one flipped byte, the right Content-Range)

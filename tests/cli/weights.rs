@@ -324,10 +324,14 @@ fn weights_verify_names_its_reference_and_catches_bytes_changed_at_rest() {
     std::fs::write(&shard, &b).unwrap();
     let o = verify(&[]);
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    assert!(stderr(&o).contains("1 of 47 tensors differ from the digest written with the model ('m/v/s3rdma-digest.json'"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("1 difference(s) in the 47 tensors checked against the digest written with the model ('m/v/s3rdma-digest.json'"),
+        "{}",
+        stderr(&o)
+    );
     let o = s3rdma(&["weights", "--model", "m/v", "--reference", copy.to_str().unwrap()], tmp.path());
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    assert!(stderr(&o).contains("differ from the local copy at"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("tensors checked against the local copy at"), "{}", stderr(&o));
     // Without a digest and a local copy, a re-read is all there is: it
     // returns the flipped byte again, and says it is no independent reference.
     std::fs::remove_file(dir.join("s3rdma-digest.json")).unwrap();
@@ -377,4 +381,25 @@ fn a_model_written_over_another_leaves_one_and_a_stopped_write_is_refused() {
     let o = s3rdma(&["weights", "--synth", "tiny", "--model", "x", "--verify"], tmp.path());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(!bucket.join("x").exists(), "nothing written");
+}
+
+#[test]
+fn a_model_that_is_not_its_digests_is_refused_before_the_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("s3rdma-data/s3rdma-bench/m/p");
+    ok(&s3rdma(&["weights", "--synth", "tiny", "--model", "m/p", "--shard-size", "16MB"], tmp.path()));
+    // The index loses the last shard's entries: a load would read three
+    // quarters of the model and call it the model.
+    let index = dir.join("model.safetensors.index.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+    v["weight_map"].as_object_mut().unwrap().retain(|_, f| f != "model-00004-of-00004.safetensors");
+    std::fs::write(&index, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = s3rdma(&["weights", "--model", "m/p"], tmp.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("the model under 'm/p' is not the one 'm/p/s3rdma-digest.json' describes (1 difference(s), first: 'model-00004-of-00004.safetensors' is in s3rdma-digest.json, not in the model)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(results_in(&tmp.path().join("results")).is_empty(), "a refused load left a record");
 }

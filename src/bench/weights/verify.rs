@@ -78,7 +78,7 @@ impl Verified {
             Reference::ReRead => ": the load and a second read of the store disagree".into(),
         };
         Some(Error::Mismatch(format!(
-            "--verify: {} of {} tensors differ from {}, first: {first}{hint}",
+            "--verify: {} difference(s) in the {} tensors checked against {}, first: {first}{hint}",
             self.mismatched.len(),
             self.tensors_checked,
             self.reference
@@ -138,7 +138,7 @@ fn what_is(path: &Path) -> String {
 }
 
 /// A shard's file name relative to the model's prefix (what the index and the digest name).
-fn file_of<'a>(prefix: &str, key: &'a str) -> &'a str {
+pub(super) fn file_of<'a>(prefix: &str, key: &'a str) -> &'a str {
     key.strip_prefix(&key_in(prefix, "")).unwrap_or(key)
 }
 
