@@ -73,6 +73,8 @@ pub struct Session {
     /// transfer ([`ObjectStore::preflight`] of size 0), then whatever a bench
     /// adds through [`Session::warn`].
     warnings: std::sync::Mutex<Vec<String>>,
+    /// Whether a window under [`SHORT_WINDOW_S`] was said (once a run).
+    short_window_said: std::sync::atomic::AtomicBool,
     /// A bench that stages device memory its own way (not through
     /// [`Session::buffer`]'s bounce buffers) says how here, and the record's
     /// `environment.device_path` shows this instead of the bounce-buffer settings.
@@ -93,6 +95,26 @@ pub struct OpenWindow {
     coordination: Coordination,
     /// This rank's RDMA rails at the open, where the store counts them.
     rails: Option<crate::store::Rails>,
+    /// When the opening meeting released this rank.
+    opened: std::time::Instant,
+}
+
+/// A timed window shorter than this (seconds) measures the clock, the
+/// scheduler and the meetings around it more than the store: its rate is
+/// said to be noise (10 ms: a Linux scheduler time slice is 1–10 ms, and one
+/// preemption would then move the figure by up to 100%).
+pub const SHORT_WINDOW_S: f64 = 0.010;
+
+/// The warning for a window `name` that lasted `lasted_s` seconds, when that
+/// is under [`SHORT_WINDOW_S`].
+fn short_window(name: &str, lasted_s: f64) -> Option<String> {
+    (lasted_s < SHORT_WINDOW_S).then(|| {
+        format!(
+            "the timed window '{name}' lasted {:.3} ms, under {} ms: its rate measures the clock and the scheduler more than the store; move more bytes per window",
+            lasted_s * 1e3,
+            SHORT_WINDOW_S * 1e3
+        )
+    })
 }
 
 /// Which way a window moved its payload.
@@ -251,6 +273,7 @@ impl Session {
             host: sysinfo::System::host_name().unwrap_or_default(),
             output: spec.output.clone(),
             warnings,
+            short_window_said: Default::default(),
             device_path: None,
             server_note,
             require_rdma: spec.require_rdma,
@@ -330,7 +353,14 @@ impl Session {
         let n = self.windows.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let name = format!("{}-window{n}", self.bench);
         let released = self.group.barrier_then(&format!("{name}-open"), || self.witness.begin()).await?;
-        Ok(OpenWindow { name, scrape: released.root, stats: self.store.stats(), coordination: released.after, rails: self.store.rails() })
+        Ok(OpenWindow {
+            name,
+            scrape: released.root,
+            stats: self.store.stats(),
+            coordination: released.after,
+            rails: self.store.rails(),
+            opened: std::time::Instant::now(),
+        })
     }
 
     /// Close a window: every rank calls it when its timed work (and any
@@ -351,6 +381,10 @@ impl Session {
         figures: T,
     ) -> Result<Closed<T>> {
         let stats = self.store.stats().since(&w.stats);
+        let lasted = w.opened.elapsed().as_secs_f64();
+        if let Some(said) = short_window(&w.name, lasted).filter(|_| !self.short_window_said.swap(true, std::sync::atomic::Ordering::Relaxed)) {
+            self.warn(said);
+        }
         let scrape = w.scrape;
         let closing = || async {
             match scrape {
@@ -553,3 +587,20 @@ use launch::find_rank;
 pub use outcome::Outcome;
 use spec::watch_local_server;
 pub use spec::{RunPlan, SessionSpec, World, store_error};
+
+#[cfg(test)]
+mod tests {
+    /// A window under 10 ms is said, with its name and length; one of 10 ms
+    /// or more is not.
+    #[test]
+    fn a_window_under_ten_milliseconds_is_said_to_be_noise() {
+        assert_eq!(
+            super::short_window("repeat 1", 0.000_068).as_deref(),
+            Some(
+                "the timed window 'repeat 1' lasted 0.068 ms, under 10 ms: its rate measures the clock and the scheduler more than the store; move more bytes per window"
+            )
+        );
+        assert_eq!(super::short_window("repeat 1", 0.010), None);
+        assert_eq!(super::short_window("repeat 1", 2.5), None);
+    }
+}

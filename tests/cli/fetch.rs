@@ -381,5 +381,7 @@ fn empty_environment_variables_are_unset_ones() {
     let tmp = tempfile::tempdir().unwrap();
     let o = s3rdma_env(&["fetch", "--sizes", "1MiB", "--iters", "1", "--warmup", "0s"], tmp.path(), &[("MINIOCPP_LIB", ""), ("AWS_ENDPOINT_URL", "")]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    // The only warning: a 4 MiB window from the page cache is too short to measure.
+    let err = stderr(&o);
+    assert!(!err.lines().any(|l| l.contains("warning") && !l.contains("the timed window")), "{err}");
 }
