@@ -229,18 +229,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     // whether or not --verify is asked.
     let digest = crate::catalog::digest::read(store.as_ref(), &plan.model).await?;
     if let Some(d) = &digest {
-        // Whether or not --verify is asked: a model whose index or headers are
-        // not the ones it was written with is refused, not loaded in part.
-        let files: Vec<(&str, &ShardLayout)> = layout.iter().map(|l| (verify::file_of(&plan.model, &l.key), l)).collect();
-        let diffs = d.layout_differences(&files);
-        if let Some(first) = diffs.first() {
-            return Err(Error::Runtime(format!(
-                "the model under '{}' is not the one '{}' describes ({} difference(s), first: {first}): copy every shard its index lists and the index again, or write the model again with `s3rdma ingest weights`; remove the digest if another tool replaced the model",
-                plan.model,
-                crate::format::weights::key_in(&plan.model, crate::format::digest::DIGEST),
-                diffs.len()
-            )));
-        }
+        verify::same_layout(&plan.model, &layout, d)?;
     }
     let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
     let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
@@ -331,45 +320,49 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     outcome.stats = stats;
     outcome.failure = failure;
     let (backend, location) = (store.backend().name(), store.location());
-    s.finish(outcome, || {
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        t.set_header(["loader", "dest", "shards", "tensors", "GB", "wall s", "GB/s", "client cores", "witness", "verified"]);
+    s.finish(outcome, || print_table(&results, &plan.model, backend, &location, dest, worst)).await
+}
+
+/// The load's table (one row for s3rdma, one per baseline), then the time-to-ready line.
+fn print_table(results: &WeightsResults, model: &str, backend: &str, location: &str, dest: Dest, worst: crate::witness::Verdict) {
+    let WeightsSummary { wall_s: wall, throughput_gbps: gbps, client_cpu_cores: cores } = &results.summary;
+    let (total, tensors) = (results.bytes, results.tensors);
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["loader", "dest", "shards", "tensors", "GB", "wall s", "GB/s", "client cores", "witness", "verified"]);
+    t.add_row([
+        backend.to_string(),
+        dest.name().to_string(),
+        results.shards.to_string(),
+        tensors.to_string(),
+        format!("{:.2}", total as f64 / 1e9),
+        if wall.max > wall.min { format!("{:.3} ({:.3}–{:.3})", wall.median, wall.min, wall.max) } else { format!("{:.3}", wall.median) },
+        format!("{:.2}", gbps.median),
+        format!("{:.2}", cores.median),
+        worst.as_str().to_string(),
+        results.verified.as_ref().map_or("-".into(), Verified::cell),
+    ]);
+    for b in &results.baselines {
+        let name = match b.baseline {
+            Baseline::DownloadThenLoad => "download-then-load",
+            Baseline::LocalThenLoad => "local-then-load",
+        };
         t.add_row([
-            backend.to_string(),
+            name.to_string(),
             dest.name().to_string(),
             results.shards.to_string(),
             tensors.to_string(),
             format!("{:.2}", total as f64 / 1e9),
-            if wall.max > wall.min { format!("{:.3} ({:.3}–{:.3})", wall.median, wall.min, wall.max) } else { format!("{:.3}", wall.median) },
-            format!("{:.2}", gbps.median),
-            format!("{:.2}", cores.median),
-            worst.as_str().to_string(),
-            results.verified.as_ref().map_or("-".into(), Verified::cell),
+            format!("{:.3}", b.wall_s),
+            format!("{:.2}", b.throughput_gbps),
+            format!("{:.2}", b.client_cpu_cores),
+            "-".into(),
+            "-".into(),
         ]);
-        for b in &results.baselines {
-            let name = match b.baseline {
-                Baseline::DownloadThenLoad => "download-then-load",
-                Baseline::LocalThenLoad => "local-then-load",
-            };
-            t.add_row([
-                name.to_string(),
-                dest.name().to_string(),
-                results.shards.to_string(),
-                tensors.to_string(),
-                format!("{:.2}", total as f64 / 1e9),
-                format!("{:.3}", b.wall_s),
-                format!("{:.2}", b.throughput_gbps),
-                format!("{:.2}", b.client_cpu_cores),
-                "-".into(),
-                "-".into(),
-            ]);
-        }
-        println!("weights '{}' from {backend} ({location}), headers {:.3} s", plan.model, header_s);
-        println!("{t}");
-        println!("{}", results.ready.line());
-    })
-    .await
+    }
+    println!("weights '{model}' from {backend} ({location}), headers {:.3} s", results.header_s);
+    println!("{t}");
+    println!("{}", results.ready.line());
 }
 
 /// A missing bucket: weights reads a model that is already there.

@@ -100,6 +100,28 @@ pub struct Checksums {
     pub chunks: Vec<String>,
 }
 
+/// The chunk prefix of generation `generation` of checkpoint `key`:
+/// `<key>.g<generation>`; its chunks are `<key>.g<generation>.partNNNNN`
+/// ([`Manifest::chunk_key`]). Every save writes a new generation, so a save
+/// that stops midway never overwrites the chunks the committed manifest names.
+pub fn generation_prefix(key: &str, generation: &str) -> String {
+    format!("{key}.g{generation}")
+}
+
+/// Which generation of checkpoint `key` the object `object` is a chunk of:
+/// `Some(Some(g))` for `<key>.g<g>.partNNNNN`, `Some(None)` for the original
+/// suite's `<key>.partNNNNN`, `None` for anything else (the manifest, the
+/// serialized blob, another checkpoint's objects).
+pub fn chunk_generation<'a>(key: &str, object: &'a str) -> Option<Option<&'a str>> {
+    let rest = object.strip_prefix(key)?;
+    let digits = |d: &str| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit());
+    if let Some(n) = rest.strip_prefix(".part") {
+        return digits(n).then_some(None);
+    }
+    let (generation, n) = rest.strip_prefix(".g")?.rsplit_once(".part")?;
+    (digits(n) && !generation.is_empty()).then_some(Some(generation))
+}
+
 /// `<key>.manifest.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -328,6 +350,20 @@ pub fn synthetic_adam(bytes: u64) -> Result<Vec<TensorSpec>> {
 
 #[cfg(test)]
 mod tests {
+
+    /// Chunk keys parse back to their generation; the manifest, the
+    /// serialized blob and another checkpoint whose key extends this one do not.
+    #[test]
+    fn chunk_keys_parse_back_to_their_generation() {
+        let g = "20261204T031921.123456-2";
+        let m = Manifest::new(Vec::new(), 10, 4, generation_prefix("ck/r0", g));
+        assert_eq!(m.chunk_key("ck/r0", 2), "ck/r0.g20261204T031921.123456-2.part00002");
+        assert_eq!(chunk_generation("ck/r0", &m.chunk_key("ck/r0", 2)), Some(Some(g)));
+        assert_eq!(chunk_generation("ck/r0", "ck/r0.part00007"), Some(None));
+        for other in ["ck/r0.manifest.json", "ck/r0.safetensors", "ck/r0.g.part00001", "ck/r0.gX.part", "ck/r0.part", "ck/r01.part00001", "ck/r0.gX.partY"] {
+            assert_eq!(chunk_generation("ck/r0", other), None, "{other}");
+        }
+    }
     use super::*;
 
     #[test]

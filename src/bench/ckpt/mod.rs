@@ -42,12 +42,11 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::dedup;
-use super::session::{Direction, Outcome, Session, SessionSpec, World};
+use super::session::{Outcome, Session, SessionSpec, World};
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, Manifest, TensorEntry};
 use crate::mem::{Buffer, Dest};
 use crate::ranks::{self, Rank};
-use crate::sampler::Sampler;
 use crate::store::Backend;
 use crate::store::{self, ObjectStore, blocking};
 use crate::units::{gb, size_name};
@@ -56,9 +55,10 @@ use crate::witness::WitnessReport;
 mod cache;
 mod ops;
 mod plan;
+mod repeat;
 mod results;
 pub use cache::CacheFigures;
-pub(crate) use ops::{Ctx, State, StateSpec, restore_flat, restore_serialized, save_flat, save_serialized, serial_key, verify};
+pub(crate) use ops::{Ctx, State, StateSpec, serial_key, verify};
 pub use plan::{ChunkChecksum, CkptMethod, CkptOp, CkptPlan, RestoreCache};
 pub use results::{AGGREGATION, CkptResults, OpFigures, RepeatRow, Row, Verified};
 pub(crate) use results::{print_table, summarize};
@@ -202,7 +202,8 @@ struct Buffers {
     /// The async save's snapshot (pinned; host without a GPU), when asked.
     snapshot: Option<Buffer>,
     /// Pinned staging buffers, one per chunk in flight, when device memory
-    /// goes through a transport that cannot read it or is checksummed.
+    /// goes through a transport that cannot read it or is checksummed (taken
+    /// into the operations' [`Ctx`] before the first repeat).
     staging: Vec<Buffer>,
 }
 
@@ -354,7 +355,8 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     for spec in &specs {
         let key = format!("{}/{}/rank{:05}", plan.prefix, spec.name, me.rank);
         let state = State::new(spec, dest, gpu.as_ref(), plan.seed, me.rank)?;
-        let Buffers { mut flat, mut restored, mut snapshot, staging } = allocate(&plan, &state, dest, gpu.as_ref(), store.writes_device())?;
+        let mut bufs = allocate(&plan, &state, dest, gpu.as_ref(), store.writes_device())?;
+        let staging = std::mem::take(&mut bufs.staging);
         let ctx = Ctx {
             store: store.clone(),
             serial: serial.clone(),
@@ -365,68 +367,16 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
             staging: Arc::new(tokio::sync::Mutex::new(staging)),
         };
         let direct_ctx = direct.as_ref().map(|(d, serial)| Ctx { store: d.clone(), serial: serial.clone(), staging: ctx.staging.clone(), ..ctx });
+        let repeats =
+            repeat::Repeats { s: &s, plan: &plan, cache_plan: &cache_plan, key: &key, spec, state: &state, ctx: &ctx, direct_ctx: direct_ctx.as_ref() };
         for &method in &plan.methods {
             let mut views: Option<Vec<TensorEntry>> = None;
             for &op in &plan.ops {
                 let mut reps = Vec::new();
                 for rep in 1..=plan.repeats {
-                    let mut cache_figures = None;
-                    let mut rctx = &ctx;
-                    if op == CkptOp::Restore {
-                        restored.zero().map_err(Error::Runtime)?;
-                        // Cold: evict (or choose O_DIRECT) before the window opens.
-                        let (f, read_direct) = cache::prepare(&cache_plan, store.as_ref(), &key).await?;
-                        if read_direct {
-                            rctx = direct_ctx.as_ref().expect("opened for cold restores on the local backend");
-                        }
-                        cache_figures = Some(f);
-                    }
-                    let direct_before = cache::direct_counts(&[rctx.store.as_ref(), rctx.serial.as_ref()]);
-                    let window = s.open_window().await?;
-                    let sampler = Sampler::start();
-                    let generation = format!("{}-{rep}", s.started.format("%Y%m%dT%H%M%S%.6f"));
-                    let r = match (method, op) {
-                        (CkptMethod::Flat | CkptMethod::Async, CkptOp::Save) => {
-                            let buf = match method {
-                                CkptMethod::Async => snapshot.as_mut().expect("allocated for async saves"),
-                                _ => &mut flat,
-                            };
-                            let r = save_flat(&ctx, &key, &state, buf, &generation).await;
-                            if r.is_err() {
-                                // Never committed: its chunks are garbage (the previous generation stays).
-                                delete_prefix(store.as_ref(), &format!("{key}.g{generation}.part"), plan.run.store.read_timeout).await;
-                            }
-                            r
-                        }
-                        (CkptMethod::Flat | CkptMethod::Async, CkptOp::Restore) => restore_flat(rctx, &key, &mut restored).await.map(|(f, v)| {
-                            views = Some(v);
-                            f
-                        }),
-                        (CkptMethod::SerializeThenPut, CkptOp::Save) => save_serialized(&ctx, &key, spec, &state).await,
-                        (CkptMethod::SerializeThenPut, CkptOp::Restore) => restore_serialized(rctx, &key, &state, &mut restored).await.inspect(|_| {
-                            views = Some(state.entries.clone());
-                        }),
-                    };
-                    let smp = sampler.finish();
-                    let mut fig = r?;
-                    fig.rank = me.rank;
-                    fig.host = s.host.clone();
-                    // Training waits for the whole operation, except for an async save's persistence.
-                    fig.stall_s = if (method, op) == (CkptMethod::Async, CkptOp::Save) { fig.flatten_s } else { fig.wall_s };
-                    fig.client_cpu_cores = smp.client_cpu_cores;
-                    fig.host_cpu_cores = smp.host_cpu_cores;
-                    if let Some(c) = cache_figures.as_mut().filter(|c| c.method == cache::Method::Direct.label()) {
-                        let (d, f) = cache::direct_counts(&[rctx.store.as_ref(), rctx.serial.as_ref()]);
-                        (c.direct_read_bytes, c.direct_fallback_bytes) = (Some(d.saturating_sub(direct_before.0)), Some(f.saturating_sub(direct_before.1)));
-                    }
-                    fig.restore_cache = cache_figures;
-                    let dir = if op == CkptOp::Save { Direction::Write } else { Direction::Read };
-                    let closed = s.close_window(window, dir, fig.bytes, fig).await?;
-                    in_windows.add(&closed.stats);
-                    if method != CkptMethod::SerializeThenPut && op == CkptOp::Save {
-                        collect_old_generations(store.as_ref(), &key, Some(&generation)).await?;
-                    }
-                    reps.push(RepeatRow::of(rep, closed.ranks, closed.witness));
+                    let (row, grown) = repeats.one(method, op, rep, &mut bufs, &mut views).await?;
+                    in_windows.add(&grown);
+                    reps.push(row);
                 }
                 let verified = if op == CkptOp::Restore {
                     let what = format!("{key} ({method:?})");
@@ -437,7 +387,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
                             &what,
                             &state,
                             views.as_deref().unwrap_or(&[]),
-                            &restored,
+                            &bufs.restored,
                             &mut mismatch,
                         )
                         .await?,
@@ -497,12 +447,9 @@ async fn delete_prefix(store: &dyn ObjectStore, prefix: &str, budget: std::time:
 /// Errors: the listing's (a listing that fails or never ends is the
 /// store's fault and ends the run); deletes are best effort.
 async fn collect_old_generations(store: &dyn ObjectStore, key: &str, current: Option<&str>) -> Result<()> {
-    let keep = current.map(|g| format!("{key}.g{g}.part"));
     let objs = store.list(&format!("{key}.")).await.map_err(|e| Error::Runtime(format!("listing the older generations of {key} to remove them: {e}")))?;
     for o in objs {
-        let rest = &o.key[key.len()..];
-        let is_part = rest.starts_with(".part") || (rest.starts_with(".g") && rest.contains(".part"));
-        if is_part && keep.as_ref().is_none_or(|k| !o.key.starts_with(k.as_str())) {
+        if fmt::chunk_generation(key, &o.key).is_some_and(|g| current.is_none() || g != current) {
             let _ = store.delete(&o.key).await;
         }
     }

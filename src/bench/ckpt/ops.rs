@@ -137,7 +137,7 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
     })
     .map_err(|e| Error::Runtime(format!("flattening the state: {e}")))?;
     let flatten_s = t0.elapsed().as_secs_f64();
-    let mut manifest = Manifest::new(state.entries.clone(), state.total, ctx.chunk, format!("{key}.g{generation}"));
+    let mut manifest = Manifest::new(state.entries.clone(), state.total, ctx.chunk, fmt::generation_prefix(key, generation));
     manifest.seed = Some(ctx.seed);
     let t1 = Instant::now();
     // SAFETY of the views: read-only, dropped (run_fail_fast ends every task) before `flat` is used again.

@@ -137,8 +137,28 @@ fn what_is(path: &Path) -> String {
     }
 }
 
+/// Refuse a model whose layout is not the one its digest `d` describes
+/// ([`Digest::layout_differences`]), before the load and whether or not
+/// `--verify` is asked: an index that lost a shard's entries, a shard of
+/// another size, a tensor relabelled or dropped would otherwise load in
+/// part and be timed as the model.
+///
+/// Errors: [`Error::Runtime`] naming the first difference, their count and the fix.
+pub(super) fn same_layout(prefix: &str, layout: &[ShardLayout], d: &Digest) -> Result<()> {
+    let files: Vec<(&str, &ShardLayout)> = layout.iter().map(|l| (file_of(prefix, &l.key), l)).collect();
+    let diffs = d.layout_differences(&files);
+    match diffs.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::Runtime(format!(
+            "the model under '{prefix}' is not the one '{}' describes ({} difference(s), first: {first}): copy every shard its index lists and the index again, or write the model again with `s3rdma ingest weights`; remove the digest if another tool replaced the model",
+            key_in(prefix, DIGEST),
+            diffs.len()
+        ))),
+    }
+}
+
 /// A shard's file name relative to the model's prefix (what the index and the digest name).
-pub(super) fn file_of<'a>(prefix: &str, key: &'a str) -> &'a str {
+fn file_of<'a>(prefix: &str, key: &'a str) -> &'a str {
     key.strip_prefix(&key_in(prefix, "")).unwrap_or(key)
 }
 
