@@ -123,19 +123,7 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     if !quiet {
         println!("s3rdma verify: backend {}, bucket '{}', sizes {}", backend.name(), plan.run.store.bucket, sizes.join(", "));
     }
-    let gpu_seen = check_gpu(&mut s);
-    // The GPU opens before the store: rdma workers bind its context.
-    let (gpu, no_gpu_why) = if gpu_seen {
-        match crate::mem::Gpu::open(plan.device) {
-            Ok(g) => (Some(g), String::new()),
-            Err(e) => {
-                s.add(1, Status::Warn, format!("GPU {}: {e}: host-memory probes only", plan.device), Some("pick a usable GPU with --device".into()));
-                (None, format!("GPU {} could not be opened ({e})", plan.device))
-            }
-        }
-    } else {
-        (None, "no usable GPU on this host".to_string())
-    };
+    let (gpu, no_gpu_why) = open_gpu(&mut s, plan.device);
 
     // Through the session like every bench (store counted, witness, record),
     // except that a store the library cannot open is step 1's finding and an
@@ -163,36 +151,8 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     }
     store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid --key: {e}")))?;
 
-    let mut config_failure = false;
-    let reached = match store.ensure_bucket(plan.prepare).await {
-        Ok(()) => {
-            s.add(2, Status::Pass, format!("bucket '{}' at {} is reachable", store.bucket(), store.location()), None);
-            true
-        }
-        Err(e) => {
-            let fix =
-                if backend == Backend::Local { "fix --root or --bucket, or pass --prepare" } else { "fix the endpoint, credentials or bucket named above" };
-            // Configuration (an untrusted certificate, ...) exits 2, as in every bench.
-            config_failure = matches!(e, crate::error::StoreError::Config(_));
-            s.add(2, Status::Fail, (plan.run.output.explain)(&Error::Store(e)), Some(fix.into()));
-            false
-        }
-    };
+    let (reached, config_failure) = bucket_step(&mut s, store, &plan).await;
     let mut ops: Vec<ProbeOp> = Vec::new();
-    // The probe key must be free: verify writes it and deletes it afterwards.
-    let reached = reached
-        && match store.head(&plan.key).await {
-            Ok(_) => {
-                s.add(
-                    2,
-                    Status::Fail,
-                    format!("an object '{}' already exists: verify would overwrite and then delete it", plan.key),
-                    Some("pass a --key that does not exist".into()),
-                );
-                false
-            }
-            Err(_) => true,
-        };
     if reached {
         metrics_step(&mut s, backend, witness).await;
         let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
@@ -276,6 +236,51 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     outcome.failure = failure;
     // The steps were printed as they ran.
     session.finish(outcome, || {}).await
+}
+
+/// Step 1's GPU checks, then the GPU opened before the store (rdma workers
+/// bind its context): the GPU, or why there is none (a usable GPU that does
+/// not open is a warning; host-memory probes only).
+fn open_gpu(s: &mut Steps, device: usize) -> (Option<std::sync::Arc<crate::mem::Gpu>>, String) {
+    if !check_gpu(s) {
+        return (None, "no usable GPU on this host".to_string());
+    }
+    match crate::mem::Gpu::open(device) {
+        Ok(g) => (Some(g), String::new()),
+        Err(e) => {
+            s.add(1, Status::Warn, format!("GPU {device}: {e}: host-memory probes only"), Some("pick a usable GPU with --device".into()));
+            (None, format!("GPU {device} could not be opened ({e})"))
+        }
+    }
+}
+
+/// Step 2: the bucket is reachable (created with `--prepare`) and the probe
+/// key free (verify writes it, then deletes it).
+///
+/// Returns whether the probes can run, and whether what failed is the
+/// configuration (an untrusted certificate, ...: exit 2, as in every bench).
+async fn bucket_step(s: &mut Steps, store: &dyn store::ObjectStore, plan: &VerifyPlan) -> (bool, bool) {
+    if let Err(e) = store.ensure_bucket(plan.prepare).await {
+        let fix = if plan.run.store.backend == Backend::Local {
+            "fix --root or --bucket, or pass --prepare"
+        } else {
+            "fix the endpoint, credentials or bucket named above"
+        };
+        let config_failure = matches!(e, crate::error::StoreError::Config(_));
+        s.add(2, Status::Fail, (plan.run.output.explain)(&Error::Store(e)), Some(fix.into()));
+        return (false, config_failure);
+    }
+    s.add(2, Status::Pass, format!("bucket '{}' at {} is reachable", store.bucket(), store.location()), None);
+    if store.head(&plan.key).await.is_ok() {
+        s.add(
+            2,
+            Status::Fail,
+            format!("an object '{}' already exists: verify would overwrite and then delete it", plan.key),
+            Some("pass a --key that does not exist".into()),
+        );
+        return (false, false);
+    }
+    (true, false)
 }
 
 /// A store the library could not open: step 1's FAIL and the RESULT line
