@@ -292,50 +292,13 @@ pub(crate) fn start_jpeg(
                 (ctx.clone(), mine.clone(), gets.clone(), decode.clone(), tx.clone(), home.clone(), shard_cache.clone());
             let batch_seed = ctx.seed ^ ticket.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             tokio::spawn(async move {
-                // Fetch every sample's JPEG bytes.
-                let mut jpegs: Vec<Vec<u8>> = Vec::with_capacity(picks.len());
-                match cache {
-                    Some((s, buf)) if fetch == JpegFetch::Shard => {
-                        let host = buf.as_host().expect("host");
-                        for &(ps, i) in &picks {
-                            debug_assert_eq!(ps, s);
-                            let e = &mine[ps].meta.samples[i];
-                            jpegs.push(host[e.offset as usize..(e.offset + e.length) as usize].to_vec());
-                        }
+                let jpegs = match sample_bytes(&ctx, &mine, &gets, &picks, cache.filter(|_| fetch == JpegFetch::Shard)).await {
+                    Ok(j) => j,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
                     }
-                    _ => {
-                        let futs = picks.iter().map(|&(s, i)| {
-                            let (ctx, gets) = (ctx.clone(), gets.clone());
-                            let l = &mine[s];
-                            let e = l.meta.samples[i].clone();
-                            let key = l.data_key.clone();
-                            async move {
-                                let _p = gets.acquire_owned().await;
-                                let _io = ctx.gate.read().await;
-                                let t = Instant::now();
-                                let mut b = Buffer::from_vec(vec![0u8; e.length as usize]);
-                                let r = ctx.store.get_into(&key, Some(e.offset..e.offset + e.length), &mut b).await;
-                                ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-                                let t = r?;
-                                if t.bytes != e.length {
-                                    return Err(Error::Runtime(format!("short read of sample '{}' in '{key}': {} of {} bytes", e.key, t.bytes, e.length)));
-                                }
-                                ctx.counters.bytes.fetch_add(t.bytes, Ordering::Relaxed);
-                                ctx.counters.gets.fetch_add(1, Ordering::Relaxed);
-                                Ok::<_, Error>(b.as_host().expect("host").to_vec())
-                            }
-                        });
-                        for r in futures::future::join_all(futs).await {
-                            match r {
-                                Ok(j) => jpegs.push(j),
-                                Err(e) => {
-                                    let _ = tx.send(Err(e)).await;
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                }
+                };
                 let labels: Vec<i64> = picks.iter().map(|&(s, i)| mine[s].meta.samples[i].label as i64).collect();
                 let keys: Vec<String> = picks.iter().map(|&(s, i)| format!("{}/{}", mine[s].data_key, mine[s].meta.samples[i].key)).collect();
                 let counters = ctx.counters.clone();
@@ -374,6 +337,54 @@ pub(crate) fn start_jpeg(
         }
     });
     vec![producer]
+}
+
+/// The JPEG bytes of each `(shard, sample)` of `picks`, in order: cut from
+/// the whole shard in `cache` (`--jpeg-fetch shard`, every pick from that
+/// shard), else one ranged GET per sample, at most `gets` at once (each
+/// counted in the loader's fetch time, bytes and GETs).
+///
+/// Errors: a GET's, or one that returned fewer bytes than the index says.
+async fn sample_bytes(
+    ctx: &Arc<LoaderCtx>,
+    mine: &[Listed<JpegIndex>],
+    gets: &Arc<tokio::sync::Semaphore>,
+    picks: &[(usize, usize)],
+    cache: Option<(usize, Arc<Buffer>)>,
+) -> Result<Vec<Vec<u8>>> {
+    if let Some((s, buf)) = cache {
+        let host = buf.as_host().expect("host");
+        return Ok(picks
+            .iter()
+            .map(|&(ps, i)| {
+                debug_assert_eq!(ps, s);
+                let e = &mine[ps].meta.samples[i];
+                host[e.offset as usize..(e.offset + e.length) as usize].to_vec()
+            })
+            .collect());
+    }
+    let futs = picks.iter().map(|&(s, i)| {
+        let (ctx, gets) = (ctx.clone(), gets.clone());
+        let l = &mine[s];
+        let e = l.meta.samples[i].clone();
+        let key = l.data_key.clone();
+        async move {
+            let _p = gets.acquire_owned().await;
+            let _io = ctx.gate.read().await;
+            let t = Instant::now();
+            let mut b = Buffer::from_vec(vec![0u8; e.length as usize]);
+            let r = ctx.store.get_into(&key, Some(e.offset..e.offset + e.length), &mut b).await;
+            ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+            let t = r?;
+            if t.bytes != e.length {
+                return Err(Error::Runtime(format!("short read of sample '{}' in '{key}': {} of {} bytes", e.key, t.bytes, e.length)));
+            }
+            ctx.counters.bytes.fetch_add(t.bytes, Ordering::Relaxed);
+            ctx.counters.gets.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, Error>(b.as_host().expect("host").to_vec())
+        }
+    });
+    futures::future::join_all(futs).await.into_iter().collect()
 }
 
 /// Jpeg `--jpeg-fetch shard`: read the next shard in this rank's epoch order
