@@ -324,53 +324,58 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
     let mut outcome = Outcome::new(params, &results, windows);
     outcome.stats = stats;
     let (backend, location) = (store.backend().name(), store.location());
-    s.finish(outcome, || {
-        let range = |s: &Spread, f: fn(f64) -> String| if s.max > s.min { format!("{} ({}–{})", f(s.median), f(s.min), f(s.max)) } else { f(s.median) };
-        let mut t = Table::new();
-        t.load_preset(UTF8_FULL_CONDENSED);
-        let mut header = vec![
-            "backend".to_string(),
-            "dest".into(),
-            "tokens/s".into(),
-            "GB/s".into(),
-            "client cores".into(),
-            "fetch wait s".into(),
-            "step ms (median)".into(),
-        ];
-        header.extend(MODELS.iter().map(|m| format!("GPUs of {}", m.name)));
-        header.push("witness".into());
-        t.set_header(header);
-        let mut row = vec![
-            backend.to_string(),
-            dest.name().to_string(),
-            range(&tps, human_rate),
-            range(&gbps, |v| format!("{v:.2}")),
-            format!("{:.2}", cores.median),
-            format!("{:.3}", wait.median),
-            format!("{:.3}", step.median),
-        ];
-        row.extend(results.gpus_it_could_feed.iter().map(|f| format!("{}", f.gpus_fed as u64)));
-        row.push(worst.as_str().to_string());
-        t.add_row(row);
-        println!(
-            "tokens '{}' from {backend} ({location}): {} timed shard(s), {:.2} GB, seq_len {seq_len}, batches of {} sequences, {} fetch workers x {} runs",
-            plan.prefix,
-            listed.len() - warm,
-            timed_bytes as f64 / 1e9,
-            plan.batch_seqs,
-            plan.fetch_workers,
-            crate::units::size_approx(run_cap)
-        );
-        println!("{t}");
-        println!(
-            "GPUs it could feed: per GPU {:.0} tokens/s for {} at MFU {} of {} TFLOPS (6N FLOPs/token)",
-            gpu_tokens_per_s(&MODELS[0], plan.gpu_tflops, plan.mfu),
-            MODELS[0].name,
-            plan.mfu,
-            plan.gpu_tflops
-        );
-    })
-    .await
+    s.finish(outcome, || print_table(&results, &plan, (backend, &location), dest, worst, run_cap)).await
+}
+
+/// The run's line, its table (one row: rates, CPU, fetch wait, GPUs fed per
+/// model, witness) and the feed formula's line; `run_cap`: the largest run, bytes.
+fn print_table(
+    results: &TokensResults,
+    plan: &TokensPlan,
+    (backend, location): (&str, &str),
+    dest: crate::mem::Dest,
+    worst: crate::witness::Verdict,
+    run_cap: u64,
+) {
+    let TokensSummary { tokens_per_s: tps, throughput_gbps: gbps, client_cpu_cores: cores, fetch_wait_s: wait, step_ms_median: step } = &results.summary;
+    let range = |s: &Spread, f: fn(f64) -> String| if s.max > s.min { format!("{} ({}–{})", f(s.median), f(s.min), f(s.max)) } else { f(s.median) };
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    let mut header =
+        vec!["backend".to_string(), "dest".into(), "tokens/s".into(), "GB/s".into(), "client cores".into(), "fetch wait s".into(), "step ms (median)".into()];
+    header.extend(MODELS.iter().map(|m| format!("GPUs of {}", m.name)));
+    header.push("witness".into());
+    t.set_header(header);
+    let mut row = vec![
+        backend.to_string(),
+        dest.name().to_string(),
+        range(tps, human_rate),
+        range(gbps, |v| format!("{v:.2}")),
+        format!("{:.2}", cores.median),
+        format!("{:.3}", wait.median),
+        format!("{:.3}", step.median),
+    ];
+    row.extend(results.gpus_it_could_feed.iter().map(|f| format!("{}", f.gpus_fed as u64)));
+    row.push(worst.as_str().to_string());
+    t.add_row(row);
+    println!(
+        "tokens '{}' from {backend} ({location}): {} timed shard(s), {:.2} GB, seq_len {}, batches of {} sequences, {} fetch workers x {} runs",
+        plan.prefix,
+        results.timed_shards,
+        results.timed_bytes as f64 / 1e9,
+        results.seq_len,
+        plan.batch_seqs,
+        plan.fetch_workers,
+        crate::units::size_approx(run_cap)
+    );
+    println!("{t}");
+    println!(
+        "GPUs it could feed: per GPU {:.0} tokens/s for {} at MFU {} of {} TFLOPS (6N FLOPs/token)",
+        gpu_tokens_per_s(&MODELS[0], plan.gpu_tflops, plan.mfu),
+        MODELS[0].name,
+        plan.mfu,
+        plan.gpu_tflops
+    );
 }
 
 /// How many GPUs of one model a measured token rate could feed.
