@@ -245,9 +245,9 @@ pub struct WeightsArgs {
     /// Where the baselines' local copy goes (default: a new directory under the system temp dir, removed after).
     #[arg(long)]
     pub baseline_dir: Option<PathBuf>,
-    /// --synth: largest shard (Hugging Face's default max_shard_size is 5GB, decimal).
-    #[arg(long, value_parser = parse_bytes, default_value = "5GB")]
-    pub shard_size: u64,
+    /// --synth: largest shard (default 5GB, decimal: Hugging Face's default max_shard_size).
+    #[arg(long, value_parser = parse_bytes, requires = "synth")]
+    pub shard_size: Option<u64>,
 }
 
 /// `s3rdma ingest <kind>`.
@@ -277,9 +277,9 @@ pub struct IngestWeightsArgs {
     /// shapes, random bf16 (llama-3.1-8b, qwen3-32b, tiny).
     #[arg(long)]
     pub synthetic: Option<String>,
-    /// --synthetic: largest shard (Hugging Face's default max_shard_size is 5GB, decimal).
-    #[arg(long, value_parser = parse_bytes, default_value = "5GB", requires = "synthetic")]
-    pub shard_size: u64,
+    /// --synthetic: largest shard (default 5GB, decimal: Hugging Face's default max_shard_size).
+    #[arg(long, value_parser = parse_bytes, requires = "synthetic")]
+    pub shard_size: Option<u64>,
     /// Key prefix to write the model under (what `weights --model` then reads).
     #[arg(long, value_parser = super::parse_key_prefix)]
     pub model: String,
@@ -359,6 +359,16 @@ pub struct IngestImagesArgs {
     /// Seed of the synthetic images.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+}
+
+/// `--lr`: a finite learning rate above 0 (NaN, infinity, 0 or a negative
+/// rate would train nothing, or diverge, and still be timed).
+fn parse_lr(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(v) => Err(format!("{v} is not a learning rate: give a finite number above 0, e.g. 0.1")),
+        Err(e) => Err(format!("{e}: give a number, e.g. 0.1")),
+    }
 }
 
 pub(crate) fn parse_wxh(s: &str) -> Result<(u32, u32), String> {
@@ -472,8 +482,8 @@ pub struct TrainArgs {
     /// Measure the input pipeline alone (no model; the seeds' B2).
     #[arg(long)]
     pub loader_only: bool,
-    /// SGD learning rate (momentum 0.9, weight decay 1e-4).
-    #[arg(long, default_value_t = 0.1)]
+    /// SGD learning rate (momentum 0.9, weight decay 1e-4), a finite number above 0.
+    #[arg(long, value_parser = parse_lr, default_value_t = 0.1)]
     pub lr: f64,
     /// Timed repeats (each: warm-up steps, then the timed steps).
     #[arg(long, value_parser = parse_positive, default_value_t = 1)]

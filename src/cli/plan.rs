@@ -99,7 +99,7 @@ impl WeightsArgs {
             synth: self.synth,
             baselines: self.baselines,
             baseline_dir: self.baseline_dir,
-            shard_size: self.shard_size,
+            shard_size: self.shard_size.unwrap_or(crate::format::weights::HF_SHARD_BYTES),
         }
     }
 }
@@ -197,7 +197,7 @@ impl IngestKind {
             IngestKind::Jpeg(a) => IngestPlan::Jpeg(a.plan()),
             IngestKind::Weights(a) => {
                 let source = match (a.synthetic, a.src) {
-                    (Some(name), _) => WeightsSource::Synthetic { name, shard_size: a.shard_size },
+                    (Some(name), _) => WeightsSource::Synthetic { name, shard_size: a.shard_size.unwrap_or(crate::format::weights::HF_SHARD_BYTES) },
                     (None, Some(src)) => WeightsSource::Files(src),
                     (None, None) => unreachable!("clap requires --src unless --synthetic"),
                 };
