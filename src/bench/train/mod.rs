@@ -257,5 +257,16 @@ mod tests {
         let e = fail.expect("a window that read nothing fails");
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("repeat 2: the 5 timed steps read 0 bytes from the store"), "{e}");
+        // Two ranks: one that read nothing fails the run although the sum read enough.
+        let ranks = |a: u64, b: u64| {
+            json!({"repeat": 1, "images": 80, "read_bytes": a + b, "ranks": [
+                {"rank": 0, "images": 40, "read_bytes": a}, {"rank": 1, "images": 40, "read_bytes": b}]})
+        };
+        let (fail, _) = steps::window_check(&[ranks(0, 245_760)], 5, 10, 3072.0);
+        assert!(fail.expect("rank 0 read nothing").to_string().starts_with("repeat 1, rank 0: the 5 timed steps read 0 bytes"));
+        let (fail, warn) = steps::window_check(&[ranks(122_880, 30_720)], 5, 10, 3072.0);
+        assert!(fail.is_none());
+        assert_eq!(warn.len(), 1);
+        assert!(warn[0].starts_with("repeat 1, rank 1: the timed steps read 30720 bytes, 25%"), "{}", warn[0]);
     }
 }

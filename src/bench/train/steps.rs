@@ -200,31 +200,37 @@ pub(crate) type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
 /// counted over twice those bytes (reads begun before the window), a warning
 /// says read GB/s overstates it.
 ///
+/// With several ranks each rank's window is judged on its own (`ranks` in
+/// each repeat, with `rank`, `images` and `read_bytes`).
+///
 /// Returns the failure, if any, and the warnings.
 pub(crate) fn window_check(reps: &[serde_json::Value], steps: u32, warmup: u32, bytes_per_image: f64) -> (Option<Error>, Vec<String>) {
     let fix =
         "raise --steps well past what --warmup and the loader's read-ahead (--fetch-workers shards, --prefetch-batches batches) consume, or ingest more images";
     let mut warnings = Vec::new();
-    for r in reps {
+    // Rank by rank where there are several: one rank's window that read
+    // nothing is not made good by another's reads.
+    let units = reps.iter().flat_map(|r| match r["ranks"].as_array().filter(|ranks| ranks.len() > 1) {
+        Some(ranks) => ranks.iter().map(|k| (format!("repeat {}, rank {}", r["repeat"], k["rank"]), k)).collect::<Vec<_>>(),
+        None => vec![(format!("repeat {}", r["repeat"]), r)],
+    });
+    for (what, r) in units {
         let (read, images) = (r["read_bytes"].as_u64().unwrap_or(0), r["images"].as_u64().unwrap_or(0));
         let held = images as f64 * bytes_per_image;
         if read == 0 {
             let e = Error::Usage(format!(
-                "repeat {}: the {steps} timed steps read 0 bytes from the store: every image they consumed was read ahead during the {warmup} warm-up steps or before, so images/s measures memory, not storage: {fix}",
-                r["repeat"]
+                "{what}: the {steps} timed steps read 0 bytes from the store: every image they consumed was read ahead during the {warmup} warm-up steps or before, so images/s measures memory, not storage: {fix}"
             ));
             return (Some(e), warnings);
         }
         if (read as f64) > held * 2.0 {
             warnings.push(format!(
-                "repeat {}: the timed steps counted {read} bytes, {:.1}x the {held:.0} their {images} images hold: reads begun before the window (whole shards) ended inside it, so read GB/s overstates the window: {fix}",
-                r["repeat"],
+                "{what}: the timed steps counted {read} bytes, {:.1}x the {held:.0} their {images} images hold: reads begun before the window (whole shards) ended inside it, so read GB/s overstates the window: {fix}",
                 read as f64 / held
             ));
         } else if (read as f64) < held / 2.0 {
             warnings.push(format!(
-                "repeat {}: the timed steps read {read} bytes, {:.0}% of the {held:.0} their {images} images hold: the rest was read ahead before the window, so images/s overstates the store's rate: {fix}",
-                r["repeat"],
+                "{what}: the timed steps read {read} bytes, {:.0}% of the {held:.0} their {images} images hold: the rest was read ahead before the window, so images/s overstates the store's rate: {fix}",
                 100.0 * read as f64 / held
             ));
         }
