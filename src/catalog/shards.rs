@@ -55,7 +55,7 @@ async fn manifest<T: ShardMeta>(store: &dyn ObjectStore, prefix: &str) -> Result
         return Err(Error::Runtime(format!("'{key}' names an unknown kind of set '{}': re-run `s3rdma ingest {kind}`", m.kind)));
     }
     if m.kind != kind {
-        return Err(Error::Usage(format!("'{prefix}' holds a {} set, not {kind}: check --prefix/--layout", m.kind)));
+        return Err(Error::Usage(format!("'{prefix}' holds a {} set, not {kind}: read another prefix, or re-run `s3rdma ingest {kind}` there", m.kind)));
     }
     Ok(Some(m))
 }

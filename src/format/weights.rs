@@ -68,8 +68,12 @@ pub(crate) fn key_in(prefix: &str, name: &str) -> String {
     if p.is_empty() { name.to_string() } else { format!("{p}/{name}") }
 }
 
+/// A shard object that is not valid safetensors, with the fix: copy it again
+/// (a transfer cut short or padded), or convert a model of another format.
 pub(crate) fn bad(key: &str, why: impl std::fmt::Display) -> Error {
-    Error::Runtime(format!("'{key}' is not a valid safetensors file: {why}"))
+    Error::Runtime(format!(
+        "'{key}' is not a valid safetensors file: {why}: copy the shard again (a download cut short?), or convert a .bin or .gguf model to safetensors first"
+    ))
 }
 
 /// What a file that is not safetensors most likely is, from its first bytes,

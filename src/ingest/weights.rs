@@ -72,7 +72,7 @@ pub async fn run(a: WeightsIngest) -> Result<()> {
     for (path, _) in files.iter().filter(|(_, n)| n != INDEX) {
         let bytes = read_head(path)?;
         let len = std::fs::metadata(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?.len();
-        parse_header(&path.display().to_string(), len, &bytes).map_err(|e| Error::Usage(format!("{e}: {CONVERT}")))?;
+        parse_header(&path.display().to_string(), len, &bytes).map_err(|e| Error::Usage(e.to_string()))?;
     }
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
@@ -103,7 +103,7 @@ pub async fn run(a: WeightsIngest) -> Result<()> {
     Ok(())
 }
 
-const CONVERT: &str = "pass a Hugging Face .safetensors file (a .bin or .gguf model must be converted first)";
+const CONVERT: &str = "download the file again if it was cut short, or pass a Hugging Face .safetensors file (a .bin or .gguf model must be converted first)";
 
 /// The first 8 + n bytes of a safetensors file (its header), read without
 /// loading the tensors; at most 100 MB of header (the safetensors crate's own limit).
