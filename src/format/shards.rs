@@ -219,6 +219,34 @@ pub struct JpegSample {
     pub label: u32,
 }
 
+/// Bytes of a ustar header: the header of sample `s`'s `<key>.jpg` member
+/// lies at `s.offset - TAR_HEADER` (POSIX.1-1988 ustar, as `build_tar`
+/// writes and WebDataset reads).
+pub const TAR_HEADER: u64 = 512;
+
+impl JpegSample {
+    /// Check `header` (the [`TAR_HEADER`] bytes before the payload) names
+    /// this sample's `<key>.jpg` with its `length` (the `tar` crate's
+    /// reading): an index applied to another tar, or one whose offsets are
+    /// shifted, is caught before its bytes are decoded and counted.
+    ///
+    /// Errors: what the header holds instead, in words.
+    pub fn check_header(&self, header: &[u8]) -> std::result::Result<(), String> {
+        if header.len() != TAR_HEADER as usize {
+            return Err(format!("{} bytes before the payload, not a {TAR_HEADER}-byte tar header", header.len()));
+        }
+        let h = tar::Header::from_byte_slice(header);
+        let path = h.path().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let size = h.size().ok();
+        let want = format!("{}.jpg", self.key);
+        if path != want || size != Some(self.length) {
+            let size = size.map_or("no size".to_string(), |n| format!("{n} bytes"));
+            return Err(format!("the tar header before offset {} names '{path}' ({size}), not '{want}' ({} bytes)", self.offset, self.length));
+        }
+        Ok(())
+    }
+}
+
 /// `<shard>.index.json` of one JPEG tar shard.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JpegIndex {
@@ -248,8 +276,8 @@ impl JpegIndex {
         for s in by_offset {
             match s.offset.checked_add(s.length) {
                 _ if s.length == 0 => return Err(bad(s, "is empty".into())),
-                Some(end) if end <= self.size && s.offset >= prev_end => prev_end = end,
-                Some(end) if end <= self.size => return Err(bad(s, "overlaps the sample before it".into())),
+                _ if s.offset < prev_end + TAR_HEADER => return Err(bad(s, format!("leaves no room for its {TAR_HEADER}-byte tar header"))),
+                Some(end) if end <= self.size => prev_end = end,
                 _ => return Err(bad(s, format!("lies outside the {}-byte shard", self.size))),
             }
         }
@@ -307,6 +335,25 @@ pub fn no_dataset_bucket(e: crate::error::StoreError) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each payload's tar header names its sample; another sample's, or a
+    /// header read at a shifted offset, is refused with what it holds.
+    #[test]
+    fn a_samples_tar_header_must_name_it() {
+        let (tar, spans) = crate::ingest::build_tar(&[("a/x".into(), vec![0xFF, 0xD8, 1, 2], 3), ("b/y".into(), vec![7u8; 700], 4)]).unwrap();
+        let sample = |key: &str, (offset, length): (u64, u64)| JpegSample { key: key.into(), offset, length, label: 0 };
+        let header = |offset: u64| &tar[(offset - TAR_HEADER) as usize..offset as usize];
+        assert_eq!(sample("a/x", spans[0]).check_header(header(spans[0].0)), Ok(()));
+        assert_eq!(sample("b/y", spans[1]).check_header(header(spans[1].0)), Ok(()));
+        assert_eq!(
+            sample("a/x", spans[0]).check_header(header(spans[1].0)),
+            Err(format!("the tar header before offset {} names 'b/y.jpg' (700 bytes), not 'a/x.jpg' (4 bytes)", spans[0].0))
+        );
+        assert!(sample("a/x", spans[0]).check_header(&tar[..100]).unwrap_err().contains("not a 512-byte tar header"));
+        // An index whose first payload starts inside the first header is refused when listed.
+        let idx = JpegIndex { shard: "t".into(), size: tar.len() as u64, samples: vec![sample("a/x", (100, 4))] };
+        assert!(idx.check_samples("t.index.json").unwrap_err().to_string().contains("leaves no room for its 512-byte tar header"));
+    }
 
     #[test]
     fn shard_keys_have_six_digits() {

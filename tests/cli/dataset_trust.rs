@@ -176,3 +176,25 @@ fn a_reingest_touches_the_old_set_only_once_its_input_is_found() {
     assert!(stderr(&o).contains("'tokens/train' held 4 shard object(s) without a manifest"), "{}", stderr(&o));
     assert!(!f.object("tokens/train-000001.bin").exists(), "the old second shard stays");
 }
+
+#[test]
+fn a_tar_that_is_not_the_one_its_index_describes_is_refused_in_both_fetch_modes() {
+    let f = Fixture::new();
+    ok(&f.ingest(&["jpeg", "--synthetic", "256", "--synthetic-size", "64x48", "--samples-per-shard", "64"]));
+    let train = |mode: &str| {
+        f.run(&["train", "--layout", "jpeg", "--jpeg-fetch", mode, "--loader-only", "--dest", "host", "--batch-size", "16", "--steps", "8", "--warmup", "2"])
+    };
+    ok(&train("sample"));
+    // Two tars of the same size swapped: every size check holds, the bytes are another shard's.
+    let (a, b) = (f.object("jpeg/train-000002.tar"), f.object("jpeg/train-000003.tar"));
+    assert_eq!(std::fs::metadata(&a).unwrap().len(), std::fs::metadata(&b).unwrap().len(), "the synthetic shards' sizes changed");
+    let (ta, tb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    std::fs::write(&a, &tb).unwrap();
+    std::fs::write(&b, &ta).unwrap();
+    for mode in ["sample", "shard"] {
+        let o = train(mode);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
+        assert!(stderr(&o).contains("the index does not describe this tar: re-run `s3rdma ingest jpeg`"), "{mode}: {}", stderr(&o));
+        assert_eq!(results_in(&f.res).len(), 1, "{mode}: a refused run left a record");
+    }
+}

@@ -2,7 +2,7 @@
 
 use super::plan::JpegFetch;
 use crate::error::{Error, Result};
-use crate::format::shards::{JpegIndex, Listed, RawShard};
+use crate::format::shards::{JpegIndex, Listed, RawShard, TAR_HEADER};
 use crate::mem::Buffer;
 use crate::store::ObjectStore;
 use rand::seq::SliceRandom;
@@ -367,24 +367,34 @@ async fn sample_bytes(
         let (ctx, gets) = (ctx.clone(), gets.clone());
         let l = &mine[s];
         let e = l.meta.samples[i].clone();
-        let key = l.data_key.clone();
+        let (key, index) = (l.data_key.clone(), l.sidecar_key.clone());
         async move {
             let _p = gets.acquire_owned().await;
             let _io = ctx.gate.read().await;
             let t = Instant::now();
-            let mut b = Buffer::from_vec(vec![0u8; e.length as usize]);
-            let r = ctx.store.get_into(&key, Some(e.offset..e.offset + e.length), &mut b).await;
+            // The member's tar header too: it says whether these are the sample's bytes.
+            let want = TAR_HEADER + e.length;
+            let mut b = Buffer::from_vec(vec![0u8; want as usize]);
+            let r = ctx.store.get_into(&key, Some(e.offset - TAR_HEADER..e.offset + e.length), &mut b).await;
             ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
             let t = r?;
-            if t.bytes != e.length {
-                return Err(Error::Runtime(format!("short read of sample '{}' in '{key}': {} of {} bytes", e.key, t.bytes, e.length)));
+            if t.bytes != want {
+                return Err(Error::Runtime(format!("short read of sample '{}' in '{key}': {} of {want} bytes", e.key, t.bytes)));
             }
             ctx.counters.bytes.fetch_add(t.bytes, Ordering::Relaxed);
             ctx.counters.gets.fetch_add(1, Ordering::Relaxed);
-            Ok::<_, Error>(b.as_host().expect("host").to_vec())
+            let (header, payload) = b.as_host().expect("host").split_at(TAR_HEADER as usize);
+            e.check_header(header).map_err(|why| not_the_index(&index, &key, &e.key, why))?;
+            Ok::<_, Error>(payload.to_vec())
         }
     });
     futures::future::join_all(futs).await.into_iter().collect()
+}
+
+/// A sample whose tar header is not the one its index describes (the index
+/// applied to another tar, or offsets shifted): a damaged set.
+fn not_the_index(index: &str, tar: &str, sample: &str, why: String) -> Error {
+    Error::Runtime(format!("sample '{sample}' of '{index}' in '{tar}': {why}: the index does not describe this tar: re-run `s3rdma ingest jpeg`"))
 }
 
 /// Jpeg `--jpeg-fetch shard`: read the next shard in this rank's epoch order
@@ -402,6 +412,12 @@ pub(crate) fn spawn_shard_read(ctx: Arc<LoaderCtx>, mine: Arc<Vec<Listed<JpegInd
         let (bytes, n) = r?;
         ctx.counters.bytes.fetch_add(bytes, Ordering::Relaxed);
         ctx.counters.gets.fetch_add(n, Ordering::Relaxed);
+        // Every sample's tar header names it: the index describes this tar.
+        let host = b.as_host().expect("host");
+        for e in &l.meta.samples {
+            let header = &host[(e.offset - TAR_HEADER) as usize..e.offset as usize];
+            e.check_header(header).map_err(|why| not_the_index(&l.sidecar_key, &l.data_key, &e.key, why))?;
+        }
         Ok((s, b))
     })
 }

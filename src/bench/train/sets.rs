@@ -12,7 +12,7 @@ use super::plan::TrainPlan;
 use super::{Batch, l_classes};
 use crate::bench::session::Session;
 use crate::error::{Error, Result};
-use crate::format::shards::{JpegIndex, RawShard, ShardMeta};
+use crate::format::shards::{JpegIndex, RawShard, ShardMeta, TAR_HEADER};
 use crate::mem::{Buffer, Dest, Gpu};
 
 /// A loader running on this rank's shards, and what the run records of its set.
@@ -116,10 +116,10 @@ pub(super) async fn start_jpeg_set(
     let alloc_err = |what: &str, n: usize, e: String| alloc_err(dest, what, n, e);
     let set = crate::catalog::shards::list::<JpegIndex>(store.as_ref(), prefix).await?;
     set.warnings.iter().for_each(|w| session.warn(w.clone()));
-    // Per sample GET a window reads JPEG payloads; whole shards, the tar (headers and padding too).
+    // Per sample GET a window reads each JPEG payload and its tar header; whole shards, the tar (padding and labels too).
     let bytes_per_image = match plan.jpeg_fetch {
         super::JpegFetch::Sample => {
-            let (bytes, n) = set.shards.iter().flat_map(|l| &l.meta.samples).fold((0u64, 0u64), |(b, n), x| (b + x.length, n + 1));
+            let (bytes, n) = set.shards.iter().flat_map(|l| &l.meta.samples).fold((0u64, 0u64), |(b, n), x| (b + TAR_HEADER + x.length, n + 1));
             bytes as f64 / n.max(1) as f64
         }
         super::JpegFetch::Shard => set.bytes_per_item(),
