@@ -242,10 +242,11 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
     set.warnings.iter().for_each(|w| s.warn(w.clone()));
     let listed = set.shards;
     let seq_len = listed[0].meta.seq_len;
-    if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len) {
+    let (vocab, tokenizer) = (listed[0].meta.vocab_size, &listed[0].meta.tokenizer);
+    if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len || s.meta.vocab_size != vocab || &s.meta.tokenizer != tokenizer) {
         return Err(Error::Runtime(format!(
-            "'{}' has seq_len {}, the first shard {seq_len}: one set per --prefix: re-run `s3rdma ingest tokens` there",
-            s.sidecar_key, s.meta.seq_len
+            "'{}' holds sequences of {} tokens from '{}' (vocabulary {}), the first shard {seq_len} from '{tokenizer}' ({vocab}): one set per --prefix: re-run `s3rdma ingest tokens` there",
+            s.sidecar_key, s.meta.seq_len, s.meta.tokenizer, s.meta.vocab_size
         )));
     }
     let warm = plan.warmup_shards as usize;

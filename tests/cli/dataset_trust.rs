@@ -105,6 +105,11 @@ fn data_objects_sidecars_and_manifest_must_agree() {
     side["sequences"] = json!(0);
     f.put_json("tokens/train-000002.json", &side);
     f.tokens_fails("only non-empty int32 token shards");
+    // Shards of two tokenizations under one prefix.
+    side["sequences"] = json!(64);
+    side["vocab_size"] = json!(1000);
+    f.put_json("tokens/train-000002.json", &side);
+    f.tokens_fails("'tokens/train-000002.json' holds sequences of 256 tokens from 'synthetic-uniform' (vocabulary 1000), the first shard 256 from 'synthetic-uniform' (128256)");
     // A manifest whose totals are not the sidecars'.
     fresh();
     let mut m = f.json("tokens/train.dataset.json");
