@@ -219,7 +219,8 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     let store = s.store.clone();
     let dest = s.mem.dest;
     let t_head = Instant::now();
-    let layout = crate::catalog::weights::read_layout(store.as_ref(), &plan.model).await?;
+    let (layout, index_warnings) = crate::catalog::weights::read_layout(store.as_ref(), &plan.model).await?;
+    index_warnings.into_iter().for_each(|w| s.warn(w));
     let header_s = t_head.elapsed().as_secs_f64();
     if let Some(r) = &plan.reference {
         // A wrong --reference fails before the load, not after it.

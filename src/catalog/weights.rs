@@ -30,8 +30,11 @@ async fn get_host_version(
 /// Find the model under `prefix` (index + shards, or one file) and parse
 /// every shard's header with two small ranged reads.
 ///
+/// Returns the shards in key order, and what a reader should be told of an
+/// index that disagrees with its shards without changing what loads.
+///
 /// Errors: neither file exists (naming both keys), a malformed index or header.
-pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<ShardLayout>> {
+pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<(Vec<ShardLayout>, Vec<String>)> {
     let index_key = key_in(prefix, INDEX);
     // The index's tensor -> shard file map, when there is an index, and the
     // tensor bytes it declares (`metadata.total_size`).
@@ -98,8 +101,9 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<Vec<Sh
         let (head, _) = get_host_version(store, &key, 0..8 + n, version.as_ref()).await?;
         out.push(ShardLayout { version, ..parse_header(&key, size, &head)? });
     }
-    if let Some(map) = &weight_map {
-        check_index(&index_key, prefix, map, total_size, &out)?;
-    }
-    Ok(out)
+    let warnings = match &weight_map {
+        Some(map) => check_index(&index_key, prefix, map, total_size, &out)?,
+        None => Vec::new(),
+    };
+    Ok((out, warnings))
 }

@@ -141,15 +141,17 @@ pub fn parse_header(key: &str, object_bytes: u64, head: &[u8]) -> Result<ShardLa
 /// Every tensor the index maps to a shard is in that shard: an index that
 /// disagrees with its shards would otherwise load (and `--verify` would
 /// pass, comparing the shard with itself) a model other than the one named.
-/// A `metadata.total_size` other than the mapped tensors' bytes is said (a
-/// warning: Hugging Face tools write it, but nothing reads by it).
+/// A `metadata.total_size` other than the mapped tensors' bytes, and an
+/// index that maps fewer tensors than the headers hold, are warnings
+/// (returned: Hugging Face tools write `total_size` but nothing reads by it,
+/// and the load reads every tensor of the headers).
 pub(crate) fn check_index(
     index_key: &str,
     prefix: &str,
     map: &std::collections::BTreeMap<String, String>,
     total_size: Option<u64>,
     shards: &[ShardLayout],
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let mut mapped = 0;
     for (tensor, file) in map {
         let key = key_in(prefix, file);
@@ -161,12 +163,20 @@ pub(crate) fn check_index(
         };
         mapped += t.nbytes;
     }
+    let mut warnings = Vec::new();
     if let Some(declared) = total_size.filter(|&d| d != mapped) {
-        eprintln!(
-            "warning: '{index_key}' declares metadata.total_size {declared} bytes, but the tensors it maps hold {mapped}: an index edited by hand or from another model?"
-        );
+        warnings.push(format!(
+            "'{index_key}' declares metadata.total_size {declared} bytes, but the tensors it maps hold {mapped}: an index edited by hand or from another model?"
+        ));
     }
-    Ok(())
+    let held: usize = shards.iter().map(|s| s.tensors.len()).sum();
+    if map.len() < held {
+        warnings.push(format!(
+            "'{index_key}' maps {} of the {held} tensors its shards' headers hold: every tensor of the headers is loaded; copy the model's index again if it was cut short",
+            map.len()
+        ));
+    }
+    Ok(warnings)
 }
 
 /// Tensor names and shapes of a published architecture, bf16: `llama-3.1-8b`

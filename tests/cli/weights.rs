@@ -402,4 +402,15 @@ fn a_model_that_is_not_its_digests_is_refused_before_the_load() {
         stderr(&o)
     );
     assert!(results_in(&tmp.path().join("results")).is_empty(), "a refused load left a record");
+    // An index that lost one tensor's entry: every tensor of the headers still
+    // loads (the digest holds), and the record says what the index lacks.
+    ok(&s3rdma(&["weights", "--synth", "tiny", "--model", "m/p", "--shard-size", "16MB"], tmp.path()));
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+    v["weight_map"].as_object_mut().unwrap().remove("model.norm.weight").expect("tiny has a final norm");
+    std::fs::write(&index, serde_json::to_vec(&v).unwrap()).unwrap();
+    let rec = record(&s3rdma(&["weights", "--model", "m/p", "--json"], tmp.path()));
+    assert_eq!(rec["results"]["tensors"], 47);
+    let warnings = rec["environment"]["warnings"].to_string();
+    assert!(warnings.contains("'m/p/model.safetensors.index.json' maps 46 of the 47 tensors its shards' headers hold"), "{warnings}");
+    assert!(warnings.contains("declares metadata.total_size"), "{warnings}");
 }
