@@ -68,13 +68,7 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
     });
     store::check_key(&format!("{prefix}-000000.json")).map_err(|e| Error::Usage(format!("--prefix '{prefix}': {e}")))?;
     if plan.layout == Layout::Jpeg {
-        // Batch buffers, plus each batch's JPEG bytes while it is prepared (about a tenth of its pixels).
-        let per = plan.batch_size as u64 * (plan.crop as u64).pow(2) * 3;
-        super::check_host_memory(
-            &format!("{} batch buffers of {} x {} x {} x 3", plan.prefetch_batches, plan.batch_size, plan.crop, plan.crop),
-            (plan.prefetch_batches as u64) * per * 11 / 10,
-            "lower --batch-size, --crop or --prefetch-batches",
-        )?;
+        check_jpeg_memory(&plan)?;
     }
     let spec = SessionSpec {
         world: World::Ranks(plan.ranks),
@@ -161,15 +155,41 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
     };
 
     // Every rank's figures to rank 0.
+    let mine = rank_repeats(&figures, me.rank, batch);
+    let per_rank: Vec<Vec<RankRepeat>> = session.gather("train-figures", &mine).await?;
+    let witnesses: Vec<WitnessReport> = figures.iter().filter_map(|(_, w, _)| w.witness.clone()).collect();
+    let losses: Vec<&Vec<f64>> = figures.iter().map(|(_, _, l)| l).collect();
+    finish(&session, &plan, &prefix, &per_rank, &witnesses, &losses, json!({
+        "classes": classes, "bytes_per_image": bytes_per_image, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
+    }))
+    .await
+}
+
+/// JPEG batches are decoded into host memory: the batch buffers, plus each
+/// batch's JPEG bytes while it is prepared (about a tenth of its pixels), must fit.
+///
+/// Errors: [`Error::Usage`] naming the flags that shrink them.
+fn check_jpeg_memory(plan: &TrainPlan) -> Result<()> {
+    let per = plan.batch_size as u64 * (plan.crop as u64).pow(2) * 3;
+    super::check_host_memory(
+        &format!("{} batch buffers of {} x {} x {} x 3", plan.prefetch_batches, plan.batch_size, plan.crop, plan.crop),
+        (plan.prefetch_batches as u64) * per * 11 / 10,
+        "lower --batch-size, --crop or --prefetch-batches",
+    )
+}
+
+/// This rank's figures per repeat, as rank 0 gathers them: the loop's
+/// figures with images counted (`steps` x `batch`) and the window's reads.
+fn rank_repeats(figures: &[RepeatOutput], rank: usize, batch: usize) -> Vec<RankRepeat> {
     let hostname = sysinfo::System::host_name().unwrap_or_default();
-    let mine: Vec<RankRepeat> = figures
+    figures
         .iter()
         .map(|(l, w, _)| {
             let mut l = l.clone();
             l.images = l.steps as u64 * batch as u64;
             l.images_per_s = l.images as f64 / l.wall_s;
             RankRepeat {
-                rank: me.rank,
+                rank,
                 host: hostname.clone(),
                 figures: l,
                 read_bytes: w.read_bytes,
@@ -180,14 +200,7 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
                 host_cpu_cores: w.host_cpu_cores,
             }
         })
-        .collect();
-    let per_rank: Vec<Vec<RankRepeat>> = session.gather("train-figures", &mine).await?;
-    let witnesses: Vec<WitnessReport> = figures.iter().filter_map(|(_, w, _)| w.witness.clone()).collect();
-    let losses: Vec<&Vec<f64>> = figures.iter().map(|(_, _, l)| l).collect();
-    finish(&session, &plan, &prefix, &per_rank, &witnesses, &losses, json!({
-        "classes": classes, "bytes_per_image": bytes_per_image, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
-    }))
-    .await
+        .collect()
 }
 
 fn l_classes(listed: &[Listed<RawShard>]) -> i64 {
