@@ -142,7 +142,7 @@ fn tokens_require_rdma_exits_3_after_a_full_fallback() {
 fn train_loader_only_require_rdma_exits_3_after_a_full_fallback() {
     setup(&["ingest", "raw", "--synthetic", "64", "--classes", "2", "--size", "32", "--samples-per-shard", "16"], "rr-train");
     assert_require_rdma_exits_3(
-        &["train", "--loader-only", "--batch-size", "8", "--crop", "24", "--steps", "4", "--warmup", "1", "--fetch-workers", "2"],
+        &["train", "--loader-only", "--batch-size", "8", "--crop", "24", "--steps", "6", "--warmup", "1", "--fetch-workers", "1", "--prefetch-batches", "1"],
         "rr-train",
     );
 }

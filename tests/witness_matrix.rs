@@ -172,7 +172,10 @@ fn tokens_scenarios() {
 fn train_loader_only_scenarios() {
     let (srv, t) = common::counted_server();
     setup(&srv, "wmx", &["ingest", "raw", "--synthetic", "64", "--classes", "2", "--size", "32", "--samples-per-shard", "16"]);
-    matrix(&srv, &t, &["train", "--loader-only", "--batch-size", "8", "--crop", "24", "--steps", "4", "--warmup", "1", "--fetch-workers", "2"], "wmx");
+    // One shard buffer and one batch ahead: every window reads from the store.
+    let train =
+        ["train", "--loader-only", "--batch-size", "8", "--crop", "24", "--steps", "6", "--warmup", "1", "--fetch-workers", "1", "--prefetch-batches", "1"];
+    matrix(&srv, &t, &train, "wmx");
 }
 
 #[test]

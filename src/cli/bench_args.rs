@@ -278,7 +278,7 @@ pub struct IngestWeightsArgs {
     #[arg(long)]
     pub synthetic: Option<String>,
     /// --synthetic: largest shard (default 5GB, decimal: Hugging Face's default max_shard_size).
-    #[arg(long, value_parser = parse_bytes, requires = "synthetic")]
+    #[arg(long, value_parser = parse_bytes, requires = "synthetic", conflicts_with = "src")]
     pub shard_size: Option<u64>,
     /// Key prefix to write the model under (what `weights --model` then reads).
     #[arg(long, value_parser = super::parse_key_prefix)]
@@ -313,7 +313,7 @@ pub struct IngestTokensArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i32::MAX as i64), default_value_t = 128_256)]
     pub vocab: u32,
     /// Total bytes of synthetic token data (whole sequences).
-    #[arg(long, value_parser = parse_bytes, requires = "synthetic")]
+    #[arg(long, value_parser = parse_bytes, requires = "synthetic", conflicts_with = "input")]
     pub total_bytes: Option<u64>,
     /// Seed of the synthetic ids.
     #[arg(long, default_value_t = 0)]

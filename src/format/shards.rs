@@ -241,7 +241,7 @@ impl JpegSample {
         let want = format!("{}.jpg", self.key);
         if path != want || size != Some(self.length) {
             let size = size.map_or("no size".to_string(), |n| format!("{n} bytes"));
-            return Err(format!("the tar header before offset {} names '{path}' ({size}), not '{want}' ({} bytes)", self.offset, self.length));
+            return Err(format!("the tar header before offset {} names '{}' ({size}), not '{want}' ({} bytes)", self.offset, path.escape_debug(), self.length));
         }
         Ok(())
     }

@@ -163,6 +163,15 @@ pub(crate) fn check_index(
         };
         mapped += t.nbytes;
     }
+    // Hugging Face names shards `<stem>-NNNNN-of-TTTTT.safetensors`: an index
+    // naming fewer distinct shards than their names count has lost some.
+    let files: std::collections::BTreeSet<&str> = map.values().map(String::as_str).collect();
+    if let Some(total) = files.iter().find_map(|f| hf_shard_total(f)).filter(|&t| t != files.len()) {
+        return Err(Error::Runtime(format!(
+            "'{index_key}' maps tensors to {} shard file(s), but their names count {total} (`-of-{total:05}`): the index lost shards or mixes two models; copy the model's index again",
+            files.len()
+        )));
+    }
     let mut warnings = Vec::new();
     if let Some(declared) = total_size.filter(|&d| d != mapped) {
         warnings.push(format!(
@@ -177,6 +186,14 @@ pub(crate) fn check_index(
         ));
     }
     Ok(warnings)
+}
+
+/// `T` of a Hugging Face shard name `<stem>-NNNNN-of-TTTTT.safetensors`
+/// (`transformers`' `save_pretrained` naming), `None` for other names.
+fn hf_shard_total(file: &str) -> Option<usize> {
+    let stem = file.strip_suffix(".safetensors")?;
+    let (_, total) = stem.rsplit_once("-of-")?;
+    (total.len() == 5 && total.bytes().all(|b| b.is_ascii_digit())).then(|| total.parse().ok()).flatten().filter(|&t| t > 0)
 }
 
 /// Tensor names and shapes of a published architecture, bf16: `llama-3.1-8b`

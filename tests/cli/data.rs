@@ -328,10 +328,11 @@ fn train_loader_only_raw_and_synthetic_jpeg_on_cpu() {
     ok(&s3rdma(&a, tmp.path()));
     for mode in ["shard", "sample"] {
         let mut t = with_http(&["train", "--loader-only", "--layout", "jpeg", "--jpeg-fetch", mode], &s.endpoint, "train-jpeg");
-        t.extend(["--dest", "host", "--batch-size", "8", "--crop", "64", "--steps", "6", "--warmup", "1", "--json"]);
+        // One batch ahead and two epochs timed: the window reads from the store (a window that read nothing fails).
+        t.extend(["--dest", "host", "--batch-size", "8", "--crop", "64", "--steps", "10", "--warmup", "1", "--prefetch-batches", "1", "--json"]);
         let rec = record(&s3rdma(&t, tmp.path()));
         let rep = &rec["results"]["repeats"][0];
-        assert_eq!(rep["images"], 48, "{mode}");
+        assert_eq!(rep["images"], 80, "{mode}");
         assert!(rep["read_bytes"].as_u64().unwrap() > 0, "{mode}");
         assert_eq!(rec["results"]["dataset"]["classes"], 5);
     }

@@ -90,7 +90,9 @@ fn real_library_tokens_and_train_loader_read_their_datasets() {
     a.extend(["--classes", "4", "--size", "32", "--samples-per-shard", "16"]);
     ok(&s3rdma(&a, tmp.path()));
     let mut t = real(&["train", "--loader-only"], &s.endpoint, "real-raw", lib);
+    // One shard buffer and one batch ahead: the window must read from the store (a window that read nothing fails).
     t.extend(["--dest", "host", "--batch-size", "8", "--crop", "24", "--steps", "6", "--warmup", "1", "--repeats", "1", "--json"]);
+    t.extend(["--fetch-workers", "1", "--prefetch-batches", "1"]);
     let rec = record(&s3rdma(&t, tmp.path()));
     assert_names_the_library(&rec);
     assert_eq!(rec["results"]["repeats"][0]["images"], 6 * 8);

@@ -388,19 +388,24 @@ fn a_model_that_is_not_its_digests_is_refused_before_the_load() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s3rdma-data/s3rdma-bench/m/p");
     ok(&s3rdma(&["weights", "--synth", "tiny", "--model", "m/p", "--shard-size", "16MB"], tmp.path()));
-    // The index loses the last shard's entries: a load would read three
-    // quarters of the model and call it the model.
+    // A tensor relabelled in its shard's header (BF16 -> F16, same length:
+    // every header check holds): not the model the digest describes.
     let index = dir.join("model.safetensors.index.json");
-    let mut v: Value = serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
-    v["weight_map"].as_object_mut().unwrap().retain(|_, f| f != "model-00004-of-00004.safetensors");
-    std::fs::write(&index, serde_json::to_vec(&v).unwrap()).unwrap();
+    let shard = dir.join("model-00002-of-00004.safetensors");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let at = bytes.windows(6).position(|w| w == b"\"BF16\"").expect("a bf16 tensor");
+    bytes[at..at + 6].copy_from_slice(b"\"F16\" ");
+    std::fs::write(&shard, &bytes).unwrap();
     let o = s3rdma(&["weights", "--model", "m/p"], tmp.path());
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
     assert!(
-        stderr(&o).contains("the model under 'm/p' is not the one 'm/p/s3rdma-digest.json' describes (1 difference(s), first: 'model-00004-of-00004.safetensors' is in s3rdma-digest.json, not in the model)"),
-        "{}",
-        stderr(&o)
+        err.contains(
+            "the model under 'm/p' is not the one 'm/p/s3rdma-digest.json' describes (1 difference(s), first: 'model-00002-of-00004.safetensors' tensor '"
+        ),
+        "{err}"
     );
+    assert!(err.contains("is F16 [") && err.contains("s3rdma-digest.json says BF16 ["), "{err}");
     assert!(results_in(&tmp.path().join("results")).is_empty(), "a refused load left a record");
     // An index that lost one tensor's entry: every tensor of the headers still
     // loads (the digest holds), and the record says what the index lacks.
@@ -413,4 +418,17 @@ fn a_model_that_is_not_its_digests_is_refused_before_the_load() {
     let warnings = rec["environment"]["warnings"].to_string();
     assert!(warnings.contains("'m/p/model.safetensors.index.json' maps 46 of the 47 tensors its shards' headers hold"), "{warnings}");
     assert!(warnings.contains("declares metadata.total_size"), "{warnings}");
+    // Without the digest, the shards' own names count them: an index that lost one is refused.
+    ok(&s3rdma(&["weights", "--synth", "tiny", "--model", "m/p", "--shard-size", "16MB"], tmp.path()));
+    std::fs::remove_file(dir.join("s3rdma-digest.json")).unwrap();
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&index).unwrap()).unwrap();
+    v["weight_map"].as_object_mut().unwrap().retain(|_, f| f != "model-00004-of-00004.safetensors");
+    std::fs::write(&index, serde_json::to_vec(&v).unwrap()).unwrap();
+    let o = s3rdma(&["weights", "--model", "m/p"], tmp.path());
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("maps tensors to 3 shard file(s), but their names count 4 (`-of-00004`)"), "{}", stderr(&o));
+    // --shard-size shapes a synthetic model only: beside --src it is refused, not ignored.
+    let o = s3rdma(&["ingest", "weights", "--src", dir.to_str().unwrap(), "--model", "m/q", "--shard-size", "1MB"], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--shard-size") && stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 }
