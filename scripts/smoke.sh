@@ -79,7 +79,7 @@ check "$R" 'r["results"]["summary"]["tokens_per_s"]["median"] > 0' "tokens/s mea
 
 step "ingest raw + train --loader-only"
 "$S" ingest raw "${H[@]}" --synthetic 128 --classes 4 --size 64 --samples-per-shard 32
-"$S" train --loader-only "${H[@]}" "${W[@]}" --dest host --batch-size 16 --crop 56 --steps 10 --warmup 2 --tag smoke
+"$S" train --loader-only "${H[@]}" "${W[@]}" --dest host --batch-size 16 --crop 56 --steps 10 --warmup 2 --fetch-workers 2 --prefetch-batches 1 --tag smoke
 R=$(latest train-http)
 check "$R" 'r["results"]["summary"]["images_per_s"]["median"] > 0' "images/s measured"
 
