@@ -7,7 +7,9 @@
 use std::collections::HashMap;
 
 use crate::error::{Error, Result, StoreError};
-use crate::format::shards::{DatasetManifest, Listed, SHARD_DIGITS, SetState, ShardMeta, manifest_key, parse_sidecar, shard_key};
+use crate::format::shards::{
+    DatasetManifest, JpegIndex, Listed, RawShard, SHARD_DIGITS, SetState, ShardMeta, TokenShard, manifest_key, parse_sidecar, shard_key,
+};
 use crate::store::{self, ObjectStore};
 
 /// The committed shards of one set, in shard order, and what a reader must
@@ -51,7 +53,7 @@ async fn manifest<T: ShardMeta>(store: &dyn ObjectStore, prefix: &str) -> Result
             m.kind, m.kind
         )));
     }
-    if !["tokens", "raw", "jpeg"].contains(&m.kind.as_str()) {
+    if ![TokenShard::KIND, RawShard::KIND, JpegIndex::KIND].contains(&m.kind.as_str()) {
         return Err(Error::Runtime(format!("'{key}' names an unknown kind of set '{}': re-run `s3rdma ingest {kind}`", m.kind)));
     }
     if m.kind != kind {
