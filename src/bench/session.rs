@@ -585,6 +585,7 @@ impl Session {
 }
 
 mod end;
+mod io_plan;
 mod launch;
 mod outcome;
 mod spec;

@@ -239,6 +239,13 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     for w in sizes {
         s.warn(w);
     }
+    // Each shard's data blob is read as ranged GETs of at most --window bytes (it starts after the header).
+    let window = plan.run.store.window.max(1);
+    let planned: Vec<(String, crate::store::PlannedIo)> = layout
+        .iter()
+        .map(|l| (format!("weights reads of shard '{}'", l.key), crate::store::PlannedIo::Get { whole: false, bytes: l.data_bytes().min(window) }))
+        .collect();
+    s.check_io_plan(&planned, Some("no flag of this tool makes them RDMA: a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) reads them in --window ranged reads over RDMA"))?;
     let headers_at = Instant::now();
     // One buffer per shard, allocated side by side before any timed window
     // (the GPU's background open is joined here).

@@ -66,10 +66,14 @@ pub(super) fn test_double(record: &Value) -> Option<String> {
         return record.get("schema_version").is_some().then(|| "an unnamed library".to_string());
     };
     let generation = lib.get("generation").and_then(Value::as_str);
+    let path = || lib.get("path").and_then(Value::as_str).unwrap_or("an unnamed library").to_string();
+    if lib.get("test_double").and_then(Value::as_bool) == Some(true) {
+        return Some(format!("{} (its RDMA engine is a stand-in)", path()));
+    }
     if matches!(generation, Some("libs3rdma" | "cuobject")) {
         return None;
     }
-    Some(lib.get("path").and_then(Value::as_str).unwrap_or("an unnamed library").to_string())
+    Some(path())
 }
 
 /// Read every file (a record each) into rows; directories, files that are not
@@ -166,6 +170,8 @@ mod tests {
         assert_eq!(test_double(&rdma(json!({"path": ".carry/libfake_miniocpp.so"}))).as_deref(), Some(".carry/libfake_miniocpp.so"));
         assert_eq!(test_double(&rdma(json!({"path": "/opt/libminiocpp.so", "generation": "libs3rdma"}))), None);
         assert_eq!(test_double(&rdma(json!({"path": "/opt/libminiocpp.so", "generation": "cuobject"}))), None);
+        let standin = rdma(json!({"path": "/t/libminiocpp.so", "generation": "libs3rdma", "test_double": true}));
+        assert_eq!(test_double(&standin).as_deref(), Some("/t/libminiocpp.so (its RDMA engine is a stand-in)"));
         // No library named (hand-made fixtures, the original suite's records) and other backends.
         assert_eq!(test_double(&json!({"backend": "rdma"})), None);
         // This tool's record with its library taken out is not shown as real.

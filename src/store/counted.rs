@@ -116,6 +116,9 @@ impl ObjectStore for Counted {
     fn preflight(&self, object_size: u64) -> Vec<String> {
         self.inner.preflight(object_size)
     }
+    fn leaves_transport(&self, io: super::PlannedIo) -> Option<String> {
+        self.inner.leaves_transport(io)
+    }
     fn stats(&self) -> StoreStats {
         let mut s = self.inner.stats();
         for (p, n) in PATHS.iter().zip(self.bytes.iter()) {

@@ -120,6 +120,15 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Delete an object. Deleting a missing object succeeds, as in S3.
     async fn delete(&self, key: &str) -> Result<(), StoreError>;
 
+    /// Why a transfer of the shape `io` would leave this store's own
+    /// transport, where it would (rdma: a read or write the library cannot
+    /// carry over RDMA goes over HTTP although RDMA works); `None` where it
+    /// stays, and on every backend with one transport. Asked before a run,
+    /// so a bench says it once and `--require-rdma` refuses such a plan
+    /// before any transfer ([`crate::bench::session::Session::check_io_plan`]).
+    fn leaves_transport(&self, _io: PlannedIo) -> Option<String> {
+        None
+    }
     /// Warnings to print before a run that reads objects of `object_size`
     /// bytes (e.g. "these will go over HTTP"). None for most backends.
     fn preflight(&self, _object_size: u64) -> Vec<String> {
@@ -174,6 +183,24 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn writes_device(&self) -> bool {
         false
     }
+}
+
+/// The shape of one kind of transfer a bench plans, for
+/// [`ObjectStore::leaves_transport`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlannedIo {
+    /// GETs of `bytes` each: of whole objects (`whole`), or ranges within them.
+    Get {
+        /// The whole object, not a range of it.
+        whole: bool,
+        /// Bytes per GET.
+        bytes: u64,
+    },
+    /// PUTs of whole objects of `bytes` each.
+    Put {
+        /// Bytes per PUT.
+        bytes: u64,
+    },
 }
 
 /// Read into any kind of buffer: straight through `get_into` for host and

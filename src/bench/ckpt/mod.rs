@@ -316,6 +316,13 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     let Some(mut s) = Session::start(spec).await? else { return Ok(()) };
     let me = s.me.clone();
     let specs = states(&plan, me.world)?;
+    // Every chunk is one whole object, written and read back whole.
+    let chunk = specs.iter().map(|st| (st.size_bytes / me.world.max(1) as u64).min(plan.chunk)).max().unwrap_or(plan.chunk);
+    let planned = [
+        (format!("checkpoint chunks of {chunk} bytes (save)"), crate::store::PlannedIo::Put { bytes: chunk }),
+        (format!("checkpoint chunks of {chunk} bytes (restore)"), crate::store::PlannedIo::Get { whole: true, bytes: chunk }),
+    ];
+    s.check_io_plan(&planned, Some("--chunk of at most 4294967295 bytes (4 GiB - 1) keeps every chunk on RDMA"))?;
     let dest = s.mem.dest;
     let gpu = s.gpu()?;
     let store = s.store.clone();

@@ -346,6 +346,14 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
             session.warn(w);
         }
     }
+    let mut planned: Vec<(String, crate::store::PlannedIo)> = Vec::new();
+    for &size in &plan.sizes {
+        planned.push((format!("fetch of {size}-byte objects"), crate::store::PlannedIo::Get { whole: true, bytes: size }));
+        if plan.prepare {
+            planned.push((format!("--prepare of {size}-byte objects"), crate::store::PlannedIo::Put { bytes: size }));
+        }
+    }
+    session.check_io_plan(&planned, Some("--sizes of at most 4294967295 bytes (4 GiB - 1) stay on RDMA"))?;
     let mut key_sets = Vec::new();
     for &size in &plan.sizes {
         let keys: Vec<String> = (0..plan.objects).map(|i| object_key(&plan.prefix, size, i)).collect();

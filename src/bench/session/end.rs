@@ -21,6 +21,17 @@ pub fn exit_status(failure: Option<Error>, require_rdma: bool, verdict: Verdict,
     Ok(())
 }
 
+/// Where `record` is written: `dir`, or `dir/test-double/` for a record made
+/// through a stand-in RDMA engine (`environment.store.library.test_double`),
+/// so such records never sit among measurements of RDMA.
+fn records_dir(record: &RunRecord, dir: &std::path::Path) -> std::path::PathBuf {
+    if record.environment.pointer("/store/library/test_double").and_then(serde_json::Value::as_bool) == Some(true) {
+        dir.join("test-double")
+    } else {
+        dir.to_path_buf()
+    }
+}
+
 /// The end of every run that leaves a record: print the terminal table
 /// (`print`), or the record as JSON with `--json`; then write the record
 /// (if that fails, say why and print the record's JSON to stderr, so the
@@ -56,7 +67,7 @@ pub fn conclude(
         },
     };
     let status = exit_status(failure, require_rdma, verdict, reason);
-    match record.write(&output.results_dir, started) {
+    match record.write(&records_dir(record, &output.results_dir), started) {
         Ok(path) if unprinted.is_some() => {
             let msg = unprinted.unwrap_or_default();
             return status.and(Err(Error::Runtime(format!("{msg}: the table was not printed; the record was written to {}", path.display()))));

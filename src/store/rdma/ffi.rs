@@ -148,7 +148,17 @@ pub struct LibInfo {
     pub rdma_nic_count: Option<i32>,
     /// `miniocpp_rdma_healthy_nic_count`, where the library has it.
     pub rdma_healthy_nic_count: Option<i32>,
+    /// The RDMA engine says it is a stand-in, not libs3rdma: its
+    /// `s3rdma_version` begins [`STANDIN_PREFIX`] (`tests/standin-s3rdma`,
+    /// which the project's CI builds to run the real library's RDMA branch
+    /// without an RDMA device). Records made through it are test-double
+    /// records: written under `<results-dir>/test-double/`, and `report`
+    /// skips them unless asked.
+    pub test_double: bool,
 }
+
+/// How a libs3rdma stand-in's `s3rdma_version` begins.
+pub const STANDIN_PREFIX: &str = "s3rdma-standin";
 
 /// Required symbols, in the order they are checked.
 pub const REQUIRED: [&str; 8] = [
@@ -240,8 +250,10 @@ impl Lib {
                 rdma_available: (l.rdma_available)() != 0,
                 rdma_nic_count: l.rdma_nic_count.map(|f| f()),
                 rdma_healthy_nic_count: l.rdma_healthy_nic_count.map(|f| f()),
+                test_double: false,
             }
         };
+        info.test_double = info.engine_version.as_deref().is_some_and(|v| v.starts_with(STANDIN_PREFIX));
         if !info.rdma_available {
             info.unavailable_reason = l.unavailable_reason();
         }

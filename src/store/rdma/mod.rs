@@ -62,6 +62,8 @@ pub struct RdmaEngine {
     pub available: bool,
     /// The library's reason when not available, where it can say.
     pub unavailable_reason: Option<String>,
+    /// The engine is a stand-in (see [`ffi::LibInfo::test_double`]): nothing it carries is an RDMA figure.
+    pub test_double: bool,
 }
 
 /// Most worker threads (each owns one library client and its connections):
@@ -297,6 +299,11 @@ impl RdmaStore {
         format!("{} ({}{version}) reports RDMA unavailable (miniocpp_rdma_available() = 0){why}", i.path, i.generation.as_str())
     }
 
+    /// Why ranged reads do not go through the library.
+    fn no_range_reason(&self) -> &'static str {
+        if self.lib.get_object_range.is_none() { "the library lacks miniocpp_get_object_range (minio-cpp PR #258)" } else { "--rdma-no-range is set" }
+    }
+
     /// Figures of the C ABI's return codes so far.
     pub fn counts(&self) -> CallCounts {
         self.counters.snapshot()
@@ -358,14 +365,33 @@ impl ObjectStore for RdmaStore {
             w.push(format!("{}: transfers will go over HTTP; the witness will show it", self.unavailable_line()));
         }
         if !self.use_range {
-            let why =
-                if self.lib.get_object_range.is_none() { "the library lacks miniocpp_get_object_range (minio-cpp PR #258)" } else { "--rdma-no-range is set" };
-            w.push(format!("{why}: every ranged read (ckpt and shard windows, verify's GPU probe) goes over HTTP"));
+            w.push(format!("{}: every ranged read (ckpt and shard windows, verify's GPU probe) goes over HTTP", self.no_range_reason()));
             if object_size > self.max_transfer {
                 w.push(format!("objects of {object_size} bytes exceed one RDMA transfer ({} bytes): they will be read over HTTP", self.max_transfer));
             }
         }
         w
+    }
+    fn leaves_transport(&self, io: super::PlannedIo) -> Option<String> {
+        if !self.info.rdma_available {
+            // Said once for the whole run (transport_unavailable), not per shape.
+            return None;
+        }
+        let max = self.max_transfer;
+        match io {
+            super::PlannedIo::Get { whole: false, bytes } if !self.use_range => Some(format!(
+                "ranged GETs of {bytes} bytes go over HTTP: {} (a range that is a whole object of at most {max} bytes still goes over RDMA)",
+                self.no_range_reason()
+            )),
+            super::PlannedIo::Get { whole: true, bytes } if bytes > max && !self.use_range => Some(format!(
+                "GETs of whole {bytes}-byte objects go over HTTP: one RDMA transfer moves at most {max} bytes (the descriptor's size field is 32 bits) and {}",
+                self.no_range_reason()
+            )),
+            super::PlannedIo::Put { bytes } if bytes > max => {
+                Some(format!("PUTs of {bytes}-byte objects go over HTTP: one RDMA transfer moves at most {max} bytes (the descriptor's size field is 32 bits)"))
+            }
+            _ => None,
+        }
     }
     fn stats(&self) -> super::StoreStats {
         let c = self.counts();
@@ -402,6 +428,7 @@ impl ObjectStore for RdmaStore {
             version: i.engine_version.clone(),
             available: i.rdma_available,
             unavailable_reason: i.unavailable_reason.clone(),
+            test_double: i.test_double,
         })
     }
     fn read_window(&self) -> Option<u64> {
@@ -446,6 +473,10 @@ impl ObjectStore for RdmaStore {
                 check_capacity(key, r.end - r.start, at, dst)?;
                 if self.use_range && library_takes(key) {
                     self.read_windows(key, r, dst, at).await
+                } else if r.start == 0 && r.end <= self.max_transfer && library_takes(key) && self.http.head(key).await?.size == r.end {
+                    // A range that is the whole object is a whole-object GET,
+                    // which the library carries without ranged reads.
+                    self.get_whole(key, kc, r.end, dst, at).await
                 } else {
                     super::read_into_at(&self.http, key, Some(r), dst, at).await
                 }

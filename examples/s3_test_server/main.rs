@@ -7,12 +7,24 @@
 //! the access key); anything else gets MinIO's 403. So the smoke run checks the
 //! witness's JWT and its counter arithmetic here as it does against MinIO.
 //!
-//! Usage: `s3_test_server <root-dir> [port]` (port 0 or none: any free port).
-//! Credentials from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`. Prints
-//! `endpoint http://127.0.0.1:<port>` once listening; serves until killed.
+//! Usage: `s3_test_server <root-dir> [port] [--rdma [--fault MODE]...]`
+//! (port 0 or none: any free port). Credentials from `AWS_ACCESS_KEY_ID` /
+//! `AWS_SECRET_ACCESS_KEY`. Prints `endpoint http://127.0.0.1:<port>` once
+//! listening; serves until killed.
+//!
+//! `--rdma` answers requests carrying `x-amz-rdma-token` as an AIStor RDMA
+//! server does ([`aistor`]), counts them at `/minio/metrics/v3/api/rdma`, and
+//! listens on 0.0.0.0 so a client can connect from any loopback rail address
+//! (127.0.0.x) the stand-in libs3rdma names. `--fault` switches on one fault
+//! mode for the run (see [`aistor::Faults::add`]).
 
+mod aistor;
+
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use clap::Parser;
 
 use hyper::body::Body as _;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -45,7 +57,24 @@ fn authorized(auth: Option<&str>, access: &str, secret: &str) -> bool {
 
 type Reply = hyper::Response<s3s::Body>;
 
-fn metrics(t: &Traffic, server: &str, path: &str, ok: bool) -> Reply {
+/// The command line.
+#[derive(Parser)]
+#[command(about = "s3s-fs on loopback with MinIO's v3 metrics, and an AIStor-like RDMA mode")]
+struct Args {
+    /// Directory the objects live in (one subdirectory per bucket); created when missing.
+    root: PathBuf,
+    /// TCP port; 0: any free port.
+    #[arg(default_value_t = 0)]
+    port: u16,
+    /// Answer `x-amz-rdma-token` requests as AIStor does and count them.
+    #[arg(long)]
+    rdma: bool,
+    /// A fault mode for this run (with --rdma): decline, fail-rail=IP[@N], short=BYTES, stall=SECONDS, http-for=SUBSTRING.
+    #[arg(long, requires = "rdma")]
+    fault: Vec<String>,
+}
+
+fn metrics(t: &Traffic, rdma: Option<&aistor::RdmaCounters>, server: &str, path: &str, ok: bool) -> Reply {
     let (status, ctype, body) = if !ok {
         (403, "application/xml", "<?xml version=\"1.0\"?><Error><Code>AccessDenied</Code><Message>Access Denied.</Message></Error>".to_string())
     } else if path == "/minio/metrics/v3/api/requests" {
@@ -59,6 +88,8 @@ fn metrics(t: &Traffic, server: &str, path: &str, ok: bool) -> Reply {
              minio_api_requests_traffic_received_bytes{{server=\"{server}\",type=\"s3\"}} {r}\n"
         );
         (200, "text/plain; version=0.0.4; charset=utf-8", body)
+    } else if let Some(c) = rdma.filter(|_| path == "/minio/metrics/v3/api/rdma") {
+        (200, "text/plain; version=0.0.4; charset=utf-8", c.exposition(server))
     } else {
         (404, "text/plain", "unknown metrics path\n".to_string())
     };
@@ -66,37 +97,50 @@ fn metrics(t: &Traffic, server: &str, path: &str, ok: bool) -> Reply {
 }
 
 fn main() {
-    let mut args = std::env::args().skip(1);
-    let Some(root) = args.next() else {
-        eprintln!("usage: s3_test_server <root-dir> [port]");
-        std::process::exit(2);
-    };
-    let port: u16 = args.next().map_or(0, |p| p.parse().unwrap_or_else(|_| panic!("port '{p}' is not a number")));
+    let args = Args::parse();
+    let mut faults = aistor::Faults::default();
+    for f in &args.fault {
+        if let Err(e) = faults.add(f) {
+            eprintln!("s3_test_server: {e}");
+            std::process::exit(2);
+        }
+    }
     let access = std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "s3rdma-smoke".into());
     let secret = std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "s3rdma-smoke-secret".into());
-    std::fs::create_dir_all(&root).unwrap_or_else(|e| panic!("{root}: {e}"));
+    let root = args.root;
+    if let Err(e) = std::fs::create_dir_all(&root) {
+        eprintln!("s3_test_server: cannot create {}: {e}", root.display());
+        std::process::exit(1);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     rt.block_on(async move {
         let mut b = S3ServiceBuilder::new(s3s_fs::FileSystem::new(&root).expect("s3s-fs root"));
         b.set_auth(SimpleAuth::from_single(access.clone(), secret.clone()));
+        let rdma = args.rdma.then(|| Arc::new(aistor::RdmaCounters::default()));
+        if let Some(c) = &rdma {
+            b.set_route(aistor::RdmaRoute::new(&root, faults, c.clone()).expect("s3s-fs root"));
+        }
         let service = b.build();
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.unwrap_or_else(|e| panic!("bind 127.0.0.1:{port}: {e}"));
-        let addr = listener.local_addr().expect("addr");
+        // RDMA mode: clients connect from their rail's loopback address (127.0.0.x).
+        let host = if args.rdma { "0.0.0.0" } else { "127.0.0.1" };
+        let listener = tokio::net::TcpListener::bind((host, args.port)).await.unwrap_or_else(|e| panic!("bind {host}:{}: {e}", args.port));
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], listener.local_addr().expect("addr").port()));
         println!("endpoint http://{addr}");
         let traffic = Arc::new(Traffic::default());
         let (server, creds) = (Arc::new(addr.to_string()), Arc::new((access, secret)));
         let http = ConnBuilder::new(TokioExecutor::new());
         loop {
-            let Ok((socket, _)) = listener.accept().await else { continue };
-            let (svc, t, server, creds) = (service.clone(), traffic.clone(), server.clone(), creds.clone());
-            let handler = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let (svc, t, server, creds) = (svc.clone(), t.clone(), server.clone(), creds.clone());
+            let Ok((socket, peer)) = listener.accept().await else { continue };
+            let (svc, t, rdma, server, creds) = (service.clone(), traffic.clone(), rdma.clone(), server.clone(), creds.clone());
+            let handler = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                let (svc, t, rdma, server, creds) = (svc.clone(), t.clone(), rdma.clone(), server.clone(), creds.clone());
                 async move {
                     let path = req.uri().path().to_string();
                     if path.starts_with("/minio/metrics/") {
                         let auth = req.headers().get("authorization").and_then(|v| v.to_str().ok());
-                        return Ok::<Reply, s3s::HttpError>(metrics(&t, &server, &path, authorized(auth, &creds.0, &creds.1)));
+                        return Ok::<Reply, s3s::HttpError>(metrics(&t, rdma.as_deref(), &server, &path, authorized(auth, &creds.0, &creds.1)));
                     }
+                    req.extensions_mut().insert(aistor::PeerAddr(peer));
                     let h = req.headers();
                     let received = header_u64(h, "x-amz-decoded-content-length").or_else(|| header_u64(h, "content-length")).unwrap_or(0);
                     // A HEAD answer names the object's length but carries no body.

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The real libminiocpp's RDMA branch, end to end, on a machine without an RDMA
+# device: the library built by scripts/build-libminiocpp.sh, with the stand-in
+# libs3rdma (tests/standin-s3rdma) beside it as libs3rdma.so.0 (its $ORIGIN
+# runpath loads that one), against the test server in its AIStor-like mode
+# (examples/s3_test_server --rdma). Every scenario (healthy, decline, a lost
+# rail, a short transfer, a stall, 4 GiB - 1 / 4 GiB / 4 GiB + 1, each bench
+# into host memory) prints one line and must show what it is expected to; the
+# healthy and decline runs are repeated through the libminiocpp test double
+# (tests/fake-miniocpp) to compare the two. Exit 1 when any does not.
+#
+#   scripts/rdma-e2e.sh [SCENARIO...]    # fetch-healthy decline mixed lost-rail short ckpt weights tokens-train verify stall 4gib
+#
+# Needs: cargo build --release --workspace --examples (scripts/test.sh does it),
+# and the real library at S3RDMA_TEST_MINIOCPP or target/libminiocpp/libminiocpp.so.
+# Records go to ${E2E_RESULTS:-a temporary directory}/test-double/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REAL=${S3RDMA_TEST_MINIOCPP:-target/libminiocpp/libminiocpp.so}
+STANDIN=target/release/libstandin_s3rdma.so
+for f in target/release/s3rdma target/release/examples/s3_test_server "$STANDIN" target/release/libfake_miniocpp.so; do
+  [ -f "$f" ] || { echo "rdma-e2e: $f is not built: cargo build --release --workspace --examples" >&2; exit 1; }
+done
+[ -f "$REAL" ] || { echo "rdma-e2e: no real libminiocpp at $REAL: scripts/build-libminiocpp.sh <minio-cpp checkout> target/libminiocpp <httplib dir>" >&2; exit 1; }
+# The real library beside the stand-in, named as the loader asks for libs3rdma.
+LIBDIR=target/libminiocpp-standin
+mkdir -p "$LIBDIR"
+cp "$REAL" "$LIBDIR/libminiocpp.so"
+cp "$STANDIN" "$LIBDIR/libs3rdma.so.0"
+resolved=$(ldd "$LIBDIR/libminiocpp.so" | awk '/libs3rdma/{print $3}')
+[ "$(realpath "$resolved")" = "$(realpath "$LIBDIR/libs3rdma.so.0")" ] \
+  || { echo "rdma-e2e: $LIBDIR/libminiocpp.so resolves libs3rdma to '$resolved', not the stand-in beside it (its runpath must be \$ORIGIN)" >&2; exit 1; }
+RESULTS=${E2E_RESULTS:-$(mktemp -d)}
+exec python3 scripts/rdma_e2e.py "$(realpath target/release/s3rdma)" "$(realpath target/release/examples/s3_test_server)" \
+  "$(realpath "$LIBDIR/libminiocpp.so")" "$(realpath target/release/libfake_miniocpp.so)" "$(realpath "$RESULTS")" "$@"

@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""The real libminiocpp's RDMA branch, end to end, without an RDMA device.
+
+scripts/rdma-e2e.sh runs this. Each scenario starts the test server
+(examples/s3_test_server, --rdma: answers x-amz-rdma-token as AIStor does,
+moving bytes with process_vm_readv/writev) with its fault modes, then runs
+s3rdma through a libminiocpp whose libs3rdma is the stand-in
+(tests/standin-s3rdma), into host memory, and checks what the record says
+against what the scenario must show. One line per scenario:
+
+  bench  scenario  library  verdict  exit  library return codes  rails  bytes checked  OK|FAIL
+
+and exit 1 when any scenario's outcome is not the expected one. Records go
+to <results>/test-double/ (s3rdma puts every record made through a stand-in
+there); they are never RDMA figures.
+
+Usage: rdma_e2e.py S3RDMA SERVER LIBMINIOCPP FAKE_LIB RESULTS_DIR [SCENARIO...]
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+S3RDMA, SERVER, LIB, FAKE, RESULTS = sys.argv[1:6]
+ONLY = set(sys.argv[6:])
+ACCESS, SECRET = "s3rdma-e2e", "s3rdma-e2e-secret-0123456789"
+GIB = 1 << 30
+
+
+class Server:
+    """The test server in RDMA mode with `faults`, on a fresh directory."""
+
+    def __init__(self, faults):
+        self.dir = tempfile.mkdtemp(prefix="s3rdma-e2e-")
+        args = [SERVER, os.path.join(self.dir, "store"), "0", "--rdma"]
+        for f in faults:
+            args += ["--fault", f]
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET)
+        self.log = open(os.path.join(self.dir, "server.log"), "w+")
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.log, env=env, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("endpoint "):
+            self.log.seek(0)
+            raise SystemExit(f"rdma-e2e: the test server did not start: {line}{self.log.read()}")
+        self.endpoint = line.split()[1]
+
+    def close(self):
+        self.proc.kill()
+        self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Run:
+    """One s3rdma command's outcome: exit code, record (from --json), stderr, wall seconds."""
+
+    def __init__(self, args, server, lib, env, bucket):
+        self.stats = os.path.join(server.dir, f"standin-{time.monotonic_ns()}.jsonl")
+        e = dict(os.environ, AWS_ACCESS_KEY_ID=ACCESS, AWS_SECRET_ACCESS_KEY=SECRET, S3RDMA_STANDIN_STATS=self.stats)
+        e.pop("MINIOCPP_LIB", None)
+        e.update(env)
+        ep = server.endpoint
+        common = ["--backend", "rdma", "--endpoint", ep, "--bucket", bucket, "--rdma-lib", lib,
+                  "--metrics-url", f"{ep}/minio/metrics/v3/api/rdma", "--metrics-url", f"{ep}/minio/metrics/v3/api/requests",
+                  "--results-dir", RESULTS]
+        t0 = time.monotonic()
+        p = subprocess.run([S3RDMA, *args[:1], *common, *args[1:]], capture_output=True, text=True, env=e, cwd=server.dir)
+        self.wall_s = time.monotonic() - t0
+        self.code, self.stderr = p.returncode, p.stderr
+        try:
+            self.record = json.loads(p.stdout) if "--json" in args else None
+        except json.JSONDecodeError:
+            self.record = None
+        self.stdout = p.stdout
+
+    def standin(self):
+        """The stand-in's counts at exit (one line per freed client)."""
+        try:
+            return [json.loads(l) for l in open(self.stats)]
+        except OSError:
+            return []
+
+
+def verdict(rec):
+    return (rec or {}).get("rdma_witness", {}).get("verdict", "-")
+
+
+def codes(rec):
+    s = ((rec or {}).get("environment", {}).get("store_stats", {}) or {}).get("in_windows", {})
+    if not s:
+        return "-"
+    return "calls={} ok={} err={} declined={} invalid={}".format(*(s.get(k, 0) for k in ("rdma_calls", "rdma_ok", "rdma_errors", "rdma_declined", "rdma_invalid")))
+
+
+def rails(rec):
+    """Healthy rails at the first window's open and the last one's close, as 'open->close of total'."""
+    ws = [r for w in (rec or {}).get("rdma_witness", {}).get("windows", []) for r in (w.get("rails") or [])]
+    if not ws:
+        return "-"
+    return f"{ws[0]['open']['healthy']}->{ws[-1]['close']['healthy']}/{ws[-1]['close']['total']}"
+
+
+RESULTS_LINES = []
+FAILED = []
+
+
+def report(bench, scenario, lib, run, ok, checked, why=""):
+    rec = run.record
+    line = f"{bench:<8} {scenario:<22} {lib:<8} {verdict(rec):<16} exit={run.code:<2} {codes(rec):<48} rails={rails(rec):<8} {checked:<34} {'OK' if ok else 'FAIL'}"
+    print(line, flush=True)
+    if not ok:
+        FAILED.append(f"{bench} {scenario} ({lib}): {why}\n--- stderr ---\n{run.stderr[-3000:]}")
+
+
+def expect(bench, scenario, lib, run, checks, checked):
+    """Every (condition, what) in checks must hold."""
+    bad = [what for cond, what in checks if not cond]
+    report(bench, scenario, lib, run, not bad, checked, "; ".join(bad))
+
+
+def leak_free(run):
+    """Every registration the library made was released, on every client the stand-in freed."""
+    s = run.standin()
+    return bool(s) and all(c["pinned_at_free"] == 0 and c["register_calls"] == c["deregister_calls"] for c in s)
+
+
+def fetch_args(sizes, extra=()):
+    return ["fetch", "--sizes", sizes, "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json", *extra]
+
+
+def want(name):
+    return not ONLY or name in ONLY
+
+
+def scenario_fetch_healthy(lib, libname, env):
+    s = Server([])
+    try:
+        r = Run(fetch_args("1MiB,3MiB", ["--require-rdma"]), s, lib, env, "e2e-fetch")
+        if libname == "real":
+            checks = [(r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified"),
+                      (codes(r.record).startswith("calls=8 ok=8 err=0"), "8 library calls, all OK"), (leak_free(r), "no registration left pinned")]
+        else:
+            # The double moves bytes over HTTP while it claims RDMA: the server's counters say so.
+            checks = [(r.code == 3, "exit 3: the double's bytes went over HTTP"), (verdict(r.record) == "full-fallback", "full-fallback")]
+        expect("fetch", "healthy", libname, r, checks, "--verify: every byte matched")
+        if libname == "real":
+            print("         witness: " + json.dumps({k: r.record["rdma_witness"].get(k) for k in ("verdict", "reason")})[:400])
+    finally:
+        s.close()
+
+
+def scenario_fetch_decline(lib, libname, env):
+    s = Server(["decline"])
+    try:
+        r = Run(fetch_args("1MiB", ["--require-rdma"]), s, lib, env, "e2e-decline")
+        checks = [(r.code == 3, "exit 3 under --require-rdma"), (verdict(r.record) == "full-fallback", "full-fallback"),
+                  ("RDMA not proven" in r.stderr, "says RDMA was not proven")]
+        if libname == "real":
+            checks.append((leak_free(r), "no registration left pinned"))
+        expect("fetch", "decline-501", libname, r, checks, "--verify: every byte matched")
+    finally:
+        s.close()
+
+
+def scenario_http_for_one_key(lib):
+    # Keys of the 3 MiB cell are answered over HTTP, the 1 MiB cell's over RDMA.
+    s = Server(["http-for=3145728"])
+    try:
+        r = Run(fetch_args("1MiB,3MiB"), s, lib, {}, "e2e-mixed")
+        cells = {c["size_bytes"]: c.get("witness", {}).get("verdict") for c in (r.record or {}).get("results", [])}
+        per_cell = (r.record or {}).get("rdma_witness", {}).get("cells")
+        expect("fetch", "rdma-one-key-http-other", "real", r,
+               [(r.code == 0, "exit 0"), (verdict(r.record) in ("partial-fallback", "full-fallback"), "not rdma-verified overall")],
+               f"cells {cells or per_cell}"[:34])
+    finally:
+        s.close()
+
+
+def scenario_lost_rail(lib, rails_env, scenario, want_verdicts, want_code):
+    s = Server(["fail-rail=127.0.0.3@4" if "127.0.0.3" in rails_env else "fail-rail=127.0.0.2@4"])
+    try:
+        r = Run(fetch_args("1MiB", ["--iters", "8", "--require-rdma"]), s, lib, {"S3RDMA_DEVICE": rails_env}, "e2e-rail")
+        st = r.standin()
+        lost = bool(st) and st[-1]["failures_reported"] > 0
+        expect("fetch", scenario, "real", r,
+               [(r.code == want_code, f"exit {want_code}"), (verdict(r.record) in want_verdicts, f"verdict in {want_verdicts}"),
+                (lost, "the library reported the failing rail"), (rails(r.record) != "-", "the record's rails show the windows")],
+               f"failures reported={st[-1]['failures_reported'] if st else '-'}")
+    finally:
+        s.close()
+
+
+def scenario_short(lib):
+    s = Server(["short=4096"])
+    try:
+        r = Run(fetch_args("1MiB"), s, lib, {}, "e2e-short")
+        expect("fetch", "short-transfer", "real", r,
+               [(r.code == 4, "exit 4: the bytes that never arrived are caught"), ("mismatch" in r.stderr.lower() or "differ" in r.stderr.lower(), "says the data differ")],
+               "--verify: mismatch found")
+    finally:
+        s.close()
+
+
+def scenario_stall(lib):
+    s = Server(["stall=30"])
+    try:
+        a = ["fetch", "--sizes", "1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json"]
+        r = Run(a, s, lib, {}, "e2e-stall")
+        # --prepare's PUT and the GET each wait out two attempts of minio-cpp's 10 s total timeout, then go over HTTP.
+        expect("fetch", "stall", "real", r,
+               [(r.code == 0, "exit 0: the HTTP fallback carries the bytes"), (verdict(r.record) == "full-fallback", "full-fallback"),
+                (40 <= r.wall_s <= 60, f"2 transfers x 2 attempts x 10 s: took {r.wall_s:.1f} s")],
+               f"wall {r.wall_s:.1f} s (bound 2x2x10 s)")
+    finally:
+        s.close()
+
+
+def scenario_4gib(lib):
+    s = Server([])
+    try:
+        sizes = f"{4 * GIB - 1},{4 * GIB},{4 * GIB + 1}"
+        a = ["fetch", "--sizes", sizes, "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json"]
+        r = Run(a + ["--require-rdma"], s, lib, {}, "e2e-4gib")
+        expect("fetch", "4GiB-require-rdma", "real", r,
+               [(r.code == 3, "exit 3 before any transfer"), ("4294967296" in r.stderr and "--sizes" in r.stderr, "names the size and the fix")],
+               "refused up front")
+        r = Run(a, s, lib, {}, "e2e-4gib")
+        cells = {c["size_bytes"]: c["witness"]["verdict"] for c in (r.record or {}).get("results", []) if "witness" in c}
+        expect("fetch", "4GiB-1/4GiB/4GiB+1", "real", r,
+               [(r.code == 0, "exit 0"), (cells.get(4 * GIB - 1) == "rdma-verified", "4 GiB - 1 over RDMA"),
+                (cells.get(4 * GIB) == "full-fallback" and cells.get(4 * GIB + 1) == "full-fallback", "4 GiB and 4 GiB + 1 over HTTP")],
+               "--verify; " + ",".join(f"{k - 4 * GIB:+d}:{v}" for k, v in sorted(cells.items())))
+    finally:
+        s.close()
+
+
+def scenario_ckpt(lib):
+    s = Server([])
+    try:
+        a = ["ckpt", "--sizes", "5000000", "--chunk", "1MiB", "--methods", "flat,async", "--dest", "host", "--json", "--require-rdma"]
+        r = Run(a, s, lib, {}, "e2e-ckpt")
+        rows = (r.record or {}).get("results", {}).get("rows", [])
+        restores = [x for x in rows if x.get("op") == "restore"]
+        ok = len(restores) == 2 and all(x.get("verified", {}).get("ok") for x in restores)
+        expect("ckpt", "healthy-flat+async", "real", r,
+               [(r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified"), (ok, "both restores match their checksums"),
+                (leak_free(r), "no registration left pinned")],
+               "restore: every chunk checksum")
+    finally:
+        s.close()
+
+
+def scenario_weights(lib):
+    s = Server([])
+    try:
+        Run(["weights", "--synth", "tiny", "--model", "m/e2e", "--shard-size", "16MB"], s, lib, {}, "e2e-weights")
+        r = Run(["weights", "--model", "m/e2e", "--verify", "--dest", "host", "--json", "--require-rdma"], s, lib, {}, "e2e-weights")
+        expect("weights", "ranged-require-rdma", "real", r,
+               [(r.code == 3, "exit 3 before the load"), ("ranged GETs" in r.stderr and "PR #258" in r.stderr, "names the reason")], "refused up front")
+        r = Run(["weights", "--model", "m/e2e", "--verify", "--dest", "host", "--json"], s, lib, {}, "e2e-weights")
+        v = (r.record or {}).get("results", {}).get("verified", {}).get("ok")
+        expect("weights", "ranged-windows", "real", r,
+               [(r.code == 0, "exit 0"), (verdict(r.record) == "full-fallback", "full-fallback: ranged reads go over HTTP"), (v is True, "--verify matched the digest")],
+               "--verify: digest matched")
+    finally:
+        s.close()
+
+
+def scenario_tokens_train(lib):
+    s = Server([])
+    try:
+        Run(["ingest", "tokens", "--synthetic", "--total-bytes", "4MiB", "--seq-len", "1024", "--shard-bytes", "1MiB"], s, lib, {}, "e2e-tokens")
+        r = Run(["tokens", "--dest", "host", "--batch-seqs", "16", "--repeats", "1", "--json"], s, lib, {}, "e2e-tokens")
+        expect("tokens", "healthy", "real", r, [(r.code == 0, "exit 0"), (verdict(r.record) != "-", "a verdict")],
+               f"bytes {(r.record or {}).get('results', {}).get('repeats', [{}])[0].get('bytes')}")
+        Run(["ingest", "raw", "--synthetic", "64", "--classes", "4", "--size", "32", "--samples-per-shard", "16"], s, lib, {}, "e2e-raw")
+        t = ["train", "--loader-only", "--dest", "host", "--batch-size", "8", "--crop", "24", "--steps", "6", "--warmup", "1", "--repeats", "1", "--json",
+             "--fetch-workers", "1", "--prefetch-batches", "1"]
+        r = Run(t, s, lib, {}, "e2e-raw")
+        expect("train", "loader-healthy", "real", r, [(r.code == 0, "exit 0"), (verdict(r.record) != "-", "a verdict")],
+               f"images {(r.record or {}).get('results', {}).get('repeats', [{}])[0].get('images')}")
+    finally:
+        s.close()
+
+
+def scenario_verify(lib):
+    s = Server([])
+    try:
+        r = Run(["verify", "--prepare", "--sizes", "4KiB,64MiB"], s, lib, {}, "e2e-verify")
+        result = next((l for l in r.stdout.splitlines() if l.startswith("RESULT: ")), "-")
+        report("verify", "healthy", "real", r, r.code == 0 and result.startswith("RESULT: PASS"), result[:34], f"expected PASS, got {result}")
+    finally:
+        s.close()
+
+
+def main():
+    print(f"{'bench':<8} {'scenario':<22} {'library':<8} {'verdict':<16} {'exit':<7} {'library return codes':<48} {'rails':<14} {'bytes checked':<34} outcome")
+    real, double = LIB, FAKE
+    fake_env = {"FAKE_MINIOCPP_RDMA_AVAILABLE": "1", "FAKE_MINIOCPP_RAILS": "2,2"}
+    if want("fetch-healthy"):
+        scenario_fetch_healthy(real, "real", {})
+        scenario_fetch_healthy(double, "double", fake_env)
+    if want("decline"):
+        scenario_fetch_decline(real, "real", {})
+        scenario_fetch_decline(double, "double", fake_env)
+    if want("mixed"):
+        scenario_http_for_one_key(real)
+    if want("lost-rail"):
+        scenario_lost_rail(real, "127.0.0.2,127.0.0.3", "lost-1-of-2-rails", ("rdma-verified",), 0)
+        scenario_lost_rail(real, "127.0.0.2", "lost-only-rail", ("partial-fallback", "full-fallback"), 3)
+    if want("short"):
+        scenario_short(real)
+    if want("ckpt"):
+        scenario_ckpt(real)
+    if want("weights"):
+        scenario_weights(real)
+    if want("tokens-train"):
+        scenario_tokens_train(real)
+    if want("verify"):
+        scenario_verify(real)
+    if want("stall"):
+        scenario_stall(real)
+    if want("4gib"):
+        scenario_4gib(real)
+    if FAILED:
+        print("\n".join(["", "rdma-e2e: FAILED:"] + FAILED), file=sys.stderr)
+        sys.exit(1)
+    print("rdma-e2e: every scenario as expected")
+
+
+main()
