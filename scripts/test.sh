@@ -139,3 +139,12 @@ done
 SMOKE_DIR="$SMOKE/run" scripts/smoke.sh "$EP" "$EP/minio/metrics/v3/api/requests" > "$SMOKE/smoke.log" 2>&1 \
   || { cat "$SMOKE/smoke.log" >&2; echo "scripts/test.sh: smoke run failed (log above)" >&2; exit 1; }
 tail -1 "$SMOKE/smoke.log"
+
+# The real libminiocpp's RDMA branch end to end (scripts/rdma-e2e.sh): the
+# stand-in libs3rdma (built above with the workspace) beside it, against the
+# test server's AIStor-like mode; every scenario must show what it should.
+if [ -n "${S3RDMA_TEST_MINIOCPP:-}" ]; then
+  E2E_RESULTS="$SMOKE/e2e" scripts/rdma-e2e.sh
+else
+  echo "scripts/test.sh: no real libminiocpp: scripts/rdma-e2e.sh skipped (set S3RDMA_MINIOCPP_SRC)" >&2
+fi

@@ -58,8 +58,9 @@ pub struct Faults {
     /// Fail every transfer whose token names this rail, once `after` RDMA
     /// transfers have been served (0: from the first).
     pub fail_rail: Option<(Ipv4Addr, u64)>,
-    /// Move this many bytes fewer than asked (at least one byte moves).
-    pub short: Option<u64>,
+    /// Move this many bytes fewer than asked (at least one byte moves), once
+    /// the second count of transfers has been served.
+    pub short: Option<(u64, u64)>,
     /// Hold every RDMA request this long before answering.
     pub stall: Option<Duration>,
     /// Keys containing any of these are declined (501): HTTP for them, RDMA for the rest.
@@ -67,7 +68,7 @@ pub struct Faults {
 }
 
 impl Faults {
-    /// Add one `--fault` value: `decline`, `fail-rail=IP[@N]`, `short=BYTES`,
+    /// Add one `--fault` value: `decline`, `fail-rail=IP[@N]`, `short=BYTES[@N]`,
     /// `stall=SECONDS` or `http-for=SUBSTRING`.
     ///
     /// Errors: an unknown mode or a value that does not parse, naming both.
@@ -82,10 +83,14 @@ impl Faults {
                 let after = after.parse().map_err(|_| bad("the @N after the rail is a count of transfers served first"))?;
                 self.fail_rail = Some((ip, after));
             }
-            "short" => self.short = Some(value.parse().map_err(|_| bad("short=BYTES wants a byte count"))?),
+            "short" => {
+                let (bytes, after) = value.split_once('@').unwrap_or((value, "0"));
+                let bytes = bytes.parse().map_err(|_| bad("short=BYTES[@N] wants a byte count"))?;
+                self.short = Some((bytes, after.parse().map_err(|_| bad("the @N after the bytes is a count of transfers served first"))?));
+            }
             "stall" => self.stall = Some(Duration::from_secs_f64(value.parse().map_err(|_| bad("stall=SECONDS wants a number"))?)),
             "http-for" if !value.is_empty() => self.http_for.push(value.to_string()),
-            _ => return Err(bad("known modes: decline, fail-rail=IP[@N], short=BYTES, stall=SECONDS, http-for=SUBSTRING")),
+            _ => return Err(bad("known modes: decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS, http-for=SUBSTRING")),
         }
         Ok(())
     }
@@ -250,8 +255,19 @@ impl RdmaRoute {
         Ok(self.root.join(rel))
     }
 
+    /// Bytes fewer to move in transfer number `served` (0: all of them).
+    fn shortfall(&self, served: u64) -> u64 {
+        match self.faults.short {
+            Some((bytes, after)) if served >= after => {
+                self.counters.error(Err::Short);
+                bytes
+            }
+            _ => 0,
+        }
+    }
+
     /// GET: write the object's bytes (or the Range's) into the token's memory.
-    async fn get(&self, t: Token, bucket: &str, key: &str, range: Option<&str>) -> S3Result<S3Response<Body>> {
+    async fn get(&self, t: Token, bucket: &str, key: &str, range: Option<&str>, short: u64) -> S3Result<S3Response<Body>> {
         let path = self.object_path(bucket, key)?;
         let len = std::fs::metadata(&path).map_err(|_| S3Error::new(S3ErrorCode::NoSuchKey))?.len();
         let span = match range {
@@ -262,7 +278,7 @@ impl RdmaRoute {
             None => 0..len,
         };
         let mut n = (span.end - span.start).min(u64::from(t.size));
-        if let Some(short) = self.faults.short {
+        if short > 0 {
             n = n.saturating_sub(short).max(1);
         }
         let moved = tokio::task::spawn_blocking(move || -> std::io::Result<u64> {
@@ -284,9 +300,6 @@ impl RdmaRoute {
             self.counters.error(Err::CopyFailed);
             return Ok(reply(500, 500, &[]));
         };
-        if moved < (span.end - span.start).min(u64::from(t.size)) {
-            self.counters.error(Err::Short);
-        }
         self.counters.get_bytes.fetch_add(moved, SeqCst);
         self.counters.get_ops.fetch_add(1, SeqCst);
         let code = if range.is_some() { 206 } else { 200 };
@@ -294,11 +307,10 @@ impl RdmaRoute {
     }
 
     /// PUT or UploadPart: read the token's memory and store it as the object (or part).
-    async fn put(&self, req: S3Request<Body>, t: Token, bucket: String, key: String) -> S3Result<S3Response<Body>> {
+    async fn put(&self, req: S3Request<Body>, t: Token, bucket: String, key: String, short: u64) -> S3Result<S3Response<Body>> {
         let mut n = u64::from(t.size);
-        if let Some(short) = self.faults.short {
+        if short > 0 {
             n = n.saturating_sub(short).max(1);
-            self.counters.error(Err::Short);
         }
         let bytes = match tokio::task::spawn_blocking(move || read_remote(t.qp, t.addr, n as usize)).await.expect("copy task") {
             Ok(b) => Bytes::from(b),
@@ -379,9 +391,12 @@ impl S3Route for RdmaRoute {
         match req.method {
             Method::GET => {
                 let range = req.headers.get("range").and_then(|v| v.to_str().ok()).map(str::to_string);
-                self.get(t, &bucket, &key, range.as_deref()).await
+                self.get(t, &bucket, &key, range.as_deref(), self.shortfall(served)).await
             }
-            Method::PUT => self.put(req, t, bucket, key).await,
+            Method::PUT => {
+                let short = self.shortfall(served);
+                self.put(req, t, bucket, key, short).await
+            }
             _ => {
                 self.counters.error(Err::Declined);
                 Ok(reply(501, 501, &[]))

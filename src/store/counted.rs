@@ -116,6 +116,9 @@ impl ObjectStore for Counted {
     fn preflight(&self, object_size: u64) -> Vec<String> {
         self.inner.preflight(object_size)
     }
+    fn registration_costs(&self, sizes: &[u64]) -> Option<Result<Vec<super::rdma::registration::RegistrationCost>, String>> {
+        self.inner.registration_costs(sizes)
+    }
     fn leaves_transport(&self, io: super::PlannedIo) -> Option<String> {
         self.inner.leaves_transport(io)
     }

@@ -129,6 +129,12 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn leaves_transport(&self, _io: PlannedIo) -> Option<String> {
         None
     }
+    /// What registering host buffers of each of `sizes` costs this store's
+    /// RDMA engine, timed now (rdma: [`rdma::registration`]); `None` on
+    /// stores that register nothing.
+    fn registration_costs(&self, _sizes: &[u64]) -> Option<Result<Vec<rdma::registration::RegistrationCost>, String>> {
+        None
+    }
     /// Warnings to print before a run that reads objects of `object_size`
     /// bytes (e.g. "these will go over HTTP"). None for most backends.
     fn preflight(&self, _object_size: u64) -> Vec<String> {

@@ -26,7 +26,7 @@ mod verbs;
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::bench::session::{Outcome, RunPlan, Session, SessionSpec};
 use crate::error::{Error, Result};
@@ -150,6 +150,7 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
         s.add(1, Status::Warn, w, Some(fix.into()));
     }
     store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid --key: {e}")))?;
+    let registration = registration_step(&mut s, store, engine.as_ref(), &plan.sizes);
 
     let (reached, config_failure) = bucket_step(&mut s, store, &plan).await;
     let mut ops: Vec<ProbeOp> = Vec::new();
@@ -229,13 +230,35 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     });
     let mut outcome = Outcome::new(
         json!({"sizes_bytes": plan.sizes, "key": plan.key, "prepare": plan.prepare, "keep": plan.keep, "device": plan.device}),
-        json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops}),
+        json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops, "registration": registration}),
         windows,
     );
     outcome.environment = vec![("gpu", json!(gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name}))))];
     outcome.failure = failure;
     // The steps were printed as they ran.
     session.finish(outcome, || {}).await
+}
+
+/// Step 1's registration line: what registering a host buffer of each probe
+/// size costs the RDMA engine, timed through its own client API before any
+/// probe (minio-cpp registers inside every call, so the probes' times include
+/// it). Returns the costs for the record (`null` where nothing registers).
+fn registration_step(s: &mut Steps, store: &dyn store::ObjectStore, engine: Option<&store::rdma::RdmaEngine>, sizes: &[u64]) -> Value {
+    let sizes: Vec<u64> = sizes.iter().copied().filter(|&b| b > 0 && b <= store::rdma::MAX_TRANSFER).collect();
+    match store.registration_costs(&sizes) {
+        None => Value::Null,
+        Some(Ok(costs)) => {
+            let each: Vec<String> =
+                costs.iter().map(|c| format!("{} {:.1} us + {:.1} us to deregister", size_name(c.bytes), c.register_s * 1e6, c.deregister_s * 1e6)).collect();
+            let who = if engine.is_some_and(|e| e.test_double) { "a stand-in engine: bookkeeping, not ibv_reg_mr" } else { "libs3rdma's client API" };
+            s.add(1, Status::Pass, format!("buffer registration of host memory ({who}, median of 3): {}", each.join(", ")), None);
+            json!(costs)
+        }
+        Some(Err(why)) => {
+            s.add(1, Status::Skip, format!("buffer registration not timed: {why}"), None);
+            json!({"not_measured": why})
+        }
+    }
 }
 
 /// Step 1's GPU checks, then the GPU opened before the store (rdma workers

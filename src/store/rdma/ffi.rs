@@ -117,6 +117,8 @@ pub struct Lib {
     pub s3rdma_version: Option<Version>,
     /// libs3rdma's `s3rdma_check_rdma` (availability and the reason when not).
     pub s3rdma_check_rdma: Option<CheckRdma>,
+    /// libs3rdma's client API, where all four entry points resolve: registration timed off the clock.
+    pub engine_client: Option<super::registration::EngineClient>,
 }
 
 /// What was loaded, for the run record.
@@ -222,6 +224,14 @@ impl Lib {
                 // dlsym on the library's handle searches its dependencies too.
                 s3rdma_version: lib.get::<Version>(b"s3rdma_version").ok().map(|s| *s),
                 s3rdma_check_rdma: lib.get::<CheckRdma>(b"s3rdma_check_rdma").ok().map(|s| *s),
+                engine_client: (|| {
+                    Some(super::registration::EngineClient {
+                        init: *lib.get(b"s3rdma_client_init").ok()?,
+                        free: *lib.get(b"s3rdma_client_free").ok()?,
+                        register: *lib.get(b"s3rdma_client_register").ok()?,
+                        deregister: *lib.get(b"s3rdma_client_deregister").ok()?,
+                    })
+                })(),
             }
         };
         let engine_libraries = loaded_paths(&["libs3rdma", "libcuobjclient", "libcufile"]);

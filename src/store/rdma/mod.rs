@@ -26,6 +26,7 @@
 //! the buffer it was given, whatever the object held (see [`ffi`]).
 
 pub mod ffi;
+pub mod registration;
 mod workers;
 
 use std::ffi::CString;
@@ -44,6 +45,7 @@ use crate::error::StoreError;
 use crate::mem::Buffer;
 use crate::store::{Backend, StoreConfig};
 use ffi::{Lib, LibInfo};
+use registration::{RegistrationCost, RegistrationModel};
 pub use workers::CallCounts;
 use workers::{ClientArgs, Completion, Counters, Job, Op, WaitOnDrop, worker};
 
@@ -84,7 +86,12 @@ pub struct RdmaStore {
     window: u64,
     max_transfer: u64,
     use_range: bool,
+    /// Registration cost measured at open, or why it was not.
+    registration: Result<RegistrationModel, String>,
 }
+
+/// Sizes whose registration is timed at open: the line through them prices every window's.
+const REGISTRATION_SIZES: [u64; 2] = [4 << 20, 64 << 20];
 
 impl std::fmt::Debug for RdmaStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -147,6 +154,7 @@ impl RdmaStore {
             window: args.window.min(MAX_TRANSFER),
             max_transfer: args.rdma_max_transfer.clamp(1, MAX_TRANSFER),
             use_range: !args.rdma_no_range,
+            registration: Err("not measured".into()),
         };
         for _ in 0..threads {
             match rrx.recv() {
@@ -162,6 +170,7 @@ impl RdmaStore {
             }
         }
         store.use_range &= store.lib.get_object_range.is_some();
+        store.registration = store.registration_costs(&REGISTRATION_SIZES).and_then(RegistrationModel::fit);
         Ok(store)
     }
 
@@ -174,13 +183,16 @@ impl RdmaStore {
 
     /// Run one job on a worker and wait for its return code.
     async fn call(&self, op: Op) -> Result<(isize, Option<String>), StoreError> {
+        let len = match &op {
+            Op::Get { len, .. } | Op::Put { len, .. } => *len,
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let done = Arc::new(Completion::default());
         let jobs = self.jobs.as_ref().ok_or_else(|| self.other("RDMA", "", "store is shut down".into()))?;
         jobs.send(Job { op, done: done.clone(), reply: tx }).map_err(|_| self.other("RDMA", "", "all RDMA worker threads have exited".into()))?;
         let _guard = WaitOnDrop(done);
         let (rc, err) = rx.await.map_err(|_| self.other("RDMA", "", "an RDMA worker thread died mid-call".into()))?;
-        self.counters.record(rc);
+        self.counters.record(rc, len);
         Ok((rc, err))
     }
 
@@ -299,6 +311,19 @@ impl RdmaStore {
         format!("{} ({}{version}) reports RDMA unavailable (miniocpp_rdma_available() = 0){why}", i.path, i.generation.as_str())
     }
 
+    /// Register and deregister a host buffer of each size through the
+    /// engine's own client API, off the clock ([`registration`]).
+    ///
+    /// Errors: RDMA unavailable, an engine without that API (cuObject, test
+    /// doubles of libminiocpp), or the engine's own refusal.
+    pub fn registration_costs(&self, sizes: &[u64]) -> Result<Vec<RegistrationCost>, String> {
+        if !self.info.rdma_available {
+            return Err("RDMA unavailable: nothing is registered".into());
+        }
+        let client = self.lib.engine_client.ok_or("the library's RDMA engine has no libs3rdma client API to time")?;
+        client.measure(sizes, self.lib.alloc_aligned, self.lib.free_aligned)
+    }
+
     /// Why ranged reads do not go through the library.
     fn no_range_reason(&self) -> &'static str {
         if self.lib.get_object_range.is_none() { "the library lacks miniocpp_get_object_range (minio-cpp PR #258)" } else { "--rdma-no-range is set" }
@@ -357,6 +382,7 @@ impl ObjectStore for RdmaStore {
     fn describe(&self) -> serde_json::Value {
         json!({"backend": "rdma", "library": self.info, "worker_threads": self.workers.len(),
                "window_bytes": self.window, "max_transfer_bytes": self.max_transfer,
+               "registration": match &self.registration { Ok(m) => json!(m), Err(why) => json!({"not_measured": why}) },
                "ranged_windows": self.use_range, "control_plane": self.http.describe()})
     }
     fn preflight(&self, object_size: u64) -> Vec<String> {
@@ -401,18 +427,34 @@ impl ObjectStore for RdmaStore {
             ("rdma_errors", c.rdma_errors),
             ("rdma_declined", c.rdma_declined),
             ("rdma_invalid", c.rdma_invalid),
+            ("rdma_call_bytes", c.rdma_call_bytes),
         ];
-        super::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+        let mut s = super::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+        if let Ok(m) = &self.registration {
+            // The line is linear, so a window's share is the difference of two readings.
+            s.0.insert("registration_ns_est".into(), (m.seconds(c.rdma_calls, c.rdma_call_bytes) * 1e9).round() as u64);
+        }
+        s
     }
     fn stats_summary(&self, w: &super::StoreStats) -> Option<String> {
+        let registration = match &self.registration {
+            Ok(_) => format!(
+                "; buffer registration inside those calls: {:.3} ms (each call registers its buffer; priced from registrations timed off the clock at open)",
+                w.get("registration_ns_est") as f64 / 1e6
+            ),
+            Err(why) => format!("; registration not timed: {why}"),
+        };
         Some(format!(
-            "libminiocpp return codes in the timed windows: {} calls, {} ok, {} errors (-1), {} declined (-2), {} invalid (-3)",
+            "libminiocpp return codes in the timed windows: {} calls, {} ok, {} errors (-1), {} declined (-2), {} invalid (-3){registration}",
             w.get("rdma_calls"),
             w.get("rdma_ok"),
             w.get("rdma_errors"),
             w.get("rdma_declined"),
             w.get("rdma_invalid")
         ))
+    }
+    fn registration_costs(&self, sizes: &[u64]) -> Option<Result<Vec<RegistrationCost>, String>> {
+        Some(RdmaStore::registration_costs(self, sizes))
     }
     fn transport_unavailable(&self) -> Option<String> {
         (!self.info.rdma_available).then(|| self.unavailable_line())

@@ -26,6 +26,8 @@ pub struct CallCounts {
     pub rdma_declined: u64,
     /// Calls that returned -3.
     pub rdma_invalid: u64,
+    /// Bytes of the buffers handed to the library (each registered inside its call).
+    pub rdma_call_bytes: u64,
 }
 
 #[derive(Default)]
@@ -35,11 +37,14 @@ pub(super) struct Counters {
     errors: AtomicU64,
     declined: AtomicU64,
     invalid: AtomicU64,
+    bytes: AtomicU64,
 }
 
 impl Counters {
-    pub(super) fn record(&self, rc: isize) {
+    /// One call on a buffer of `len` bytes that returned `rc`.
+    pub(super) fn record(&self, rc: isize, len: usize) {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(len as u64, Ordering::Relaxed);
         let c = match rc {
             n if n >= 0 => &self.ok,
             -2 => &self.declined,
@@ -55,6 +60,7 @@ impl Counters {
             rdma_errors: self.errors.load(Ordering::Relaxed),
             rdma_declined: self.declined.load(Ordering::Relaxed),
             rdma_invalid: self.invalid.load(Ordering::Relaxed),
+            rdma_call_bytes: self.bytes.load(Ordering::Relaxed),
         }
     }
 }
