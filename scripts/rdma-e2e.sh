@@ -22,14 +22,25 @@ for f in target/release/s3rdma target/release/examples/s3_test_server "$STANDIN"
   [ -f "$f" ] || { echo "rdma-e2e: $f is not built: cargo build --release --workspace --examples" >&2; exit 1; }
 done
 [ -f "$REAL" ] || { echo "rdma-e2e: no real libminiocpp at $REAL: scripts/build-libminiocpp.sh <minio-cpp checkout> target/libminiocpp <httplib dir>" >&2; exit 1; }
-# The real library beside the stand-in, named as the loader asks for libs3rdma.
+# The real library (it needs libs3rdma.so.0 and looks beside itself first)
+# beside the stand-in, named as the loader asks for libs3rdma.
+readelf -d "$REAL" 2>/dev/null | grep -q 'NEEDED.*libs3rdma.so.0' \
+  || { echo "rdma-e2e: $REAL does not link libs3rdma.so.0: not a libminiocpp of the libs3rdma generation (scripts/build-libminiocpp.sh builds one)" >&2; exit 1; }
+readelf -d "$REAL" | grep -Eq '(RUNPATH|RPATH).*\$ORIGIN' \
+  || { echo "rdma-e2e: $REAL has no \$ORIGIN runpath, so a stand-in beside it would not be loaded (scripts/build-libminiocpp.sh sets it)" >&2; exit 1; }
 LIBDIR=target/libminiocpp-standin
 mkdir -p "$LIBDIR"
-cp "$REAL" "$LIBDIR/libminiocpp.so"
-cp "$STANDIN" "$LIBDIR/libs3rdma.so.0"
+cp "$REAL" "$LIBDIR/libminiocpp.so.tmp" && mv "$LIBDIR/libminiocpp.so.tmp" "$LIBDIR/libminiocpp.so"
+cp "$STANDIN" "$LIBDIR/libs3rdma.so.0.tmp" && mv "$LIBDIR/libs3rdma.so.0.tmp" "$LIBDIR/libs3rdma.so.0"
 resolved=$(ldd "$LIBDIR/libminiocpp.so" | awk '/libs3rdma/{print $3}')
 [ "$(realpath "$resolved")" = "$(realpath "$LIBDIR/libs3rdma.so.0")" ] \
   || { echo "rdma-e2e: $LIBDIR/libminiocpp.so resolves libs3rdma to '$resolved', not the stand-in beside it (its runpath must be \$ORIGIN)" >&2; exit 1; }
-RESULTS=${E2E_RESULTS:-$(mktemp -d)}
-exec python3 scripts/rdma_e2e.py "$(realpath target/release/s3rdma)" "$(realpath target/release/examples/s3_test_server)" \
+if [ -n "${E2E_RESULTS:-}" ]; then
+  RESULTS=$E2E_RESULTS
+  mkdir -p "$RESULTS"
+else
+  RESULTS=$(mktemp -d)
+  trap 'rm -rf "$RESULTS"' EXIT
+fi
+python3 scripts/rdma_e2e.py "$(realpath target/release/s3rdma)" "$(realpath target/release/examples/s3_test_server)" \
   "$(realpath "$LIBDIR/libminiocpp.so")" "$(realpath target/release/libfake_miniocpp.so)" "$(realpath "$RESULTS")" "$@"

@@ -1,8 +1,9 @@
 //! AIStor-like answers to S3 requests that carry `x-amz-rdma-token`: the
 //! server side of S3 over RDMA, with the one-sided transfer done by
 //! `process_vm_writev` (GET: RDMA WRITE into the client's registered memory)
-//! and `process_vm_readv` (PUT, UploadPart: RDMA READ out of it), or a plain
-//! copy when the client is this process. The client is a real libminiocpp
+//! and `process_vm_readv` (PUT, UploadPart: RDMA READ out of it), which also
+//! serve a client in this process (the kernel checks the address, so a token
+//! naming unmapped memory fails the transfer instead of crashing the server). The client is a real libminiocpp
 //! whose libs3rdma is the stand-in (`tests/standin-s3rdma`): its tokens name
 //! the process (qp field), the address, the size and the rail.
 //!
@@ -85,10 +86,16 @@ impl Faults {
             }
             "short" => {
                 let (bytes, after) = value.split_once('@').unwrap_or((value, "0"));
-                let bytes = bytes.parse().map_err(|_| bad("short=BYTES[@N] wants a byte count"))?;
+                let bytes: u64 = bytes.parse().map_err(|_| bad("short=BYTES[@N] wants a byte count"))?;
+                if bytes == 0 {
+                    return Err(bad("short=0 moves every byte: give at least 1"));
+                }
                 self.short = Some((bytes, after.parse().map_err(|_| bad("the @N after the bytes is a count of transfers served first"))?));
             }
-            "stall" => self.stall = Some(Duration::from_secs_f64(value.parse().map_err(|_| bad("stall=SECONDS wants a number"))?)),
+            "stall" => {
+                let secs: f64 = value.parse().map_err(|_| bad("stall=SECONDS wants a number of seconds"))?;
+                self.stall = Some(Duration::try_from_secs_f64(secs).map_err(|_| bad("stall=SECONDS wants a number of seconds from 0 up"))?);
+            }
             "http-for" if !value.is_empty() => self.http_for.push(value.to_string()),
             _ => return Err(bad("known modes: decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS, http-for=SUBSTRING")),
         }
@@ -199,13 +206,11 @@ fn query(uri: &Uri, name: &str) -> Option<String> {
     })
 }
 
-/// Move `data` into the client's memory at `addr` (RDMA WRITE).
+/// Move `data` into the client's memory at `addr` (RDMA WRITE). The
+/// kernel copies and checks the address against the target's mappings, in
+/// this process too (a client in the server's own process): a token naming
+/// memory that is not mapped is an error (EFAULT), never a crash.
 fn write_remote(pid: u32, addr: u64, data: &[u8]) -> std::io::Result<()> {
-    if pid == std::process::id() {
-        // SAFETY: in-process, the token names memory this process registered for the transfer.
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), addr as *mut u8, data.len()) };
-        return Ok(());
-    }
     let mut done = 0usize;
     while done < data.len() {
         let local = libc::iovec { iov_base: data[done..].as_ptr() as *mut libc::c_void, iov_len: data.len() - done };
@@ -220,14 +225,9 @@ fn write_remote(pid: u32, addr: u64, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Copy `len` bytes of the client's memory at `addr` (RDMA READ).
+/// Copy `len` bytes of the client's memory at `addr` (RDMA READ), kernel-checked as in [`write_remote`].
 fn read_remote(pid: u32, addr: u64, len: usize) -> std::io::Result<Vec<u8>> {
     let mut out = vec![0u8; len];
-    if pid == std::process::id() {
-        // SAFETY: in-process, the token names memory this process registered for the transfer.
-        unsafe { std::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr(), len) };
-        return Ok(out);
-    }
     let mut done = 0usize;
     while done < len {
         let local = libc::iovec { iov_base: out[done..].as_mut_ptr().cast(), iov_len: len - done };

@@ -13,10 +13,10 @@
 //! listening; serves until killed.
 //!
 //! `--rdma` answers requests carrying `x-amz-rdma-token` as an AIStor RDMA
-//! server does ([`aistor`]), counts them at `/minio/metrics/v3/api/rdma`, and
-//! listens on 0.0.0.0 so a client can connect from any loopback rail address
-//! (127.0.0.x) the stand-in libs3rdma names. `--fault` switches on one fault
-//! mode for the run (see [`aistor::Faults::add`]).
+//! server does ([`aistor`]) and counts them at `/minio/metrics/v3/api/rdma`;
+//! a client bound to any loopback rail address (127.0.0.x, as the stand-in
+//! libs3rdma names them) reaches the 127.0.0.1 listener. `--fault` switches
+//! on one fault mode for the run (see [`aistor::Faults::add`]).
 
 mod aistor;
 
@@ -69,7 +69,7 @@ struct Args {
     /// Answer `x-amz-rdma-token` requests as AIStor does and count them.
     #[arg(long)]
     rdma: bool,
-    /// A fault mode for this run (with --rdma): decline, fail-rail=IP[@N], short=BYTES, stall=SECONDS, http-for=SUBSTRING.
+    /// A fault mode for this run (with --rdma): decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS, http-for=SUBSTRING.
     #[arg(long, requires = "rdma")]
     fault: Vec<String>,
 }
@@ -121,10 +121,14 @@ fn main() {
             b.set_route(aistor::RdmaRoute::new(&root, faults, c.clone()).expect("s3s-fs root"));
         }
         let service = b.build();
-        // RDMA mode: clients connect from their rail's loopback address (127.0.0.x).
-        let host = if args.rdma { "0.0.0.0" } else { "127.0.0.1" };
-        let listener = tokio::net::TcpListener::bind((host, args.port)).await.unwrap_or_else(|e| panic!("bind {host}:{}: {e}", args.port));
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], listener.local_addr().expect("addr").port()));
+        let listener = match tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("s3_test_server: cannot listen on 127.0.0.1:{}: {e}: pick another port (0: any free one)", args.port);
+                std::process::exit(1);
+            }
+        };
+        let addr = listener.local_addr().expect("addr");
         println!("endpoint http://{addr}");
         let traffic = Arc::new(Traffic::default());
         let (server, creds) = (Arc::new(addr.to_string()), Arc::new((access, secret)));

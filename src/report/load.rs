@@ -68,12 +68,12 @@ pub(super) fn test_double(record: &Value) -> Option<String> {
     let generation = lib.get("generation").and_then(Value::as_str);
     let path = || lib.get("path").and_then(Value::as_str).unwrap_or("an unnamed library").to_string();
     if lib.get("test_double").and_then(Value::as_bool) == Some(true) {
-        return Some(format!("{} (its RDMA engine is a stand-in)", path()));
+        return Some(format!("{}, whose RDMA engine is a stand-in (a test double)", path()));
     }
     if matches!(generation, Some("libs3rdma" | "cuobject")) {
         return None;
     }
-    Some(path())
+    Some(format!("{}, a libminiocpp of no known RDMA engine (a test double?)", path()))
 }
 
 /// Read every file (a record each) into rows; directories, files that are not
@@ -131,10 +131,7 @@ pub fn load(files: &[PathBuf], test_doubles: bool) -> Result<Vec<Row>> {
         if let Some(lib) = test_double(&v)
             && !test_doubles
         {
-            eprintln!(
-                "note: {}: measured through {lib}, a libminiocpp of no known RDMA engine (a test double?): not a measurement of RDMA; skipped (--include-test-doubles shows it)",
-                f.display()
-            );
+            eprintln!("note: {}: measured through {lib}: not a measurement of RDMA; skipped (--include-test-doubles shows it)", f.display());
             continue;
         }
         // One malformed record costs its rows, not the whole report.
@@ -165,13 +162,14 @@ mod tests {
     #[test]
     fn only_rdma_records_of_an_unknown_engine_are_test_doubles() {
         let rdma = |library: serde_json::Value| json!({"backend": "rdma", "environment": {"store": {"library": library}}});
-        assert_eq!(test_double(&rdma(json!({"path": "libfake.so", "generation": "unknown"}))).as_deref(), Some("libfake.so"));
+        let unknown = |p: &str| Some(format!("{p}, a libminiocpp of no known RDMA engine (a test double?)"));
+        assert_eq!(test_double(&rdma(json!({"path": "libfake.so", "generation": "unknown"}))), unknown("libfake.so"));
         // Older records name the library but no generation: nothing shows it is real.
-        assert_eq!(test_double(&rdma(json!({"path": ".carry/libfake_miniocpp.so"}))).as_deref(), Some(".carry/libfake_miniocpp.so"));
+        assert_eq!(test_double(&rdma(json!({"path": ".carry/libfake_miniocpp.so"}))), unknown(".carry/libfake_miniocpp.so"));
         assert_eq!(test_double(&rdma(json!({"path": "/opt/libminiocpp.so", "generation": "libs3rdma"}))), None);
         assert_eq!(test_double(&rdma(json!({"path": "/opt/libminiocpp.so", "generation": "cuobject"}))), None);
         let standin = rdma(json!({"path": "/t/libminiocpp.so", "generation": "libs3rdma", "test_double": true}));
-        assert_eq!(test_double(&standin).as_deref(), Some("/t/libminiocpp.so (its RDMA engine is a stand-in)"));
+        assert_eq!(test_double(&standin).as_deref(), Some("/t/libminiocpp.so, whose RDMA engine is a stand-in (a test double)"));
         // No library named (hand-made fixtures, the original suite's records) and other backends.
         assert_eq!(test_double(&json!({"backend": "rdma"})), None);
         // This tool's record with its library taken out is not shown as real.

@@ -17,15 +17,24 @@ impl Session {
     ///
     /// Errors: [`Error::WitnessFailed`] (exit 3) under `--require-rdma` when any transfer would leave.
     pub fn check_io_plan(&self, planned: &[(String, PlannedIo)], fix: Option<&str>) -> Result<()> {
-        let mut off: Vec<String> = Vec::new();
+        // One line per reason, naming the transfers it covers (at most 3 by name).
+        let mut by_why: Vec<(String, Vec<&str>)> = Vec::new();
         for (what, io) in planned {
             if let Some(why) = self.store.leaves_transport(*io) {
-                let line = format!("{what}: {why}");
-                if !off.contains(&line) {
-                    off.push(line);
+                match by_why.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, whats)) if !whats.contains(&what.as_str()) => whats.push(what),
+                    Some(_) => {}
+                    None => by_why.push((why, vec![what])),
                 }
             }
         }
+        let off: Vec<String> = by_why
+            .into_iter()
+            .map(|(why, whats)| {
+                let more = if whats.len() > 3 { format!(" and {} more", whats.len() - 3) } else { String::new() };
+                format!("{}{more}: {why}", whats[..whats.len().min(3)].join(", "))
+            })
+            .collect();
         if off.is_empty() {
             return Ok(());
         }

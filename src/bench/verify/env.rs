@@ -52,6 +52,13 @@ pub(super) fn check_engine(s: &mut Steps, engine: Option<&RdmaEngine>, ib_root: 
     };
     let version = e.version.as_deref().map_or(String::new(), |v| format!(" {v}"));
     match e.generation {
+        // A stand-in has no verbs underneath: the host's RDMA checks say nothing about it.
+        Generation::Libs3rdma if e.test_double => s.add(
+            1,
+            Status::Warn,
+            format!("{}: a stand-in RDMA engine{version}: host memory only, no verbs, no device; a test server moves its bytes: nothing it carries is an RDMA figure", e.library),
+            Some("use the libs3rdma minio-cpp vendors (scripts/build-libminiocpp.sh puts it beside libminiocpp.so) on a host with an RDMA NIC".into()),
+        ),
         Generation::Libs3rdma => {
             s.add(
                 1,

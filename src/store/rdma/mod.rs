@@ -387,6 +387,12 @@ impl ObjectStore for RdmaStore {
     }
     fn preflight(&self, object_size: u64) -> Vec<String> {
         let mut w = Vec::new();
+        if self.info.test_double {
+            let v = self.info.engine_version.as_deref().unwrap_or(ffi::STANDIN_PREFIX);
+            w.push(format!(
+                "the RDMA engine is a stand-in ({v}): nothing this run moves is an RDMA figure; its record goes under test-double/ in the results directory"
+            ));
+        }
         if !self.info.rdma_available {
             w.push(format!("{}: transfers will go over HTTP; the witness will show it", self.unavailable_line()));
         }
@@ -405,8 +411,8 @@ impl ObjectStore for RdmaStore {
         }
         let max = self.max_transfer;
         match io {
-            super::PlannedIo::Get { whole: false, bytes } if !self.use_range => Some(format!(
-                "ranged GETs of {bytes} bytes go over HTTP: {} (a range that is a whole object of at most {max} bytes still goes over RDMA)",
+            super::PlannedIo::Get { whole: false, .. } if !self.use_range => Some(format!(
+                "ranged GETs go over HTTP: {} (a range that is a whole object of at most {max} bytes still goes over RDMA)",
                 self.no_range_reason()
             )),
             super::PlannedIo::Get { whole: true, bytes } if bytes > max && !self.use_range => Some(format!(
