@@ -57,7 +57,10 @@ class Server:
         os.makedirs(os.path.join(self.dir, "store", name), exist_ok=True)
         return name
 
-    def close(self):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
         self.proc.kill()
         self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -160,8 +163,7 @@ def want(name):
 
 
 def scenario_fetch_healthy(lib, libname, env):
-    s = Server([])
-    try:
+    with Server([]) as s:
         r = Run(fetch_args("1MiB,3MiB", ["--require-rdma"]), s, lib, env, "e2e-fetch")
         if libname == "real":
             checks = [(r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified"),
@@ -172,40 +174,31 @@ def scenario_fetch_healthy(lib, libname, env):
         expect("fetch", "healthy", libname, r, checks, "--verify: every byte matched")
         if libname == "real":
             print("         witness: " + json.dumps({k: r.record["rdma_witness"].get(k) for k in ("verdict", "reason")})[:400])
-    finally:
-        s.close()
 
 
 def scenario_fetch_decline(lib, libname, env):
-    s = Server(["decline"])
-    try:
+    with Server(["decline"]) as s:
         r = Run(fetch_args("1MiB", ["--require-rdma"]), s, lib, env, "e2e-decline")
         checks = [(r.code == 3, "exit 3 under --require-rdma"), (verdict(r.record) == "full-fallback", "full-fallback"),
                   ("RDMA not proven" in r.stderr, "says RDMA was not proven")]
         if libname == "real":
             checks.append((leak_free(r), "no registration left pinned"))
         expect("fetch", "decline-501", libname, r, checks, "--verify: every byte matched")
-    finally:
-        s.close()
 
 
 def scenario_http_for_one_key(lib):
     # Keys of the 3 MiB cell are answered over HTTP, the 1 MiB cell's over RDMA.
-    s = Server(["http-for=3145728"])
-    try:
+    with Server(["http-for=3145728"]) as s:
         r = Run(fetch_args("1MiB,3MiB"), s, lib, {}, "e2e-mixed")
         c = cells(r.record)
         expect("fetch", "rdma-one-key-http-other", "real", r,
                [(r.code == 0, "exit 0"), (c.get(1 << 20) == "rdma-verified", "the 1 MiB key's cell over RDMA"),
                 (c.get(3 << 20) == "full-fallback", "the 3 MiB key's cell over HTTP"), (verdict(r.record) == "full-fallback", "the run: its worst cell")],
                "--verify; 1MiB " + str(c.get(1 << 20)) + ", 3MiB " + str(c.get(3 << 20)))
-    finally:
-        s.close()
 
 
 def scenario_lost_rail(lib, rails_env, scenario, want_verdicts, want_code):
-    s = Server(["fail-rail=127.0.0.3@4" if "127.0.0.3" in rails_env else "fail-rail=127.0.0.2@4"])
-    try:
+    with Server(["fail-rail=127.0.0.3@4" if "127.0.0.3" in rails_env else "fail-rail=127.0.0.2@4"]) as s:
         r = Run(fetch_args("1MiB", ["--require-rdma"], iters="8"), s, lib, {"S3RDMA_DEVICE": rails_env}, "e2e-rail")
         st = r.standin()
         lost = bool(st) and st[-1]["failures_reported"] > 0
@@ -213,35 +206,26 @@ def scenario_lost_rail(lib, rails_env, scenario, want_verdicts, want_code):
                [(r.code == want_code, f"exit {want_code}"), (verdict(r.record) in want_verdicts, f"verdict in {want_verdicts}"),
                 (lost, "the library reported the failing rail"), (rails(r.record) != "-", "the record's rails show the windows")],
                f"failures reported={st[-1]['failures_reported'] if st else '-'}")
-    finally:
-        s.close()
 
 
 def scenario_short(lib):
     # GETs 4 KiB short once --prepare's 4 PUTs are in: the library reports success and the size it was handed.
-    s = Server(["short=4096@4"])
-    try:
+    with Server(["short=4096@4"]) as s:
         r = Run(fetch_args("1MiB"), s, lib, {}, "e2e-short")
         expect("fetch", "short-get", "real", r,
                [(r.code == 4, "exit 4: the bytes that never arrived are caught"), ("differs" in r.stderr and "nothing of this run is counted" in r.stderr, "says the data differ")],
                "--verify: stale tail found")
-    finally:
-        s.close()
     # Every PUT 4 KiB short: the library reports the save whole; the restore's checksums must catch it.
-    s = Server(["short=4096"])
-    try:
+    with Server(["short=4096"]) as s:
         a = ["ckpt", "--sizes", "5000000", "--chunk", "1MiB", "--methods", "flat", "--dest", "host", "--json"]
         r = Run(a, s, lib, {}, s.bucket("e2e-short-put"))
         expect("ckpt", "short-put", "real", r,
                [(r.code in (1, 4), "the restore refuses the short chunks"), ("manifest" in r.stderr or "chunk" in r.stderr, "names the manifest or chunk it refused")],
                "restore refused the short object")
-    finally:
-        s.close()
 
 
 def scenario_stall(lib):
-    s = Server(["stall=30"])
-    try:
+    with Server(["stall=30"]) as s:
         a = ["fetch", "--sizes", "1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json"]
         r = Run(a, s, lib, {}, "e2e-stall")
         # The timed GET waits out two attempts of minio-cpp's 10 s total timeout (kRDMATimeoutSecs), then goes over HTTP.
@@ -250,13 +234,10 @@ def scenario_stall(lib):
                [(r.code == 0, "exit 0: the HTTP fallback carries the bytes"), (verdict(r.record) == "full-fallback", "full-fallback"),
                 (bool(lat) and all(20 <= x <= 25 for x in lat), f"each GET within 2 attempts x 10 s + 5 s: {lat}")],
                f"GET {max(lat or [0]):.1f} s (2x10 s bound)")
-    finally:
-        s.close()
 
 
 def scenario_4gib(lib):
-    s = Server([])
-    try:
+    with Server([]) as s:
         sizes = f"{4 * GIB - 1},{4 * GIB},{4 * GIB + 1}"
         a = ["fetch", "--sizes", sizes, "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json"]
         r = Run(a + ["--require-rdma"], s, lib, {}, "e2e-4gib")
@@ -269,13 +250,10 @@ def scenario_4gib(lib):
                [(r.code == 0, "exit 0"), (c.get(4 * GIB - 1) == "rdma-verified", "4 GiB - 1 over RDMA"),
                 (c.get(4 * GIB) == "full-fallback" and c.get(4 * GIB + 1) == "full-fallback", "4 GiB and 4 GiB + 1 over HTTP")],
                "--verify; " + " ".join(f"4GiB{k - 4 * GIB:+d}:{v}" for k, v in sorted(c.items())))
-    finally:
-        s.close()
 
 
 def scenario_ckpt(lib):
-    s = Server([])
-    try:
+    with Server([]) as s:
         a = ["ckpt", "--sizes", "5000000", "--chunk", "1MiB", "--methods", "flat,async", "--dest", "host", "--json", "--require-rdma"]
         r = Run(a, s, lib, {}, s.bucket("e2e-ckpt"))
         rows = (r.record or {}).get("results", {}).get("rows", [])
@@ -286,13 +264,10 @@ def scenario_ckpt(lib):
                 ("err=0 declined=0 invalid=0" in codes(r.record), "every library call OK"),
                 (leak_free(r), "no registration left pinned")],
                "restore: every chunk checksum")
-    finally:
-        s.close()
 
 
 def scenario_weights(lib):
-    s = Server([])
-    try:
+    with Server([]) as s:
         setup(["weights", "--synth", "tiny", "--model", "m/e2e", "--shard-size", "16MB"], s, lib, "e2e-weights")
         r = Run(["weights", "--model", "m/e2e", "--verify", "--dest", "host", "--json", "--require-rdma"], s, lib, {}, "e2e-weights")
         expect("weights", "ranged-require-rdma", "real", r,
@@ -302,13 +277,10 @@ def scenario_weights(lib):
         expect("weights", "ranged-windows", "real", r,
                [(r.code == 0, "exit 0"), (verdict(r.record) == "full-fallback", "full-fallback: ranged reads go over HTTP"), (v is True, "--verify matched the digest")],
                "--verify: digest matched")
-    finally:
-        s.close()
 
 
 def scenario_tokens_train(lib):
-    s = Server([])
-    try:
+    with Server([]) as s:
         setup(["ingest", "tokens", "--synthetic", "--total-bytes", "4MiB", "--seq-len", "1024", "--shard-bytes", "1MiB"], s, lib, "e2e-tokens")
         r = Run(["tokens", "--dest", "host", "--batch-seqs", "16", "--repeats", "1", "--json", "--require-rdma"], s, lib, {}, "e2e-tokens")
         expect("tokens", "healthy", "real", r, [(r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified")],
@@ -319,19 +291,14 @@ def scenario_tokens_train(lib):
         r = Run(t, s, lib, {}, "e2e-raw")
         expect("train", "loader-healthy", "real", r, [(r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified")],
                f"images {(r.record or {}).get('results', {}).get('repeats', [{}])[0].get('images')}")
-    finally:
-        s.close()
 
 
 def scenario_verify(lib):
-    s = Server([])
-    try:
+    with Server([]) as s:
         r = Run(["verify", "--prepare", "--sizes", "16MiB,64MiB"], s, lib, {}, "e2e-verify")
         result = next((l for l in r.stdout.splitlines() if l.startswith("RESULT: ")), "-")
         report("verify", "healthy", "real", r, r.code == 0 and result.startswith("RESULT: PASS"), result[:34], f"expected PASS, got {result}")
         print("         " + "\n         ".join(l for l in r.stdout.splitlines() if "registration" in l.lower()))
-    finally:
-        s.close()
 
 
 SCENARIOS = ["fetch-healthy", "decline", "mixed", "lost-rail", "short", "ckpt", "weights", "tokens-train", "verify", "stall", "4gib"]
@@ -344,31 +311,24 @@ def main():
     print(f"{'bench':<8} {'scenario':<24} {'library':<8} {'verdict':<16} {'exit':<7} {'library return codes':<48} {'rails':<14} {'bytes checked':<34} outcome")
     real, double = LIB, FAKE
     fake_env = {"FAKE_MINIOCPP_RDMA_AVAILABLE": "1", "FAKE_MINIOCPP_RAILS": "2,2"}
-    if want("fetch-healthy"):
-        scenario_fetch_healthy(real, "real", {})
-        scenario_fetch_healthy(double, "double", fake_env)
-    if want("decline"):
-        scenario_fetch_decline(real, "real", {})
-        scenario_fetch_decline(double, "double", fake_env)
-    if want("mixed"):
-        scenario_http_for_one_key(real)
-    if want("lost-rail"):
-        scenario_lost_rail(real, "127.0.0.2,127.0.0.3", "lost-1-of-2-rails", ("rdma-verified",), 0)
-        scenario_lost_rail(real, "127.0.0.2", "lost-only-rail", ("partial-fallback", "full-fallback"), 3)
-    if want("short"):
-        scenario_short(real)
-    if want("ckpt"):
-        scenario_ckpt(real)
-    if want("weights"):
-        scenario_weights(real)
-    if want("tokens-train"):
-        scenario_tokens_train(real)
-    if want("verify"):
-        scenario_verify(real)
-    if want("stall"):
-        scenario_stall(real)
-    if want("4gib"):
-        scenario_4gib(real)
+    runs = {
+        "fetch-healthy": [lambda: scenario_fetch_healthy(real, "real", {}), lambda: scenario_fetch_healthy(double, "double", fake_env)],
+        "decline": [lambda: scenario_fetch_decline(real, "real", {}), lambda: scenario_fetch_decline(double, "double", fake_env)],
+        "mixed": [lambda: scenario_http_for_one_key(real)],
+        "lost-rail": [lambda: scenario_lost_rail(real, "127.0.0.2,127.0.0.3", "lost-1-of-2-rails", ("rdma-verified",), 0),
+                      lambda: scenario_lost_rail(real, "127.0.0.2", "lost-only-rail", ("partial-fallback", "full-fallback"), 3)],
+        "short": [lambda: scenario_short(real)],
+        "ckpt": [lambda: scenario_ckpt(real)],
+        "weights": [lambda: scenario_weights(real)],
+        "tokens-train": [lambda: scenario_tokens_train(real)],
+        "verify": [lambda: scenario_verify(real)],
+        "stall": [lambda: scenario_stall(real)],
+        "4gib": [lambda: scenario_4gib(real)],
+    }
+    for name in SCENARIOS:
+        if want(name):
+            for run in runs[name]:
+                run()
     if FAILED:
         print("\n".join(["", "rdma-e2e: FAILED:"] + FAILED), file=sys.stderr)
         sys.exit(1)
