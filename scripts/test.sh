@@ -118,6 +118,8 @@ PY
 fi
 export S3RDMA_TEST_IMAGES="$PWD/$IMAGES"
 cargo test --release --locked --all-targets "$@"
+# The stand-in libs3rdma's own tests (token codec, rails, registration), a workspace member.
+cargo test --release --locked -p standin-s3rdma
 
 # The smoke run (scripts/smoke.sh, the one the workflow runs against MinIO)
 # against the test server (examples/s3_test_server.rs: s3s-fs plus MinIO's v3
