@@ -226,8 +226,9 @@ def scenario_short(lib):
 
 
 def scenario_stall(lib):
-    with Server(["stall=30"]) as s:
-        a = ["fetch", "--sizes", "1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json"]
+    # Stalls from the first GET on, after --prepare's one PUT.
+    with Server(["stall=30@1"]) as s:
+        a = ["fetch", "--sizes", "1MiB", "--objects", "1", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json"]
         r = Run(a, s, lib, {}, "e2e-stall")
         # The timed GET waits out two attempts of minio-cpp's 10 s total timeout (kRDMATimeoutSecs), then goes over HTTP.
         lat = [rep["latency_ms"]["max_ms"] / 1e3 for c in (r.record or {}).get("results", []) for rep in c["repeats"]]
@@ -240,7 +241,7 @@ def scenario_stall(lib):
 def scenario_4gib(lib):
     with Server([]) as s:
         sizes = f"{4 * GIB - 1},{4 * GIB},{4 * GIB + 1}"
-        a = ["fetch", "--sizes", sizes, "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json"]
+        a = ["fetch", "--sizes", sizes, "--objects", "1", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json"]
         r = Run(a + ["--require-rdma"], s, lib, {}, "e2e-4gib")
         expect("fetch", "4GiB-require-rdma", "real", r,
                [(r.code == 3, "exit 3 before any transfer"), ("4294967296" in r.stderr and "--sizes" in r.stderr, "names the size and the fix")],

@@ -62,15 +62,17 @@ pub struct Faults {
     /// Move this many bytes fewer than asked (at least one byte moves), once
     /// the second count of transfers has been served.
     pub short: Option<(u64, u64)>,
-    /// Hold every RDMA request this long before answering.
-    pub stall: Option<Duration>,
+    /// Hold every RDMA request this long before answering, once the second
+    /// count of transfers has been served.
+    pub stall: Option<(Duration, u64)>,
     /// Keys containing any of these are declined (501): HTTP for them, RDMA for the rest.
     pub http_for: Vec<String>,
 }
 
 impl Faults {
     /// Add one `--fault` value: `decline`, `fail-rail=IP[@N]`, `short=BYTES[@N]`,
-    /// `stall=SECONDS` or `http-for=SUBSTRING`.
+    /// `stall=SECONDS[@N]` or `http-for=SUBSTRING`; `@N`: from the transfer
+    /// after the first N served.
     ///
     /// Errors: an unknown mode or a value that does not parse, naming both.
     pub fn add(&mut self, spec: &str) -> Result<(), String> {
@@ -93,11 +95,13 @@ impl Faults {
                 self.short = Some((bytes, after.parse().map_err(|_| bad("the @N after the bytes is a count of transfers served first"))?));
             }
             "stall" => {
-                let secs: f64 = value.parse().map_err(|_| bad("stall=SECONDS wants a number of seconds"))?;
-                self.stall = Some(Duration::try_from_secs_f64(secs).map_err(|_| bad("stall=SECONDS wants a number of seconds from 0 up"))?);
+                let (secs, after) = value.split_once('@').unwrap_or((value, "0"));
+                let secs: f64 = secs.parse().map_err(|_| bad("stall=SECONDS[@N] wants a number of seconds"))?;
+                let d = Duration::try_from_secs_f64(secs).map_err(|_| bad("stall=SECONDS[@N] wants a number of seconds from 0 up"))?;
+                self.stall = Some((d, after.parse().map_err(|_| bad("the @N after the seconds is a count of transfers served first"))?));
             }
             "http-for" if !value.is_empty() => self.http_for.push(value.to_string()),
-            _ => return Err(bad("known modes: decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS, http-for=SUBSTRING")),
+            _ => return Err(bad("known modes: decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS[@N], http-for=SUBSTRING")),
         }
         Ok(())
     }
@@ -376,11 +380,13 @@ impl S3Route for RdmaRoute {
             self.counters.error(Err::RailMismatch);
             return Ok(reply(500, 500, &[]));
         }
-        if let Some(d) = f.stall {
+        let served = self.served.fetch_add(1, SeqCst);
+        if let Some((d, after)) = f.stall
+            && served >= after
+        {
             self.counters.error(Err::Stalled);
             tokio::time::sleep(d).await;
         }
-        let served = self.served.fetch_add(1, SeqCst);
         if let Some((rail, after)) = f.fail_rail
             && t.rail == Some(rail)
             && served >= after

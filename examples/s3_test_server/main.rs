@@ -69,7 +69,7 @@ struct Args {
     /// Answer `x-amz-rdma-token` requests as AIStor does and count them.
     #[arg(long)]
     rdma: bool,
-    /// A fault mode for this run (with --rdma): decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS, http-for=SUBSTRING.
+    /// A fault mode for this run (with --rdma): decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS[@N], http-for=SUBSTRING.
     #[arg(long, requires = "rdma")]
     fault: Vec<String>,
 }

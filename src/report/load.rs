@@ -128,7 +128,8 @@ pub fn load(files: &[PathBuf], test_doubles: bool) -> Result<Vec<Row>> {
             eprintln!("note: {}: stopped before the first window, nothing measured ({why}): skipped", f.display());
             continue;
         }
-        if let Some(lib) = test_double(&v)
+        let double = test_double(&v);
+        if let Some(lib) = &double
             && !test_doubles
         {
             eprintln!("note: {}: measured through {lib}: not a measurement of RDMA; skipped (--include-test-doubles shows it)", f.display());
@@ -137,7 +138,11 @@ pub fn load(files: &[PathBuf], test_doubles: bool) -> Result<Vec<Row>> {
         // One malformed record costs its rows, not the whole report.
         match rows_of(&v, &name) {
             Ok(r) => {
-                for row in r {
+                for mut row in r {
+                    // Shown beside the backend, so no row of a test double reads as an RDMA figure.
+                    if double.is_some() {
+                        row.server = Some(row.server.map_or("test double".into(), |s| format!("test double; {s}")));
+                    }
                     match impossible(&row) {
                         Some(why) => eprintln!("note: {name}: a {} row with {why} is no measurement: skipped", row.benchmark),
                         None => rows.push(row),
