@@ -278,7 +278,7 @@ fn parse_bounce(s: &str) -> Result<u32, String> {
 pub struct WitnessArgs {
     /// Server nodes whose metrics to scrape, comma-separated host:port (default:
     /// the endpoint's host:port). Scraped: /minio/metrics/v3/api/rdma and /api/requests.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = parse_server)]
     pub servers: Vec<String>,
     /// Full metrics URL to scrape instead of the derived ones (repeatable).
     #[arg(long)]
@@ -447,6 +447,29 @@ pub fn parse_io_threads(s: &str) -> Result<u32, String> {
     }
 }
 
+/// Parse one `--servers` entry: `host:port`, an IPv6 address in brackets
+/// (`[::1]:9000`, as in a URL's authority, RFC 3986 section 3.2.2), so
+/// `::1:9000` is refused here, naming the bracketed form, rather than read
+/// later as an empty host.
+pub fn parse_server(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    let usage = format!("invalid --servers entry '{s}': use host:port, e.g. aistor1:9000 (no scheme, no credentials; an IPv6 address in brackets, [::1]:9000)");
+    if s.contains("://") || s.contains('@') {
+        return Err(usage);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else { return Err(usage) };
+    if host.is_empty() || host == "[]" {
+        return Err(usage);
+    }
+    if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+        return Err(format!("invalid --servers entry '{s}': an IPv6 address goes in brackets: [{host}]:{port}"));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(s.to_string()),
+        _ => Err(format!("invalid --servers entry '{s}': port '{port}' is not a number from 1 to 65535")),
+    }
+}
+
 /// Parse a count that must be at least 1.
 pub fn parse_positive(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
@@ -524,6 +547,18 @@ mod tests {
         assert!(parse_tag("a/b").is_err());
         assert_eq!(parse_tag("run-1").unwrap(), "run-1");
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn servers_are_host_and_port_with_ipv6_in_brackets() {
+        assert_eq!(parse_server("node1:9000").unwrap(), "node1:9000");
+        assert_eq!(parse_server("[::1]:5801").unwrap(), "[::1]:5801");
+        assert_eq!(parse_server("::1:5801").unwrap_err(), "invalid --servers entry '::1:5801': an IPv6 address goes in brackets: [::1]:5801");
+        for bad in [":9000", "node1", "http://node1:9000", "u:p@node1:9000", "[]:9000"] {
+            assert!(parse_server(bad).unwrap_err().starts_with(&format!("invalid --servers entry '{bad}': use host:port")), "{bad}");
+        }
+        assert!(parse_server("node1:0").unwrap_err().contains("1 to 65535"));
+        assert!(parse_server("node1:http").unwrap_err().contains("1 to 65535"));
     }
 
     #[test]

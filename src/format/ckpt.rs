@@ -194,6 +194,11 @@ impl Manifest {
         if m.format_version > FORMAT_VERSION {
             return Err(bad(format!("format_version {} is newer than this tool's {FORMAT_VERSION}: upgrade s3rdma", m.format_version)));
         }
+        if m.format_version == 0 {
+            return Err(bad(format!(
+                "format_version 0 is no version of this format (1 to {FORMAT_VERSION}): not a manifest s3rdma or the original suite wrote; save the checkpoint again"
+            )));
+        }
         if m.chunk_bytes == 0 || m.chunk_bytes > MAX_CHUNK || m.num_chunks != m.total_bytes.div_ceil(m.chunk_bytes) {
             return Err(bad(format!("{} chunks of {} bytes do not cover {} bytes", m.num_chunks, m.chunk_bytes, m.total_bytes)));
         }
@@ -365,6 +370,18 @@ mod tests {
         }
     }
     use super::*;
+
+    #[test]
+    fn a_manifest_of_format_version_0_or_a_later_one_is_refused() {
+        let m = Manifest::new(Vec::new(), 10, 4, generation_prefix("ck/r0", "20261204T031921.123456-2"));
+        let mut v = serde_json::to_value(&m).unwrap();
+        assert!(Manifest::parse("ck/r0", &serde_json::to_vec(&v).unwrap()).is_ok(), "{v}");
+        v["format_version"] = 0.into();
+        let e = Manifest::parse("ck/r0", &serde_json::to_vec(&v).unwrap()).unwrap_err().to_string();
+        assert!(e.contains("format_version 0 is no version") && e.contains("ck/r0.manifest.json"), "{e}");
+        v["format_version"] = (FORMAT_VERSION + 1).into();
+        assert!(Manifest::parse("ck/r0", &serde_json::to_vec(&v).unwrap()).unwrap_err().to_string().contains("upgrade s3rdma"));
+    }
 
     #[test]
     fn checksum_algorithms_keep_their_manifest_names() {
