@@ -23,6 +23,9 @@ Loaders, at each one's documented best settings for one GPU:
   - fastsafetensors SafeTensorsFileLoader, nogds, 16 threads: its default
     reads (O_DIRECT on local filesystems: skip the page cache) and buffered
     reads (FASTSAFETENSORS_ODIRECT=0: page cache).
+  - InstantTensor 0.2.x safe_open over all files at once (the fast loader vLLM
+    and SGLang document): its default (Direct I/O on disk files, MMAP on
+    tmpfs), BackendPolicy.BUFFERED and Backend.MMAP (page cache).
   - runai-model-streamer SafetensorsStreamer, RUNAI_STREAMER_CONCURRENCY=64,
     no memory limit (its reads skip the page cache where O_DIRECT works).
   - over S3 (--endpoint, e.g. nginx serving --root as path-style
@@ -60,6 +63,9 @@ LOADERS = {
     "safetensors": {"reads": "page cache (mmap)", "settings": "load_file(f, device='cuda') per shard"},
     "fastsafetensors": {"reads": "O_DIRECT (skips the page cache)", "settings": "SafeTensorsFileLoader(nogds=True, max_threads=16), default reads"},
     "fastsafetensors-buffered": {"reads": "page cache", "settings": "as fastsafetensors, FASTSAFETENSORS_ODIRECT=0"},
+    "instanttensor": {"reads": "O_DIRECT (URING, else AIO: its default for disk files; MMAP on tmpfs)", "settings": "safe_open(all files, device=0), default backend"},
+    "instanttensor-buffered": {"reads": "page cache (URING_BUFFERED, else AIO_BUFFERED, else MMAP)", "settings": "safe_open(all files, device=0, backend=BackendPolicy.BUFFERED)"},
+    "instanttensor-mmap": {"reads": "page cache (mmap)", "settings": "safe_open(all files, device=0, backend=Backend.MMAP)"},
     "runai": {"reads": "O_DIRECT where it works (skips the page cache)", "settings": "SafetensorsStreamer, RUNAI_STREAMER_CONCURRENCY=64, no memory limit"},
     "s3rdma-http": {"reads": "S3 over HTTP (ranged GETs)", "settings": "weights --backend http --dest device (default flags)"},
     **{f"runai-s3-c{n}": {"reads": "S3 over HTTP (its S3 reader)", "settings": f"SafetensorsStreamer on s3:// URIs, RUNAI_STREAMER_CONCURRENCY={n}, RUNAI_STREAMER_MEMORY_LIMIT=-1, path-style"}
@@ -120,7 +126,7 @@ def disk_read(files, threads):
 S3RDMA_FLAGS = {"s3rdma-tuned": ["--io-threads", "4", "--stage-chunk", "64MiB", "--bounce-buffers", "32"]}
 
 # The Python package behind each peer, for its version in the record.
-PACKAGES = {"safetensors": "safetensors", "fastsafetensors": "fastsafetensors", "fastsafetensors-buffered": "fastsafetensors", "runai": "runai-model-streamer",
+PACKAGES = {"safetensors": "safetensors", **{k: "instanttensor" for k in ("instanttensor", "instanttensor-buffered", "instanttensor-mmap")}, "fastsafetensors": "fastsafetensors", "fastsafetensors-buffered": "fastsafetensors", "runai": "runai-model-streamer",
             **{f"runai-s3-c{n}": "runai-model-streamer-s3" for n in (8, 16, 32, 64)}}
 
 
@@ -151,6 +157,16 @@ def child(loader, files):
         fb = ld.copy_files_to_device()
         for k in ld.get_keys():
             sd[k] = fb.get_tensor(k)
+    elif loader.startswith("instanttensor"):
+        # All files in one safe_open: its README says the backend then plans
+        # reads across files ("typically higher throughput"). copy=True (its
+        # default): every tensor owns its device memory, as the other loaders'.
+        from instanttensor import Backend, BackendPolicy, safe_open
+
+        backend = {"instanttensor": None, "instanttensor-buffered": BackendPolicy.BUFFERED, "instanttensor-mmap": Backend.MMAP}[loader]
+        with safe_open(files, framework="pt", device=0, backend=backend) as f:
+            for name, t in f.tensors():
+                sd[name] = t
     elif loader == "runai" or loader.startswith("runai-s3"):
         from runai_model_streamer import SafetensorsStreamer
 

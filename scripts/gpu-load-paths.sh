@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Where a warm load into GPU memory can go, on the GPU machine, in one call:
+#   1. scripts/probe_load_paths.py: the paths from page-cache files to device
+#      memory, each alone (pinned ceiling, pread into host, pread into a pinned
+#      ring, registered page-cache pages copied directly);
+#   2. scripts/peers_weights.py: s3rdma weights (default flags, and VARIANTS)
+#      beside InstantTensor (buffered and mmap), fresh processes, interleaved,
+#      warm, from disk's page cache and from tmpfs (/dev/shm).
+# Binaries from $BIN (default .carry), wheels from .whl. Records go to results/.
+# Env: SKIP_PROBE, SKIP_PEERS, ROUNDS (3), LOADERS, VARIANTS ("name=flags;..."), TMPFS (1: also /dev/shm).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.carry}
+S=$BIN/s3rdma
+OUTDIR=${OUT:-/tmp/out}
+mkdir -p results "$OUTDIR"
+ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-deps --no-index .whl/*.whl 2>&1 | tail -2
+nproc; free -g | head -2; df -hT /tmp /dev/shm | tail -2
+if [ -z "${SKIP_PROBE:-}" ]; then
+  python3 scripts/probe_load_paths.py --dir /tmp/probe --gib 16 --files 4 --rounds "${PROBE_ROUNDS:-2}" --out "$OUTDIR/probe.json" 2>&1 | tail -40
+  rm -rf /tmp/probe
+fi
+if [ -z "${SKIP_PEERS:-}" ]; then
+  VARGS=()
+  IFS=';' read -ra VS <<< "${VARIANTS:-}"
+  for v in "${VS[@]}"; do [ -n "$v" ] && VARGS+=(--variant "$v"); done
+  roots=(/tmp/s3rdma-w)
+  [ "${TMPFS:-1}" = 1 ] && roots+=(/dev/shm/s3rdma-w)
+  for r in "${roots[@]}"; do
+    mkdir -p "$r"
+    [ -f "$r/s3rdma-bench/m/llama/model.safetensors.index.json" ] || "$S" weights --root "$r" --synth llama-3.1-8b --model m/llama > /dev/null
+    tag=gpu-warm-$( [ "$r" = /tmp/s3rdma-w ] && echo pagecache || echo tmpfs )
+    python3 scripts/peers_weights.py --s3rdma "$S" --root "$r" --model m/llama --rounds "${ROUNDS:-3}" --caches warm \
+      --loaders "${LOADERS:-s3rdma-default,instanttensor-buffered,instanttensor-mmap}" "${VARGS[@]}" --tag "$tag" 2>&1 | tail -25
+    [ "$r" = /dev/shm/s3rdma-w ] && rm -rf "$r"
+  done
+  cp results/peers-weights-*gpu-warm* "$OUTDIR/" 2>/dev/null
+fi
