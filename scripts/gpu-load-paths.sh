@@ -36,3 +36,31 @@ if [ -z "${SKIP_PEERS:-}" ]; then
   done
   cp results/peers-weights-*gpu-warm* "$OUTDIR/" 2>/dev/null
 fi
+if [ -z "${SKIP_CHECK:-}" ]; then
+  # Correctness on the GPU: the reader threads byte for byte (a conformance
+  # test binary carried as $BIN/conformance), then a tiny model loaded and
+  # verified with each --file-io, then one bit flipped at rest: --verify must
+  # fail (exit 4) with the bytes in device memory and in host memory.
+  [ -x "$BIN/conformance" ] && "$BIN/conformance" local_reader --nocapture 2>&1 | grep -E "byte-exact|test result|SKIP|panicked"
+  T=$(mktemp -d); "$S" weights --root "$T" --synth tiny --model m/t > /dev/null
+  for io in pread mmap; do
+    "$S" weights --root "$T" --model m/t --dest device --verify --file-io "$io" --results-dir "$T/rec" > "$T/o" 2>&1; rc=$?
+    echo "tiny --file-io $io: exit $rc, $(grep -o 'digest ok ([0-9]*)' "$T/o"), $(grep -c '^stages:' "$T/o") stages line"
+  done
+  python3 - "$T/s3rdma-bench/m/t/model.safetensors" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, "rb").read()); b[-10] ^= 0x10; open(p, "wb").write(b)
+PY
+  for d in device host; do
+    "$S" weights --root "$T" --model m/t --dest "$d" --verify --results-dir "$T/rec" > /dev/null 2> "$T/e"; rc=$?
+    echo "one bit flipped at rest, --dest $d: exit $rc: $(grep -o '[0-9]* difference(s)[^,]*' "$T/e" | head -1)"
+  done
+  rm -rf "$T"
+fi
+if [ -z "${SKIP_VERIFY:-}" ] && [ -f /tmp/s3rdma-w/s3rdma-bench/m/llama/model.safetensors.index.json ]; then
+  # What proof costs: the warm model loaded and checked against its digest, into device and host memory.
+  for d in device host; do
+    "$S" weights --root /tmp/s3rdma-w --model m/llama --dest "$d" --verify --repeats 3 --tag "gpu-verify-$d" 2>&1 | grep -E "^│ local|^verified:|^stages:|^wrote"
+  done
+  cp results/weights-local-*gpu-verify* "$OUTDIR/" 2>/dev/null
+fi

@@ -580,3 +580,52 @@ async fn device_and_pinned_reads_are_byte_exact_on_every_backend() {
         println!("{name}: device and pinned reads byte-exact");
     }
 }
+
+/// The local store's own device pipeline (reader threads, `--file-io pread`
+/// and `mmap`): three files of odd sizes, ranges at odd offsets, into
+/// device buffers at odd places, read back byte for byte; a range past a
+/// file's end and a pinned version that is not the file's are refused.
+/// Skips, saying why, where there is no GPU (CI); runs on the GPU machine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_reader_threads_put_every_byte_in_place() {
+    use s3rdma::mem::{Dest, Gpu};
+    let gpu = match Gpu::open(0) {
+        Ok(g) => g,
+        Err(e) => {
+            println!("SKIP local_reader_threads_put_every_byte_in_place: {e}");
+            return;
+        }
+    };
+    const MIB: usize = 1 << 20;
+    for io in ["pread", "mmap"] {
+        let root = tempfile::tempdir().unwrap();
+        let s = open(&["--backend", "local", "--root", root.path().to_str().unwrap(), "--bucket", "rt", "--file-io", io, "--io-threads", "3"]);
+        fresh(&*s).await;
+        let sizes = [5 * MIB + 12345, 3 * MIB + 1, 777];
+        let mut srcs = Vec::new();
+        for (i, n) in sizes.iter().enumerate() {
+            let b = random(*n, 7 + i as u64);
+            s.put_from(&format!("f{i}"), &b).await.unwrap();
+            srcs.push(b);
+        }
+        let parts: Vec<store::StagedPart> =
+            sizes.iter().enumerate().map(|(i, &n)| store::StagedPart { key: format!("f{i}"), range: 13..n as u64, at: 4099, version: None }).collect();
+        // 7 bounce buffers of 1 MiB spread over three destinations: 3 threads double-buffer.
+        let mut bufs: Vec<Buffer> = sizes.iter().zip([3, 2, 2]).map(|(&n, b)| Buffer::for_dest(Dest::Device, Some(&gpu), n + 4099, b, MIB).unwrap()).collect();
+        let mut dsts: Vec<&mut s3rdma::mem::DeviceBuffer> = bufs.iter_mut().map(|b| if let Buffer::Device(d) = b { d } else { unreachable!() }).collect();
+        let load = s.read_to_device(&parts, &mut dsts).expect("the local store has its own device pipeline").unwrap();
+        assert_eq!(load.timeline.threads, 3, "{io}");
+        assert_eq!(load.timeline.bytes, sizes.iter().map(|&n| n as u64 - 13).sum::<u64>(), "{io}");
+        for (i, (t, n)) in load.transfers.iter().zip(sizes).enumerate() {
+            assert_eq!(t.bytes, n as u64 - 13);
+            let mut back = vec![0u8; n - 13];
+            dsts[i].read_back(4099, &mut back).unwrap();
+            assert!(back == srcs[i].as_host().unwrap()[13..], "{io}: f{i} differs in device memory");
+        }
+        let past = [store::StagedPart { key: "f2".into(), range: 0..778, at: 0, version: None }];
+        assert!(s.read_to_device(&past, &mut dsts[2..]).unwrap().is_err(), "{io}: a range past the end");
+        let pinned = [store::StagedPart { version: Some(store::ObjectVersion { tag: Some("other".into()), size: 777 }), ..parts[2].clone() }];
+        assert!(matches!(s.read_to_device(&pinned, &mut dsts[2..]).unwrap(), Err(StoreError::Changed { .. })), "{io}: another version");
+        println!("{io}: reader threads byte-exact");
+    }
+}

@@ -31,8 +31,10 @@ use crate::store::Backend;
 use crate::store::{self, ObjectStore};
 use crate::witness::WitnessReport;
 
+mod hashes;
 mod plan;
 mod verify;
+pub use hashes::CheckedHow;
 pub use plan::{Baseline, WeightsPlan};
 pub use verify::{Reference, Verified};
 
@@ -57,13 +59,18 @@ pub struct LoadRepeat {
     pub sampler: SamplerReport,
     /// This window's witness report (docs/witness.md).
     pub witness: WitnessReport,
+    /// Where the load's time went, stage by stage, when the store's own
+    /// device pipeline read it (local files into device memory:
+    /// `store::file_pipeline`); `None` otherwise.
+    pub stages: Option<crate::store::LoadTimeline>,
 }
 
 /// Load every shard's data blob into `bufs` (one per shard, same order);
-/// returns (bytes, windows).
+/// returns (bytes, windows, the stages' timeline where there is one).
 ///
 /// Into device memory over a store that cannot write it, every shard goes
-/// through one staged pipeline ([`store::staged_read_pooled`]): the shards'
+/// through the store's own device pipeline where it has one
+/// ([`ObjectStore::read_to_device`]: local files on reader threads), else through one staged pipeline ([`store::staged_read_pooled`]): the shards'
 /// bounce buffers are pooled and read in file order, so as many ranged GETs
 /// stay in flight to the end whatever the shards' sizes (one pipeline per
 /// shard idled the small last shard's buffers once it was done).
@@ -73,7 +80,13 @@ pub struct LoadRepeat {
 /// run one after another (measured on the H200: 1.00 client core). The first
 /// failed shard stops the others ([`fanout::run_fail_fast`]); `bufs` is then
 /// empty.
-async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut Vec<Buffer>, window: u64, concurrency: usize) -> Result<(u64, u64)> {
+async fn load(
+    store: &Arc<dyn ObjectStore>,
+    layout: &[ShardLayout],
+    bufs: &mut Vec<Buffer>,
+    window: u64,
+    concurrency: usize,
+) -> Result<(u64, u64, Option<crate::store::LoadTimeline>)> {
     if !store.writes_device() && !bufs.is_empty() && bufs.iter().all(|b| matches!(b, Buffer::Device(_))) {
         return load_pooled(store, layout, bufs).await;
     }
@@ -90,17 +103,18 @@ async fn load(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut V
             }
         })
         .collect();
-    let mut total = (0, 0);
+    let mut total = (0, 0, None);
     for (buf, b, n) in fanout::run_fail_fast(tasks, concurrency).await? {
         bufs.push(buf);
-        total = (total.0 + b, total.1 + n);
+        total = (total.0 + b, total.1 + n, None);
     }
     Ok(total)
 }
 
-/// [`load`] into device memory through one pooled staged pipeline; the
-/// windows it counts are the shards (one staged read each).
-async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut [Buffer]) -> Result<(u64, u64)> {
+/// [`load`] into device memory through the store's own device pipeline, or
+/// else one pooled staged pipeline; the windows it counts are the shards
+/// (one staged read each).
+async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut [Buffer]) -> Result<(u64, u64, Option<crate::store::LoadTimeline>)> {
     let parts: Vec<store::StagedPart> =
         layout.iter().map(|s| store::StagedPart { key: s.key.clone(), range: s.data_start..s.object_bytes, at: 0, version: s.version.clone() }).collect();
     let mut dsts: Vec<&mut crate::mem::DeviceBuffer> = bufs
@@ -110,7 +124,13 @@ async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs:
             _ => unreachable!("load checked that every buffer is device memory"),
         })
         .collect();
-    let done = store::staged_read_pooled(store, &parts, &mut dsts).await?;
+    let (done, stages) = match store.read_to_device(&parts, &mut dsts) {
+        Some(d) => {
+            let d = d?;
+            (d.transfers, Some(d.timeline))
+        }
+        None => (store::staged_read_pooled(store, &parts, &mut dsts).await?, None),
+    };
     let mut bytes = 0;
     for (p, t) in parts.iter().zip(&done) {
         if t.bytes != p.range.end - p.range.start {
@@ -118,7 +138,7 @@ async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs:
         }
         bytes += t.bytes;
     }
-    Ok((bytes, parts.len() as u64))
+    Ok((bytes, parts.len() as u64, stages))
 }
 
 /// One baseline's timing.
@@ -182,7 +202,7 @@ async fn baselines(plan: &WeightsPlan, store: &dyn ObjectStore, layout: &[ShardL
         let t1 = Instant::now();
         // The local copy is other files: the store's object versions do not pin it.
         let copy: Vec<ShardLayout> = layout.iter().map(|l| ShardLayout { version: None, ..l.clone() }).collect();
-        let (bytes, _) = load(&local, &copy, bufs, plan.run.store.window, plan.concurrency as usize).await?;
+        let (bytes, _, _) = load(&local, &copy, bufs, plan.run.store.window, plan.concurrency as usize).await?;
         let load_s = t1.elapsed().as_secs_f64();
         let s = sampler.finish();
         let wall_s = if b == Baseline::DownloadThenLoad { download_s + load_s } else { load_s };
@@ -260,7 +280,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
         let window = s.open_window().await?;
         let sampler = Sampler::start();
         let t0 = Instant::now();
-        let (bytes, windows) = load(&store, &layout, &mut bufs, plan.run.store.window, plan.concurrency as usize).await?;
+        let (bytes, windows, stages) = load(&store, &layout, &mut bufs, plan.run.store.window, plan.concurrency as usize).await?;
         let wall_s = t0.elapsed().as_secs_f64();
         ready_at.get_or_insert_with(Instant::now);
         let smp = sampler.finish();
@@ -276,10 +296,11 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
             host_cpu_cores: smp.host_cpu_cores,
             sampler: smp,
             witness: closed.witness.expect("a single-process bench is rank 0"),
+            stages,
         });
     }
     let verified = if plan.verify || plan.reference.is_some() {
-        Some(verify::verify(store.as_ref(), &plan.model, &layout, &bufs, plan.reference.as_deref(), digest.as_ref()).await?)
+        Some(verify::verify(store.as_ref(), &plan.model, &layout, &mut bufs, plan.reference.as_deref(), digest.as_ref()).await?)
     } else {
         None
     };
@@ -291,7 +312,9 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
     let failure = verified.as_ref().and_then(Verified::failure);
     // How the load was read (see `load`): the same rule, said in the record.
-    let pipeline = if dest == Dest::Device && !store.writes_device() {
+    let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
+        "the store's own: reader threads (--io-threads), each with its bounce buffers and copy streams, chunks in file order"
+    } else if dest == Dest::Device && !store.writes_device() {
         "staged: one pipeline, the shards' bounce buffers pooled, reads in file order"
     } else {
         "one task per shard, --concurrency at once"
@@ -370,6 +393,22 @@ fn print_table(results: &WeightsResults, model: &str, backend: &str, location: &
     }
     println!("weights '{model}' from {backend} ({location}), headers {:.3} s", results.header_s);
     println!("{t}");
+    // The stages of the repeat with the median wall time.
+    let mut by_wall: Vec<&LoadRepeat> = results.repeats.iter().collect();
+    by_wall.sort_by(|a, b| a.wall_s.total_cmp(&b.wall_s));
+    if let Some(st) = by_wall.get(by_wall.len() / 2).and_then(|r| r.stages.as_ref()) {
+        println!("{}", st.line());
+    }
+    if let Some(c) = results.verified.as_ref().and_then(|v| v.checked.as_ref()) {
+        println!(
+            "verified: XXH3-64 of every tensor in {}, {} threads, {:.2} GB in {:.3} s ({:.2}x the load's median)",
+            c.bytes_checked,
+            c.threads,
+            c.bytes as f64 / 1e9,
+            c.seconds,
+            c.seconds / wall.median.max(1e-9)
+        );
+    }
     println!("{}", results.ready.line());
 }
 

@@ -77,6 +77,39 @@ pub const WEIGHTS_BOUNCE_BUFFERS: Chosen<u32> = Chosen { value: 32, source: "wei
 /// `results/fetch-local-20261203T201128Z-nginx-local.json`).
 pub const WEIGHTS_LOCAL_BOUNCE_BUFFERS: Chosen<u32> = Chosen { value: 16, source: "weights from local files: 16 for the load, pooled over its shards" };
 
+/// The local device load's settings (`store::file_pipeline`): reader
+/// threads, chunk bytes and bounce buffers, each the flag or the rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalDeviceLoad {
+    /// `--io-threads`: reader threads.
+    pub threads: Chosen<u32>,
+    /// `--stage-chunk`: bytes per read and per copy.
+    pub chunk: Chosen<u64>,
+    /// `--bounce-buffers`: pinned buffers in the pool (each thread double-buffers).
+    pub buffers: Chosen<u32>,
+}
+
+/// Reader threads, chunk and pool of a local load into device memory
+/// (`weights` from `--backend local`), each the flag or the rule: one reader
+/// thread per core (at most 64), 16 MiB chunks, two bounce buffers per thread.
+///
+/// Why (`scripts/probe_load_paths.py` on the H200, 16 cores, 17.2 GB in 4
+/// files, warm page cache, record `results/probe-load-paths-20261204T203000Z-gpu.json`):
+/// `pread` from the page cache into host memory reached 15.7 GB/s on 4
+/// threads, 27.7 on 8 and 39.3 on 16, so the reads need every core;
+/// 16 MiB chunks read 37.1 GB/s against 39.3 for 64 MiB, a quarter of the
+/// pinned memory (512 MiB on 16 cores), which is paid before the load.
+pub fn local_device_load(threads: Option<u32>, chunk: Option<u64>, buffers: Option<u32>) -> LocalDeviceLoad {
+    const RULE: &str = "weights from local files into device memory: a reader thread per core, 16 MiB chunks, 2 bounce buffers per thread";
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 64) as u32;
+    let threads = threads.map_or(Chosen { value: cores, source: RULE }, |v| Chosen { value: v, source: "flag" });
+    LocalDeviceLoad {
+        threads,
+        chunk: chunk.map_or(Chosen { value: 16 << 20, source: RULE }, |v| Chosen { value: v, source: "flag" }),
+        buffers: buffers.map_or(Chosen { value: (2 * threads.value).max(2), source: RULE }, |v| Chosen { value: v, source: "flag" }),
+    }
+}
+
 /// Total host memory, read once (it does not change during a run; buffers
 /// are allocated per stream and each asks).
 fn total_memory() -> u64 {

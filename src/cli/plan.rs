@@ -76,13 +76,23 @@ impl CkptArgs {
 }
 
 impl WeightsArgs {
-    /// The plan `s3rdma weights` runs: staged device reads pool their
-    /// bounce buffers over the shards, [`super::auto::WEIGHTS_BOUNCE_BUFFERS`]
-    /// from a server and [`super::auto::WEIGHTS_LOCAL_BOUNCE_BUFFERS`] from
-    /// local files unless `--bounce-buffers` says.
+    /// The plan `s3rdma weights` runs. Local files into device memory (but
+    /// `--direct`) are read by reader threads of their own
+    /// (`store::file_pipeline`), with [`super::auto::local_device_load`]'s
+    /// settings where flags leave them out. Otherwise staged device reads
+    /// pool their bounce buffers over the shards,
+    /// [`super::auto::WEIGHTS_BOUNCE_BUFFERS`] from a server and
+    /// [`super::auto::WEIGHTS_LOCAL_BOUNCE_BUFFERS`] from local files
+    /// unless `--bounce-buffers` says.
     pub fn plan(self) -> WeightsPlan {
         let mut run = run_plan(&self.store, &self.witness, Some(&self.mem), &self.output, None);
-        if self.mem.bounce_buffers.is_none() {
+        let readers = self.store.backend == crate::store::Backend::Local && run.mem.dest == crate::mem::Dest::Device && !self.store.direct;
+        if readers {
+            let l = super::auto::local_device_load(self.store.io_threads, self.mem.stage_chunk, self.mem.bounce_buffers);
+            (run.store.io_threads, run.store.io_threads_source) = (l.threads.value, l.threads.source);
+            run.mem.chunk_bytes = (l.chunk.value, l.chunk.source);
+            run.mem.bounce_buffers = (l.buffers.value, l.buffers.source);
+        } else if self.mem.bounce_buffers.is_none() {
             let b = match self.store.backend {
                 crate::store::Backend::Local => super::auto::WEIGHTS_LOCAL_BOUNCE_BUFFERS,
                 _ => super::auto::WEIGHTS_BOUNCE_BUFFERS,

@@ -31,6 +31,13 @@ pub struct StoreArgs {
     /// Default: cores / 4, from 1 to 8 (the record says which was used); at most 64.
     #[arg(long, value_parser = parse_io_threads)]
     pub io_threads: Option<u32>,
+    /// local, into device memory: how each reader thread gets a chunk of a
+    /// file into its pinned bounce buffer: `pread` (the kernel copies out of
+    /// the page cache) or `mmap` (the file mapped, the chunk copied out of
+    /// the mapping; a file truncated meanwhile by another process ends the
+    /// run with SIGBUS). The record says which.
+    #[arg(long, value_enum, default_value = "pread")]
+    pub file_io: FileIoArg,
     /// http: endpoint URL, e.g. http://127.0.0.1:9000 (default, as the AWS
     /// SDKs resolve it: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, the profile's
     /// services `s3` or `endpoint_url`, S3_ENDPOINT, else AWS for the region).
@@ -162,6 +169,10 @@ impl StoreArgs {
             direct: self.direct,
             io_threads: io_threads.value,
             io_threads_source: io_threads.source,
+            file_io: match self.file_io {
+                FileIoArg::Pread => crate::store::FileIo::Pread,
+                FileIoArg::Mmap => crate::store::FileIo::Mmap,
+            },
             endpoint: aws.map_or_else(|| self.endpoint.clone(), |a| a.endpoint.clone()),
             region: aws.map_or_else(|| self.region.clone().unwrap_or_else(|| "us-east-1".into()), |a| a.region.clone()),
             access_key: aws.map_or_else(|| self.access_key.clone(), |a| Some(a.credentials.access_key_id().to_string())),
@@ -185,4 +196,13 @@ impl StoreArgs {
             rdma_max_transfer: self.rdma_max_transfer,
         }
     }
+}
+
+/// `--file-io` as typed (the store's [`crate::store::FileIo`] is the one that runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FileIoArg {
+    /// pread(2) into the bounce buffer.
+    Pread,
+    /// Copy out of a read-only mapping of the file.
+    Mmap,
 }

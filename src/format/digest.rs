@@ -83,13 +83,20 @@ impl Digest {
     /// dtype, shape, place or bytes; a tensor only one side has), or one line
     /// naming the shard when the digest does not know it or its size differs.
     pub fn mismatches(&self, file: &str, layout: &ShardLayout, data: &[u8]) -> Vec<String> {
+        let hashes: Vec<u64> = layout.tensors.iter().map(|t| xxhash_rust::xxh3::xxh3_64(&data[t.offset as usize..(t.offset + t.nbytes) as usize])).collect();
+        self.mismatches_hashed(file, layout, &hashes)
+    }
+
+    /// [`Digest::mismatches`] from each tensor's XXH3-64, computed by the
+    /// caller (`hashes[i]` of `layout.tensors[i]`), e.g. on every core.
+    pub fn mismatches_hashed(&self, file: &str, layout: &ShardLayout, hashes: &[u64]) -> Vec<String> {
         let Some(want) = self.shards.get(file) else {
             return vec![format!("{}: not in {DIGEST}", layout.key)];
         };
         if want.object_bytes != layout.object_bytes {
             return vec![format!("{}: {} bytes, {DIGEST} says {}", layout.key, layout.object_bytes, want.object_bytes)];
         }
-        let got = tensor_digests(layout, data);
+        let got = digests_of(layout, hashes);
         let mut out: Vec<String> = got.iter().filter(|(n, d)| want.tensors.get(*n) != Some(d)).map(|(n, _)| n.clone()).collect();
         out.extend(want.tensors.keys().filter(|n| !got.contains_key(*n)).map(|n| format!("{n} (in {DIGEST}, not in {})", layout.key)));
         out
@@ -148,16 +155,18 @@ impl Digest {
 
 /// Every tensor of `layout`, its bytes in the data section `data`.
 fn tensor_digests(layout: &ShardLayout, data: &[u8]) -> BTreeMap<String, TensorDigest> {
+    let hashes: Vec<u64> = layout.tensors.iter().map(|t| xxhash_rust::xxh3::xxh3_64(&data[t.offset as usize..(t.offset + t.nbytes) as usize])).collect();
+    digests_of(layout, &hashes)
+}
+
+/// Each tensor's digest from its hash (`hashes[i]` of `layout.tensors[i]`).
+fn digests_of(layout: &ShardLayout, hashes: &[u64]) -> BTreeMap<String, TensorDigest> {
     layout
         .tensors
         .iter()
-        .map(|t| {
-            let d = TensorDigest {
-                dtype: t.dtype.clone(),
-                shape: t.shape.clone(),
-                offsets: [t.offset, t.offset + t.nbytes],
-                xxh3: super::ckpt::xxh3_hex(&data[t.offset as usize..(t.offset + t.nbytes) as usize]),
-            };
+        .zip(hashes)
+        .map(|(t, h)| {
+            let d = TensorDigest { dtype: t.dtype.clone(), shape: t.shape.clone(), offsets: [t.offset, t.offset + t.nbytes], xxh3: format!("{h:016x}") };
             (t.name.clone(), d)
         })
         .collect()

@@ -75,6 +75,9 @@ pub struct StoreConfig {
     pub io_threads: u32,
     /// What chose `io_threads` (`"flag"` or the default's rule), for the record.
     pub io_threads_source: &'static str,
+    /// local: how reader threads read a file into device memory's bounce
+    /// buffers (`--file-io`; [`super::file_pipeline`]).
+    pub file_io: super::FileIo,
     /// http, rdma control plane: endpoint URL (`None`: AWS for `region`).
     pub endpoint: Option<String>,
     /// http: signing region.

@@ -154,4 +154,12 @@ impl ObjectStore for Counted {
     fn direct_alignment(&self) -> Option<u64> {
         self.inner.direct_alignment()
     }
+    /// Each part's transfer counts as one read, as a staged read of it would.
+    fn read_to_device(&self, parts: &[super::StagedPart], dsts: &mut [&mut crate::mem::DeviceBuffer]) -> Option<Result<super::DeviceLoad, StoreError>> {
+        let done = self.inner.read_to_device(parts, dsts)?;
+        Some(done.and_then(|d| {
+            let transfers = d.transfers.into_iter().map(|t| self.count(READ, Ok(t))).collect::<Result<Vec<_>, _>>()?;
+            Ok(super::DeviceLoad { transfers, ..d })
+        }))
+    }
 }

@@ -70,6 +70,7 @@ pub struct LocalStore {
     direct: bool,
     io_threads: usize,
     io_threads_source: &'static str,
+    file_io: super::FileIo,
     /// Bytes read with O_DIRECT, and bytes read through the page cache while
     /// `--direct` was asked (offset or destination not 4 KiB-aligned).
     direct_bytes: AtomicU64,
@@ -103,6 +104,51 @@ impl LocalStore {
         Ok(Transfer { version: Some(file_version(&md)), ..Transfer::of(bytes, TransferPath::Local) })
     }
 
+    /// [`ObjectStore::read_to_device`]: every part's file checked as a read
+    /// checks it (present, of the pinned version, long enough), loaded on
+    /// the reader threads, then checked again: a file replaced or rewritten
+    /// during the load is [`StoreError::Changed`], since its bytes may mix
+    /// two versions.
+    fn load_files(&self, parts: &[super::StagedPart], dsts: &mut [&mut crate::mem::DeviceBuffer]) -> Result<super::DeviceLoad, StoreError> {
+        self.bucket_exists()?;
+        let mut files = Vec::with_capacity(parts.len());
+        let mut versions = Vec::with_capacity(parts.len());
+        for p in parts {
+            let path = self.path(&p.key)?;
+            let md = fs::metadata(&path).map_err(|e| self.io("cannot stat", &p.key, e))?;
+            if !md.is_file() {
+                return Err(self.not_found(&p.key));
+            }
+            if let Some(v) = &p.version {
+                super::check_version(&p.key, &self.location(), v, Some(&file_version(&md)))?;
+            }
+            let range = resolve_range(&p.key, Some(p.range.clone()), md.len())?;
+            versions.push(file_version(&md));
+            files.push(super::file_pipeline::FilePart { key: p.key.clone(), path, range, at: p.at });
+        }
+        let (bytes, timeline) = super::file_pipeline::load(&files, dsts, self.io_threads, self.file_io).map_err(|e| self.file_load_error(&files, e))?;
+        for (f, v) in files.iter().zip(&versions) {
+            let now = fs::metadata(&f.path).map_err(|e| self.io("cannot stat", &f.key, e))?;
+            super::check_version(&f.key, &self.location(), v, Some(&file_version(&now)))?;
+        }
+        let transfers = bytes.into_iter().zip(versions).map(|(b, v)| Transfer { version: Some(v), ..Transfer::of(b, TransferPath::Local) }).collect();
+        Ok(super::DeviceLoad { transfers, timeline })
+    }
+
+    /// A file load's error as the store's: the part's key and this bucket named.
+    fn file_load_error(&self, files: &[super::file_pipeline::FilePart], e: super::file_pipeline::FileLoadError) -> StoreError {
+        use super::file_pipeline::FileLoadError as E;
+        let key = |k: usize| files.get(k).map_or_else(String::new, |f| f.key.clone());
+        match e {
+            E::Io(k, what, source) => self.io(what, &key(k), source),
+            E::Short(k, got) => {
+                StoreError::ShortBody { key: key(k), location: self.location(), got, expected: files.get(k).map_or(0, |f| f.range.end - f.range.start) }
+            }
+            E::Cuda(k, detail) => StoreError::Other { op: "GET", key: key(k), location: self.location(), detail },
+            E::Config(m) => StoreError::Config(m),
+        }
+    }
+
     /// Bind to `<root>/<bucket>`. The directory need not exist yet.
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
         let root =
@@ -115,6 +161,7 @@ impl LocalStore {
             direct: args.direct,
             io_threads: args.io_threads as usize,
             io_threads_source: args.io_threads_source,
+            file_io: args.file_io,
             direct_bytes: Default::default(),
             direct_fallback_bytes: Default::default(),
         })
@@ -271,7 +318,7 @@ impl ObjectStore for LocalStore {
     }
     fn describe(&self) -> serde_json::Value {
         json!({"backend": "local", "root": self.root, "bucket": self.bucket, "direct": self.direct,
-               "io_block_bytes": IO_BLOCK, "io_threads": self.io_threads, "io_threads_from": self.io_threads_source})
+               "io_block_bytes": IO_BLOCK, "io_threads": self.io_threads, "io_threads_from": self.io_threads_source, "file_io": self.file_io.name()})
     }
     /// With `--direct`: `direct_read_bytes` (O_DIRECT) and
     /// `direct_fallback_bytes` (read through the page cache because the file
@@ -287,6 +334,12 @@ impl ObjectStore for LocalStore {
     }
     fn direct_alignment(&self) -> Option<u64> {
         self.direct.then_some(HOST_ALIGN as u64)
+    }
+    /// Reader threads of their own ([`super::file_pipeline`]), `--io-threads`
+    /// of them; with `--direct`, `None`: O_DIRECT reads keep the staged
+    /// pipeline, which aligns them.
+    fn read_to_device(&self, parts: &[super::StagedPart], dsts: &mut [&mut crate::mem::DeviceBuffer]) -> Option<Result<super::DeviceLoad, StoreError>> {
+        (!self.direct).then(|| blocking(|| self.load_files(parts, dsts)))
     }
     fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {
         let fallback = in_windows.get("direct_fallback_bytes");

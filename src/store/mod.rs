@@ -11,6 +11,7 @@
 pub mod aws;
 mod config;
 pub mod counted;
+pub mod file_pipeline;
 pub mod http;
 pub mod local;
 pub mod rdma;
@@ -19,6 +20,7 @@ mod staged;
 mod transfer;
 
 pub use config::{Backend, ChecksumMode, HttpGet, StoreConfig};
+pub use file_pipeline::{DeviceLoad, FileIo, LoadTimeline};
 pub use staged::{StagedPart, pool_shares, read_plan, staged_read, staged_read_pooled, staged_read_spread};
 pub use transfer::{ObjectVersion, Rails, StoreStats, Transfer, TransferPath, check_version};
 
@@ -188,6 +190,18 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// otherwise [`read_into`] stages device reads through pinned bounce buffers.
     fn writes_device(&self) -> bool {
         false
+    }
+    /// Read `parts` into `dsts` (`parts[i]` into `dsts[i]`) through a
+    /// device pipeline of this store's own, blocking until every copy is
+    /// done; `None` when it has none, and the caller uses the generic staged
+    /// pipeline ([`staged_read_pooled`]). The local store reads its files on
+    /// reader threads of their own ([`file_pipeline`]), but with `--direct`.
+    ///
+    /// Errors: the store's, as its reads would give them (missing key, a
+    /// version changed before or during the load, a short file), and CUDA
+    /// errors as [`StoreError::Other`].
+    fn read_to_device(&self, _parts: &[StagedPart], _dsts: &mut [&mut crate::mem::DeviceBuffer]) -> Option<Result<DeviceLoad, StoreError>> {
+        None
     }
 }
 

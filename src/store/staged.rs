@@ -280,7 +280,7 @@ async fn staged_with<'a>(
 
 /// Return every pooled bounce buffer to its owner, in its place, and wait
 /// for every owner's copies (all of them, even after an error).
-fn give_back(dsts: &mut [&mut crate::mem::DeviceBuffer], mut pool: Vec<(usize, usize, Buffer)>) -> Result<(), String> {
+pub(super) fn give_back(dsts: &mut [&mut crate::mem::DeviceBuffer], mut pool: Vec<(usize, usize, Buffer)>) -> Result<(), String> {
     pool.sort_by_key(|(o, i, _)| (*o, *i));
     for (o, _, b) in pool {
         dsts[o].bounce.push(b);

@@ -49,6 +49,9 @@ pub struct Verified {
     pub independent: bool,
     /// The reference in words (path, key, how it was read).
     pub reference: String,
+    /// Against the digest: which bytes were hashed (in their destination),
+    /// on how many threads, in how many seconds; `None` for the other references.
+    pub checked: Option<super::hashes::CheckedHow>,
 }
 
 impl Verified {
@@ -184,30 +187,33 @@ pub(super) async fn verify(
     store: &dyn ObjectStore,
     prefix: &str,
     layout: &[ShardLayout],
-    bufs: &[Buffer],
+    bufs: &mut [Buffer],
     reference: Option<&Path>,
     digest: Option<&Digest>,
 ) -> Result<Verified> {
+    let mut how = None;
     let mut checked = 0;
     let mut mismatched = Vec::new();
     let (kind, words) = if let Some(path) = reference {
         let files = reference_files(path, prefix, layout)?;
-        for ((shard, buf), file) in layout.iter().zip(bufs).zip(&files) {
+        for ((shard, buf), file) in layout.iter().zip(bufs.iter()).zip(&files) {
             let bytes = std::fs::read(file).map_err(|e| Error::Runtime(format!("--reference: reading {}: {e}", file.display())))?;
             checked += shard.tensors.len();
             compare_file(shard, &loaded(shard, buf)?, &bytes, &file.display().to_string(), &mut mismatched)?;
         }
         (Reference::LocalCopy, format!("the local copy at {} (the safetensors crate's reading)", path.display()))
     } else if let Some(d) = digest {
-        for (shard, buf) in layout.iter().zip(bufs) {
+        let (hashes, h) = super::hashes::loaded_hashes(layout, bufs).map_err(|e| Error::Runtime(format!("--verify: {e}")))?;
+        for (shard, hs) in layout.iter().zip(&hashes) {
             checked += shard.tensors.len();
-            mismatched.extend(d.mismatches(file_of(prefix, &shard.key), shard, &loaded(shard, buf)?));
+            mismatched.extend(d.mismatches_hashed(file_of(prefix, &shard.key), shard, hs));
         }
+        how = Some(h);
         let files: Vec<&str> = layout.iter().map(|s| file_of(prefix, &s.key)).collect();
         mismatched.extend(d.missing(&files).into_iter().map(|f| format!("{f}: a shard {DIGEST} names that the model lacks")));
         (Reference::Digest, format!("the digest written with the model ('{}', xxh3-64 per tensor)", key_in(prefix, DIGEST)))
     } else {
-        for (shard, buf) in layout.iter().zip(bufs) {
+        for (shard, buf) in layout.iter().zip(bufs.iter()) {
             let mut b = Buffer::host(shard.object_bytes as usize);
             crate::store::read_into_version(store, &shard.key, None, &mut b, 0, shard.version.as_ref()).await?;
             checked += shard.tensors.len();
@@ -222,6 +228,7 @@ pub(super) async fn verify(
         reference_kind: kind,
         independent: kind != Reference::ReRead,
         reference: words,
+        checked: how,
     })
 }
 

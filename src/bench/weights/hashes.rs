@@ -1,0 +1,158 @@
+//! The loaded tensors' XXH3-64, on every core: the check `weights --verify`
+//! makes against the model's digest. Host memory is hashed where it lies;
+//! device memory is read back in chunks through pinned buffers (the
+//! destinations' own bounce buffers, idle once the load is done), so what is
+//! checked is the bytes in their destination, not the bytes as staged.
+//!
+//! One thread per core, each with its own pinned buffer; tensors go to
+//! threads largest first, each to the least loaded thread (longest
+//! processing time first), so one 1 GB embedding does not finish last on a
+//! thread that also had the small ones. Each tensor is hashed as a stream
+//! (`xxhash_rust::xxh3::Xxh3`), the same value the one-shot hash gives.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::format::weights::ShardLayout;
+use crate::mem::Buffer;
+
+/// Bytes per read-back when a destination has no bounce buffer to lend.
+const READ_BACK_CHUNK: usize = 16 << 20;
+
+/// How the loaded bytes were checked, for the record.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CheckedHow {
+    /// What was hashed: "device memory, read back through pinned buffers"
+    /// or "host memory, in place".
+    pub bytes_checked: String,
+    /// Threads hashing.
+    pub threads: usize,
+    /// Seconds from the first read-back to the last hash.
+    pub seconds: f64,
+    /// Bytes hashed.
+    pub bytes: u64,
+}
+
+/// XXH3-64 of every tensor of every shard as loaded in `bufs` (one buffer
+/// per shard, its data blob from byte 0): one `Vec` per shard, in its
+/// tensors' order, and how it was done.
+///
+/// Errors: a failed read-back (the driver's message).
+pub(super) fn loaded_hashes(layout: &[ShardLayout], bufs: &mut [Buffer]) -> Result<(Vec<Vec<u64>>, CheckedHow), String> {
+    let device = bufs.iter().any(|b| matches!(b, Buffer::Device(_)));
+    // Borrow the destinations' bounce buffers as read-back buffers.
+    let mut lent: Vec<(usize, Buffer)> = Vec::new();
+    for (o, b) in bufs.iter_mut().enumerate() {
+        if let Buffer::Device(d) = b {
+            lent.extend(std::mem::take(&mut d.bounce).into_iter().map(|x| (o, x)));
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let units: Vec<(usize, usize, u64)> =
+        layout.iter().enumerate().flat_map(|(s, l)| l.tensors.iter().enumerate().map(move |(t, e)| (s, t, e.nbytes))).collect();
+    let threads = cores.min(units.len()).max(1);
+    let shares = longest_first(&units, threads);
+    let mut scratch: Vec<Buffer> = Vec::new();
+    while lent.len() + scratch.len() < threads && device {
+        scratch.push(Buffer::host(READ_BACK_CHUNK));
+    }
+    let t0 = Instant::now();
+    let bufs_ro: &[Buffer] = bufs;
+    let results: Vec<Result<Vec<(usize, usize, u64)>, String>> = {
+        let mut spare: Vec<&mut Buffer> = lent.iter_mut().map(|(_, b)| b).chain(scratch.iter_mut()).collect();
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = shares
+                .into_iter()
+                .map(|mine| {
+                    let rb = if device { spare.pop() } else { None };
+                    sc.spawn(move || hash_units(layout, bufs_ro, &mine, rb))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("a hashing thread panicked".into()))).collect()
+        })
+    };
+    let seconds = t0.elapsed().as_secs_f64();
+    for (o, b) in lent {
+        if let Buffer::Device(d) = &mut bufs[o] {
+            d.bounce.push(b);
+        }
+    }
+    let mut out: Vec<Vec<u64>> = layout.iter().map(|l| vec![0; l.tensors.len()]).collect();
+    for r in results {
+        for (s, t, h) in r? {
+            out[s][t] = h;
+        }
+    }
+    let how = CheckedHow {
+        bytes_checked: if device { "device memory, read back through pinned buffers" } else { "host memory, in place" }.into(),
+        threads,
+        seconds,
+        bytes: units.iter().map(|u| u.2).sum(),
+    };
+    Ok((out, how))
+}
+
+/// `units` (shard, tensor, bytes) shared out over `n` threads, largest
+/// first, each to the thread with the fewest bytes so far.
+fn longest_first(units: &[(usize, usize, u64)], n: usize) -> Vec<Vec<(usize, usize, u64)>> {
+    let mut order: Vec<&(usize, usize, u64)> = units.iter().collect();
+    order.sort_by(|a, b| b.2.cmp(&a.2));
+    let mut shares: Vec<(u64, Vec<(usize, usize, u64)>)> = (0..n.max(1)).map(|_| (0, Vec::new())).collect();
+    for u in order {
+        let least = shares.iter_mut().min_by_key(|(load, _)| *load).expect("n >= 1");
+        least.0 += u.2;
+        least.1.push(*u);
+    }
+    shares.into_iter().map(|(_, v)| v).collect()
+}
+
+/// Hash one thread's tensors; device memory is read back through `rb`.
+fn hash_units(layout: &[ShardLayout], bufs: &[Buffer], mine: &[(usize, usize, u64)], mut rb: Option<&mut Buffer>) -> Result<Vec<(usize, usize, u64)>, String> {
+    let mut out = Vec::with_capacity(mine.len());
+    for &(s, t, n) in mine {
+        let start = layout[s].tensors[t].offset as usize;
+        let h = match (&bufs[s], rb.as_deref_mut()) {
+            (Buffer::Device(d), Some(rb)) => {
+                let chunk = rb.as_host_mut().expect("read-back buffers are host memory");
+                let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+                let mut off = 0usize;
+                while off < n as usize {
+                    let len = chunk.len().min(n as usize - off);
+                    d.read_back(start + off, &mut chunk[..len])?;
+                    hasher.update(&chunk[..len]);
+                    off += len;
+                }
+                hasher.digest()
+            }
+            (Buffer::Device(_), None) => return Err("no read-back buffer for device memory".into()),
+            (other, _) => {
+                let h = other.as_host().expect("host or pinned");
+                let bytes = h.get(start..start + n as usize).ok_or_else(|| format!("tensor {t} of shard {s} runs past its {} byte buffer", h.len()))?;
+                xxhash_rust::xxh3::xxh3_64(bytes)
+            }
+        };
+        out.push((s, t, h));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_largest_tensors_spread_first() {
+        let units = [(0, 0, 10), (0, 1, 100), (0, 2, 30), (1, 0, 60), (1, 1, 40)];
+        let shares = longest_first(&units, 2);
+        let loads: Vec<u64> = shares.iter().map(|s| s.iter().map(|u| u.2).sum()).collect();
+        assert_eq!(loads, [110, 130]);
+        assert_eq!(shares[0][0], (0, 1, 100), "the largest goes first");
+        let mut all: Vec<_> = shares.concat();
+        all.sort();
+        let mut want = units.to_vec();
+        want.sort();
+        assert_eq!(all, want, "every tensor once");
+        assert_eq!(longest_first(&units, 8).iter().filter(|s| !s.is_empty()).count(), 5);
+    }
+}
