@@ -5,9 +5,16 @@
 #      ring, registered page-cache pages copied directly);
 #   2. scripts/peers_weights.py: s3rdma weights (default flags, and VARIANTS)
 #      beside InstantTensor (buffered and mmap), fresh processes, interleaved,
-#      warm, from disk's page cache and from tmpfs (/dev/shm).
+#      warm, from disk's page cache and from tmpfs (/dev/shm);
+#   3. correctness on the GPU (conformance and unit test binaries carried in
+#      $BIN, a tiny model with one bit flipped at rest);
+#   4. weights --verify: what proof costs the warm load, device and host;
+#   5. FETCH_VERIFY=N: fetch over http from nginx with and without --verify,
+#      N rounds (scripts/gpu-nginx-reads.sh; carry .peers/nginx.tar.xz).
 # Binaries from $BIN (default .carry), wheels from .whl. Records go to results/.
-# Env: SKIP_PROBE, SKIP_PEERS, ROUNDS (3), LOADERS, VARIANTS ("name=flags;..."), TMPFS (1: also /dev/shm).
+# Env: SKIP_PROBE, SKIP_PEERS, SKIP_CHECK, SKIP_VERIFY, ROUNDS (3), LOADERS,
+#      VARIANTS ("name=flags;..."), TMPFS (1: also /dev/shm), PROBE_ROUNDS (2),
+#      PROBE_THREADS ("4,8,16"), PROBE_CHUNKS ("16,64", MiB), FETCH_VERIFY.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.carry}
@@ -17,7 +24,8 @@ mkdir -p results "$OUTDIR"
 ls .whl/*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-deps --no-index .whl/*.whl 2>&1 | tail -2
 nproc; free -g | head -2; df -hT /tmp /dev/shm | tail -2
 if [ -z "${SKIP_PROBE:-}" ]; then
-  python3 scripts/probe_load_paths.py --dir /tmp/probe --gib 16 --files 4 --rounds "${PROBE_ROUNDS:-2}" --out "$OUTDIR/probe.json" 2>&1 | tail -40
+  python3 scripts/probe_load_paths.py --dir /tmp/probe --gib 16 --files 4 --rounds "${PROBE_ROUNDS:-2}" \
+    --threads "${PROBE_THREADS:-4,8,16}" --chunks-mib "${PROBE_CHUNKS:-16,64}" --out "$OUTDIR/probe.json" 2>&1 | tail -40
   rm -rf /tmp/probe
 fi
 if [ -z "${SKIP_PEERS:-}" ]; then
@@ -38,10 +46,12 @@ if [ -z "${SKIP_PEERS:-}" ]; then
 fi
 if [ -z "${SKIP_CHECK:-}" ]; then
   # Correctness on the GPU: the reader threads byte for byte (a conformance
-  # test binary carried as $BIN/conformance), then a tiny model loaded and
+  # test binary carried as $BIN/conformance), fetch --verify's check of
+  # device memory (the library's unit test binary, $BIN/unit), then a tiny model loaded and
   # verified with each --file-io, then one bit flipped at rest: --verify must
   # fail (exit 4) with the bytes in device memory and in host memory.
   [ -x "$BIN/conformance" ] && "$BIN/conformance" local_reader --nocapture 2>&1 | grep -E "byte-exact|test result|SKIP|panicked"
+  [ -x "$BIN/unit" ] && "$BIN/unit" fetch::check --nocapture 2>&1 | grep -E "flipped byte found|test result|SKIP|panicked"
   T=$(mktemp -d); "$S" weights --root "$T" --synth tiny --model m/t > /dev/null
   for io in pread mmap; do
     "$S" weights --root "$T" --model m/t --dest device --verify --file-io "$io" --results-dir "$T/rec" > "$T/o" 2>&1; rc=$?
@@ -63,4 +73,7 @@ if [ -z "${SKIP_VERIFY:-}" ] && [ -f /tmp/s3rdma-w/s3rdma-bench/m/llama/model.sa
     "$S" weights --root /tmp/s3rdma-w --model m/llama --dest "$d" --verify --repeats 3 --tag "gpu-verify-$d" 2>&1 | grep -E "^│ local|^verified:|^stages:|^wrote"
   done
   cp results/weights-local-*gpu-verify* "$OUTDIR/" 2>/dev/null
+fi
+if [ -n "${FETCH_VERIFY:-}" ]; then
+  SHAPE=tiny SKIP_WEIGHTS=1 DESTS="device host" S="$S" RES="$OUTDIR" scripts/gpu-nginx-reads.sh 2>&1 | tail -12
 fi

@@ -14,6 +14,10 @@
 #      and boto3 must import: carry their wheels, see docs/gpu.md).
 #   4. WEIGHTS_VARIANTS="--bounce-buffers 16;--bounce-buffers 64": one more
 #      http weights run per ';'-separated flag set, tagged nginx-v1, nginx-v2, ...
+#   5. FETCH_VERIFY=N: what --verify costs fetch over http, in place of step 2:
+#      per dest, N rounds of the same cell without and with --verify, one
+#      after the other (tags nginx-plain-rK, nginx-verify-rK).
+#   SKIP_WEIGHTS=1 leaves out step 1.
 # nginx from NGINX_KIT (.peers/nginx.tar.xz, made by `NGINX_ONLY=1
 # scripts/make-peers-kit.sh`; carry `.peers`) or PATH. Records go to
 # RES (default $OUT, else results/); a short table prints last.
@@ -59,14 +63,29 @@ for _ in $(seq 1 50); do (echo > /dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break;
 EP=http://127.0.0.1:$PORT
 export AWS_ACCESS_KEY_ID=${AWS_ACCESS_KEY_ID:-nginx} AWS_SECRET_ACCESS_KEY=${AWS_SECRET_ACCESS_KEY:-ignores-signatures}
 for f in "$ROOT/s3rdma-bench/$M"/*.safetensors; do cat "$f" > /dev/null; done
-"$S" weights --root "$ROOT" --model "$M" --dest "$WDEST" --repeats 3 --verify --tag nginx-local --results-dir "$RES" > "$W/w-local.txt" 2>&1 || cat "$W/w-local.txt"
-"$S" weights --backend http --endpoint "$EP" --model "$M" --dest "$WDEST" --repeats 3 --verify --tag nginx --results-dir "$RES" > "$W/w-http.txt" 2>&1 || cat "$W/w-http.txt"
+if [ -z "${SKIP_WEIGHTS:-}" ]; then
+  "$S" weights --root "$ROOT" --model "$M" --dest "$WDEST" --repeats 3 --verify --tag nginx-local --results-dir "$RES" > "$W/w-local.txt" 2>&1 || cat "$W/w-local.txt"
+  "$S" weights --backend http --endpoint "$EP" --model "$M" --dest "$WDEST" --repeats 3 --verify --tag nginx --results-dir "$RES" > "$W/w-http.txt" 2>&1 || cat "$W/w-http.txt"
+fi
+touch "$W/w-http.txt"
 IFS=';' read -r -a VARIANTS <<< "${WEIGHTS_VARIANTS:-}"
 for i in "${!VARIANTS[@]}"; do
   # shellcheck disable=SC2086 # each variant is a list of flags
   "$S" weights --backend http --endpoint "$EP" --model "$M" --dest "$WDEST" --repeats 3 ${VARIANTS[$i]} --tag "nginx-v$((i + 1))" --results-dir "$RES" > "$W/w-http-v$i.txt" 2>&1 || cat "$W/w-http-v$i.txt"
 done
-for d in $DESTS; do
+if [ -n "${FETCH_VERIFY:-}" ]; then
+  for d in $DESTS; do
+    for k in $(seq 1 "$FETCH_VERIFY"); do
+      for v in plain verify; do
+        flag=$([ $v = verify ] && echo --verify || true)
+        # shellcheck disable=SC2086 # $flag is empty or one flag
+        "$S" fetch --backend http --endpoint "$EP" --sizes 256MiB --objects 16 --concurrency "${CONC:-16}" --duration 3s --no-prepare --dest "$d" $flag \
+          --tag "nginx-$v-r$k" --results-dir "$RES" > "$W/f-$v-$d.txt" 2>&1 || cat "$W/f-$v-$d.txt"
+      done
+    done
+  done
+fi
+[ -n "${FETCH_VERIFY:-}" ] || for d in $DESTS; do
   "$S" fetch --root "$ROOT" --sizes 256MiB --objects 16 --concurrency ${CONC:-1,8} --duration 3s --no-prepare --dest $d --tag nginx-local --results-dir "$RES" > "$W/f-local-$d.txt" 2>&1 || cat "$W/f-local-$d.txt"
   "$S" fetch --backend http --endpoint "$EP" --sizes 256MiB --objects 16 --concurrency ${CONC:-1,8} --duration 3s --no-prepare --dest $d --tag nginx --results-dir "$RES" > "$W/f-http-$d.txt" 2>&1 || cat "$W/f-http-$d.txt"
 done
@@ -78,7 +97,7 @@ fi
 cat "$W"/w-http.txt | grep -E "^server|ready" || true
 python3 - "$RES" <<'PY'
 import glob, json, os, statistics, sys
-print(f'{"bench":8} {"backend":7} {"dest":6} {"cell":18} {"GB/s":>6} {"client cores":>12} {"server cores":>12}  record')
+print(f'{"bench":8} {"backend":7} {"dest":6} {"cell":28} {"GB/s":>6} {"client cores":>12} {"server cores":>12}  record')
 def cores(x):
     return "-" if x is None else f"{x:.2f}"
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-nginx*.json"))):
@@ -92,9 +111,10 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "*-nginx*.json"))):
         cell = "3 repeats" + (", verified" if v and v["ok"] else "") + (" " + r["tag"] if r.get("tag", "").startswith("nginx-v") else "")
         rows = [(cell, [x["throughput_gbps"] for x in rs], [x["client_cpu_cores"] for x in rs], [x["sampler"].get("server_cpu_cores") for x in rs])]
     else:
-        rows = [(f'{c["size_bytes"] >> 20}MiB x {c["concurrency"]}', [x["bytes"] / x["sampler"]["wall_s"] / 1e9 for x in c["repeats"]],
+        ver = ", verified" if r.get("params", {}).get("verify") else ""
+        rows = [(f'{c["size_bytes"] >> 20}MiB x {c["concurrency"]}{ver}', [x["bytes"] / x["sampler"]["wall_s"] / 1e9 for x in c["repeats"]],
                  [x["client_cpu_cores"] for x in c["repeats"]], [x["sampler"].get("server_cpu_cores") for x in c["repeats"]]) for c in r["results"]]
     for cell, g, cc, sc in rows:
         sc = [x for x in sc if x is not None]
-        print(f'{r["benchmark"]:8} {be:7} {dest:6} {cell:18} {statistics.median(g):6.2f} {statistics.median(cc):12.2f} {cores(statistics.median(sc) if sc else None):>12}  {name}')
+        print(f'{r["benchmark"]:8} {be:7} {dest:6} {cell:28} {statistics.median(g):6.2f} {statistics.median(cc):12.2f} {cores(statistics.median(sc) if sc else None):>12}  {name}')
 PY

@@ -589,6 +589,15 @@ async fn device_and_pinned_reads_are_byte_exact_on_every_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_reader_threads_put_every_byte_in_place() {
     use s3rdma::mem::{Dest, Gpu};
+    // The stores open before the GPU is asked for, so the flags are checked on every machine.
+    let roots: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let stores: Vec<_> = ["pread", "mmap"]
+        .iter()
+        .zip(&roots)
+        .map(|(io, root)| {
+            (*io, open(&["--backend", "local", "--root", root.path().to_str().unwrap(), "--bucket", "reader-threads", "--file-io", io, "--io-threads", "3"]))
+        })
+        .collect();
     let gpu = match Gpu::open(0) {
         Ok(g) => g,
         Err(e) => {
@@ -597,9 +606,7 @@ async fn local_reader_threads_put_every_byte_in_place() {
         }
     };
     const MIB: usize = 1 << 20;
-    for io in ["pread", "mmap"] {
-        let root = tempfile::tempdir().unwrap();
-        let s = open(&["--backend", "local", "--root", root.path().to_str().unwrap(), "--bucket", "rt", "--file-io", io, "--io-threads", "3"]);
+    for (io, s) in stores {
         fresh(&*s).await;
         let sizes = [5 * MIB + 12345, 3 * MIB + 1, 777];
         let mut srcs = Vec::new();

@@ -97,10 +97,22 @@ impl Pattern {
         let first = (offset + head as u64) / 8;
         let words = bytes[head..].chunks_exact(8);
         let tail_from = bytes.len() - words.remainder().len();
-        for (i, c) in words.enumerate() {
-            if c != self.word(first + i as u64) {
-                let at = head + i * 8;
-                return exact(at, at + 8);
+        // Blocks of BLOCK words: differences OR-ed over the block, one branch
+        // per block (so the multiplies of neighbouring words overlap), and
+        // the block searched word by word only when something differs.
+        const BLOCK: usize = 64;
+        let whole = &bytes[head..tail_from];
+        for (b, block) in whole.chunks(BLOCK * 8).enumerate() {
+            let base = first + (b * BLOCK) as u64;
+            let mut state = self.seed.wrapping_add(base.wrapping_add(1).wrapping_mul(GOLDEN));
+            let mut acc = 0u64;
+            for c in block.chunks_exact(8) {
+                acc |= u64::from_le_bytes(c.try_into().expect("8 bytes")) ^ mix(state);
+                state = state.wrapping_add(GOLDEN);
+            }
+            if acc != 0 {
+                let at = head + b * BLOCK * 8;
+                return exact(at, at + block.len());
             }
         }
         exact(tail_from, bytes.len())

@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 
 use super::plan::StreamBuffer;
 use crate::error::{Error, Result, StoreError};
-use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};
 use crate::store::{self, ObjectStore, Transfer};
 use crate::units::{size_approx, size_name};
@@ -137,12 +136,13 @@ pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> Value {
 /// ends the object early, for the caller to report); the first byte is the
 /// first read's.
 ///
-/// With `verify`, every read's bytes are compared with what `fetch
-/// --prepare` writes there ([`Pattern`]) before the next read overwrites them.
+/// With `verify` (`Some(threads)`), every read's bytes are compared with
+/// what `fetch --prepare` writes there ([`crate::format::pattern::Pattern`]), on that many threads,
+/// before the next read overwrites them.
 ///
 /// Errors: the store's; [`Error::Mismatch`] naming the key and the first
 /// differing byte when `verify` finds other bytes.
-pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str, size: u64, buf: &mut Buffer, verify: bool) -> Result<Transfer> {
+pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str, size: u64, buf: &mut Buffer, verify: Option<usize>) -> Result<Transfer> {
     let store = arc.as_ref();
     let len = buf.len() as u64;
     if len >= size {
@@ -154,8 +154,8 @@ pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str
             Buffer::Device(d) if !store.writes_device() => store::staged_read_spread(arc, key, range, d, 0, None).await?,
             _ => store::read_into(store, key, range, buf).await?,
         };
-        if verify {
-            check(store, key, 0, tr.bytes, buf)?;
+        if let Some(threads) = verify {
+            check(store, key, 0, tr.bytes, buf, threads)?;
         }
         return Ok(tr);
     }
@@ -182,8 +182,8 @@ pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str
             }
             pin = tr.version.clone();
         }
-        if verify {
-            check(store, key, r.start, tr.bytes, buf)?;
+        if let Some(threads) = verify {
+            check(store, key, r.start, tr.bytes, buf, threads)?;
         }
         let o = out.get_or_insert(Transfer { first_byte: tr.first_byte.map(|f| f + (t - t0)), ..Transfer::of(0, tr.path) });
         o.bytes += tr.bytes;
@@ -195,19 +195,11 @@ pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str
 }
 
 /// Compare the first `n` bytes of `buf`, the object's bytes from `offset`,
-/// with its [`Pattern`] (device memory is copied to the host first).
-fn check(store: &dyn ObjectStore, key: &str, offset: u64, n: u64, buf: &Buffer) -> Result<()> {
-    let copy;
-    let bytes = match buf.as_host() {
-        Some(h) => &h[..n as usize],
-        None => {
-            let mut v = vec![0u8; n as usize];
-            buf.copy_to_host(0, &mut v).map_err(|e| Error::Runtime(format!("--verify: cannot copy the bytes of '{key}' back to the host: {e}")))?;
-            copy = v;
-            &copy[..]
-        }
-    };
-    match Pattern::of(key).first_difference(offset, bytes) {
+/// with its [`crate::format::pattern::Pattern`], on `threads` threads ([`super::check`]).
+fn check(store: &dyn ObjectStore, key: &str, offset: u64, n: u64, buf: &mut Buffer, threads: usize) -> Result<()> {
+    let found = super::check::first_difference(key, offset, n, buf, threads)
+        .map_err(|e| Error::Runtime(format!("--verify: cannot check the bytes of '{key}': {e}")))?;
+    match found {
         None => Ok(()),
         Some(at) => Err(Error::Mismatch(format!(
             "--verify: object '{key}' at {}: byte {at} (of the bytes {offset}-{} read) differs from what `fetch --prepare` writes there: the store served other bytes (another range or object, or changed bytes), so nothing of this run is counted; an object written another way (another tool, an older s3rdma) never verifies: delete it, then pass --prepare",

@@ -23,6 +23,7 @@ use crate::store::{self, ObjectStore, StoreStats, TransferPath};
 use crate::units::{size_approx, size_name};
 
 mod buffers;
+mod check;
 mod plan;
 mod results;
 use buffers::BufferPlan;
@@ -144,6 +145,9 @@ async fn run_streams(
     verify: bool,
 ) -> Result<(Vec<OpSample>, Duration)> {
     let n = buffers.len();
+    // --verify: each stream checks on its share of this host's cores.
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    let verify = verify.then(|| cores.div_ceil(n.max(1)));
     let barrier = Arc::new(tokio::sync::Barrier::new(n));
     let failed = Arc::new(AtomicBool::new(false));
     let t0 = Instant::now();

@@ -34,6 +34,10 @@ pub struct CheckedHow {
     pub bytes: u64,
 }
 
+/// One tensor to hash: (shard index, tensor index, bytes); after hashing,
+/// the third field holds the tensor's xxh3-64 instead.
+type Unit = (usize, usize, u64);
+
 /// XXH3-64 of every tensor of every shard as loaded in `bufs` (one buffer
 /// per shard, its data blob from byte 0): one `Vec` per shard, in its
 /// tensors' order, and how it was done.
@@ -49,8 +53,7 @@ pub(super) fn loaded_hashes(layout: &[ShardLayout], bufs: &mut [Buffer]) -> Resu
         }
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let units: Vec<(usize, usize, u64)> =
-        layout.iter().enumerate().flat_map(|(s, l)| l.tensors.iter().enumerate().map(move |(t, e)| (s, t, e.nbytes))).collect();
+    let units: Vec<Unit> = layout.iter().enumerate().flat_map(|(s, l)| l.tensors.iter().enumerate().map(move |(t, e)| (s, t, e.nbytes))).collect();
     let threads = cores.min(units.len()).max(1);
     let shares = longest_first(&units, threads);
     let mut scratch: Vec<Buffer> = Vec::new();
@@ -59,7 +62,7 @@ pub(super) fn loaded_hashes(layout: &[ShardLayout], bufs: &mut [Buffer]) -> Resu
     }
     let t0 = Instant::now();
     let bufs_ro: &[Buffer] = bufs;
-    let results: Vec<Result<Vec<(usize, usize, u64)>, String>> = {
+    let results: Vec<Result<Vec<Unit>, String>> = {
         let mut spare: Vec<&mut Buffer> = lent.iter_mut().map(|(_, b)| b).chain(scratch.iter_mut()).collect();
         std::thread::scope(|sc| {
             let handles: Vec<_> = shares
@@ -93,12 +96,12 @@ pub(super) fn loaded_hashes(layout: &[ShardLayout], bufs: &mut [Buffer]) -> Resu
     Ok((out, how))
 }
 
-/// `units` (shard, tensor, bytes) shared out over `n` threads, largest
+/// `units` shared out over `n` threads, largest
 /// first, each to the thread with the fewest bytes so far.
-fn longest_first(units: &[(usize, usize, u64)], n: usize) -> Vec<Vec<(usize, usize, u64)>> {
-    let mut order: Vec<&(usize, usize, u64)> = units.iter().collect();
-    order.sort_by(|a, b| b.2.cmp(&a.2));
-    let mut shares: Vec<(u64, Vec<(usize, usize, u64)>)> = (0..n.max(1)).map(|_| (0, Vec::new())).collect();
+fn longest_first(units: &[Unit], n: usize) -> Vec<Vec<Unit>> {
+    let mut order: Vec<&Unit> = units.iter().collect();
+    order.sort_by_key(|u| std::cmp::Reverse(u.2));
+    let mut shares: Vec<(u64, Vec<Unit>)> = (0..n.max(1)).map(|_| (0, Vec::new())).collect();
     for u in order {
         let least = shares.iter_mut().min_by_key(|(load, _)| *load).expect("n >= 1");
         least.0 += u.2;
@@ -108,7 +111,7 @@ fn longest_first(units: &[(usize, usize, u64)], n: usize) -> Vec<Vec<(usize, usi
 }
 
 /// Hash one thread's tensors; device memory is read back through `rb`.
-fn hash_units(layout: &[ShardLayout], bufs: &[Buffer], mine: &[(usize, usize, u64)], mut rb: Option<&mut Buffer>) -> Result<Vec<(usize, usize, u64)>, String> {
+fn hash_units(layout: &[ShardLayout], bufs: &[Buffer], mine: &[Unit], mut rb: Option<&mut Buffer>) -> Result<Vec<Unit>, String> {
     let mut out = Vec::with_capacity(mine.len());
     for &(s, t, n) in mine {
         let start = layout[s].tensors[t].offset as usize;
@@ -146,7 +149,9 @@ mod tests {
         let units = [(0, 0, 10), (0, 1, 100), (0, 2, 30), (1, 0, 60), (1, 1, 40)];
         let shares = longest_first(&units, 2);
         let loads: Vec<u64> = shares.iter().map(|s| s.iter().map(|u| u.2).sum()).collect();
-        assert_eq!(loads, [110, 130]);
+        // 100 | 60, then 40 to the 60 (100 | 100), 30 to the first of the tie, 10 to the other:
+        // 130 | 110, the best split of these five (no subset sums to 120).
+        assert_eq!(loads, [130, 110]);
         assert_eq!(shares[0][0], (0, 1, 100), "the largest goes first");
         let mut all: Vec<_> = shares.concat();
         all.sort();
