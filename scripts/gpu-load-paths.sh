@@ -13,7 +13,7 @@
 #      N rounds (scripts/gpu-nginx-reads.sh; carry .peers/nginx.tar.xz).
 # Binaries from $BIN (default .carry), wheels from .whl. Records go to results/.
 # Env: SKIP_PROBE, SKIP_PEERS, SKIP_CHECK, SKIP_VERIFY, ROUNDS (3), LOADERS,
-#      VARIANTS ("name=flags;..."), TMPFS (1: also /dev/shm), PROBE_ROUNDS (2),
+#      VARIANTS ("name=flags;..."), TMPFS (1: also /dev/shm), PAGECACHE (1: disk's page cache), PROBE_ROUNDS (2),
 #      PROBE_THREADS ("4,8,16"), PROBE_CHUNKS ("16,64", MiB), FETCH_VERIFY.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +32,8 @@ if [ -z "${SKIP_PEERS:-}" ]; then
   VARGS=()
   IFS=';' read -ra VS <<< "${VARIANTS:-}"
   for v in "${VS[@]}"; do [ -n "$v" ] && VARGS+=(--variant "$v"); done
-  roots=(/tmp/s3rdma-w)
+  roots=()
+  [ "${PAGECACHE:-1}" = 1 ] && roots+=(/tmp/s3rdma-w)
   [ "${TMPFS:-1}" = 1 ] && roots+=(/dev/shm/s3rdma-w)
   for r in "${roots[@]}"; do
     mkdir -p "$r"
