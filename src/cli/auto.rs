@@ -93,12 +93,11 @@ pub struct LocalDeviceLoad {
 /// (`weights` from `--backend local`), each the flag or the rule: one reader
 /// thread per core (at most 64), 16 MiB chunks, two bounce buffers per thread.
 ///
-/// Why (`scripts/probe_load_paths.py` on the H200, 16 cores, 17.2 GB in 4
-/// files, warm page cache, record `results/probe-load-paths-20261204T203000Z-gpu.json`):
-/// `pread` from the page cache into host memory reached 15.7 GB/s on 4
-/// threads, 27.7 on 8 and 39.3 on 16, so the reads need every core;
-/// 16 MiB chunks read 37.1 GB/s against 39.3 for 64 MiB, a quarter of the
-/// pinned memory (512 MiB on 16 cores), which is paid before the load.
+/// Why: copying out of the page cache is CPU work (one `pread` is one
+/// memcpy on one core), so the reads need every core to approach the
+/// pinned host-to-device rate; 16 MiB chunks keep the pinned memory paid
+/// before the load at 512 MiB on 16 cores. `scripts/probe_load_paths.py`
+/// measures each path alone (threads x chunk sizes) on the machine at hand.
 pub fn local_device_load(threads: Option<u32>, chunk: Option<u64>, buffers: Option<u32>) -> LocalDeviceLoad {
     const RULE: &str = "weights from local files into device memory: a reader thread per core, 16 MiB chunks, 2 bounce buffers per thread";
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 64) as u32;
