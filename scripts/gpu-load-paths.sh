@@ -71,7 +71,7 @@ fi
 if [ -z "${SKIP_VERIFY:-}" ] && [ -f /tmp/s3rdma-w/s3rdma-bench/m/llama/model.safetensors.index.json ]; then
   # What proof costs: the warm model loaded and checked against its digest, into device and host memory.
   for d in device host; do
-    "$S" weights --root /tmp/s3rdma-w --model m/llama --dest "$d" --verify --repeats 3 --tag "gpu-verify-$d" 2>&1 | grep -E "^│ local|^verified:|^stages:|^wrote"
+    "$S" weights --root /tmp/s3rdma-w --model m/llama --dest "$d" --verify --repeats 3 --tag "gpu-verify-$d" 2>&1 | grep -E "^│ local|^checked|^stages:|^wrote"
   done
   cp results/weights-local-*gpu-verify* "$OUTDIR/" 2>/dev/null
 fi

@@ -399,9 +399,10 @@ fn print_table(results: &WeightsResults, model: &str, backend: &str, location: &
     if let Some(st) = by_wall.get(by_wall.len() / 2).and_then(|r| r.stages.as_ref()) {
         println!("{}", st.line());
     }
-    if let Some(c) = results.verified.as_ref().and_then(|v| v.checked.as_ref()) {
+    if let Some((v, c)) = results.verified.as_ref().and_then(|v| v.checked.as_ref().map(|c| (v, c))) {
         println!(
-            "verified: XXH3-64 of every tensor in {}, {} threads, {:.2} GB in {:.3} s ({:.2}x the load's median)",
+            "checked ({}): XXH3-64 of every tensor in {}, {} threads, {:.2} GB in {:.3} s ({:.2}x the load's median)",
+            if v.ok { "all match" } else { "DIFFERENCES, see below" },
             c.bytes_checked,
             c.threads,
             c.bytes as f64 / 1e9,
