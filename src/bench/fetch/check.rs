@@ -5,7 +5,7 @@
 //! hold them up: off the async runtime's workers (`block_in_place`), split
 //! over `threads` OS threads. Device memory is read back in chunks through
 //! the buffer's own pinned bounce buffers (idle between GETs), one per
-//! thread, so each piece is checked while the next is copied; a buffer with
+//! thread, so one thread's piece is checked while another's is copied; a buffer with
 //! no bounce buffers (a transport that writes device memory itself) reads
 //! back through page-touched host chunks. What is checked is the bytes in
 //! their destination, not the bytes as staged.
