@@ -136,6 +136,64 @@ fn credential_process_supplies_the_keys() {
     assert!(stderr(&o).contains("run aws sso login"), "what the process said is passed on: {}", stderr(&o));
 }
 
+/// A `credential_process` whose credentials expire 30 s after it prints
+/// them (under the 60 s the direct GET path refreshes ahead): a 3 s run of
+/// many GETs runs it at most twice, never once per GET.
+#[test]
+fn short_lived_process_credentials_are_not_fetched_per_get() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (script, runs) = (tmp.path().join("creds.sh"), tmp.path().join("runs"));
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho run >> '{}'\nexp=$(date -u -d '+30 seconds' +%Y-%m-%dT%H:%M:%SZ)\necho \"{{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"{}\\\", \\\"SecretAccessKey\\\": \\\"{}\\\", \\\"Expiration\\\": \\\"$exp\\\"}}\"\n",
+            runs.display(),
+            common::ACCESS_KEY,
+            common::SECRET_KEY
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let endpoint = &common::server().endpoint;
+    let (config, credentials) = aws_files(tmp.path(), &format!("[profile short]\nendpoint_url = {endpoint}\ncredential_process = {}\n", script.display()), "");
+    let files = [("AWS_CONFIG_FILE", config.as_str()), ("AWS_SHARED_CREDENTIALS_FILE", credentials.as_str())];
+    let results = tmp.path().join("r");
+    let a: Vec<String> = [
+        "fetch",
+        "--backend",
+        "http",
+        "--bucket",
+        "aws-short",
+        "--profile",
+        "short",
+        "--http-get",
+        "direct",
+        "--sizes",
+        "64KiB",
+        "--objects",
+        "1",
+        "--concurrency",
+        "2",
+        "--warmup",
+        "0s",
+        "--json",
+        "--results-dir",
+        results.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let o = run(&[a.clone(), vec!["--prepare".into(), "--duration".into(), "100ms".into()]].concat(), tmp.path(), &files);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::remove_file(&runs).unwrap();
+    let o = run(&[a, vec!["--duration".into(), "3s".into()]].concat(), tmp.path(), &files);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let gets = rec["results"][0]["repeats"][0]["ops"].as_u64().unwrap();
+    let ran = std::fs::read_to_string(&runs).unwrap().lines().count();
+    assert!(gets > 50, "{gets} GETs: too few to show a per-GET refresh");
+    assert!(ran <= 2, "credential_process ran {ran} times for {gets} GETs in 3 s");
+}
+
 /// Temporary keys: the server (a proxy in front of it) refuses every request
 /// without `X-Amz-Security-Token`, as AWS does. With `AWS_SESSION_TOKEN` set,
 /// both GET paths and every other request carry it; without it, the refusal

@@ -41,8 +41,34 @@ const MAX_HEAD: usize = 64 << 10;
 const MAX_ERROR_BODY: usize = 1 << 20;
 /// Idle connections kept for reuse.
 const MAX_IDLE: usize = 512;
-/// Credentials are refreshed when they expire within this (the AWS SDKs' lazy cache refreshes within 10 s of expiry; a GET can take longer).
+/// Credentials are refreshed when they expire within this (the AWS SDKs' lazy
+/// cache refreshes within 10 s of expiry; a GET can take longer), or within a
+/// quarter of their lifetime when that is shorter ([`refresh_at`]).
 const REFRESH_AHEAD: Duration = Duration::from_secs(60);
+/// Shortest time between two refreshes, whatever the credentials' lifetime.
+const MIN_REFRESH_GAP: Duration = Duration::from_secs(1);
+
+/// When credentials obtained at `obtained` that expire at `expiry` are asked
+/// for again: [`REFRESH_AHEAD`] before they expire, or a quarter of their
+/// lifetime before when that is shorter, and never sooner than
+/// [`MIN_REFRESH_GAP`] after they were obtained (nor later than `expiry`).
+///
+/// So each set of credentials is refreshed once, at three quarters of its
+/// lifetime or later: a `credential_process` whose credentials live 30 s runs
+/// about every 22 s, never once per request (which a fixed 60 s margin gave:
+/// credentials that live under a minute were always inside it).
+pub(super) fn refresh_at(obtained: SystemTime, expiry: SystemTime) -> SystemTime {
+    let lifetime = expiry.duration_since(obtained).unwrap_or(Duration::ZERO);
+    let ahead = REFRESH_AHEAD.min(lifetime / 4);
+    (expiry - ahead).max(obtained + MIN_REFRESH_GAP).min(expiry)
+}
+
+/// The credentials in use and when they were obtained (for [`refresh_at`]).
+#[derive(Debug)]
+struct Held {
+    credentials: Credentials,
+    obtained: SystemTime,
+}
 
 /// What went wrong, in terms the http backend maps to its [`StoreError`](crate::error::StoreError)s.
 #[derive(Debug)]
@@ -111,7 +137,9 @@ pub struct DirectGet {
     /// The credentials' source, asked again shortly before they expire.
     provider: SharedCredentialsProvider,
     /// The credentials in use (refreshed under this lock, one refresh at a time).
-    credentials: tokio::sync::Mutex<Credentials>,
+    credentials: tokio::sync::Mutex<Held>,
+    /// Whether the warning about credentials that live under [`REFRESH_AHEAD`] was given.
+    warned_short_lifetime: std::sync::atomic::AtomicBool,
     region: String,
     /// How far the server's clock is ahead of this host's, milliseconds, as
     /// learnt from a `RequestTimeTooSkewed` answer's `Date`; requests are
@@ -219,7 +247,9 @@ impl DirectGet {
             base: format!("http://{host_header}"),
             host_header,
             provider: aws.provider.clone(),
-            credentials: tokio::sync::Mutex::new(aws.credentials.clone()),
+            // When the set-up obtained them is not known here: counted from now.
+            credentials: tokio::sync::Mutex::new(Held { credentials: aws.credentials.clone(), obtained: SystemTime::now() }),
+            warned_short_lifetime: std::sync::atomic::AtomicBool::new(false),
             region: aws.region.clone(),
             skew_ms: AtomicI64::new(0),
             pool: Mutex::new(Vec::new()),
@@ -231,22 +261,35 @@ impl DirectGet {
     }
 
     /// The credentials to sign with now: those in hand, or fresh ones from the
-    /// provider when they expire within [`REFRESH_AHEAD`] (own code because the
-    /// SDK's identity cache is reachable only inside its orchestrator).
+    /// provider once [`refresh_at`] has come (own code because the SDK's
+    /// identity cache is reachable only inside its orchestrator). Credentials
+    /// that live under [`REFRESH_AHEAD`] are said once (a warning).
     async fn identity(&self) -> Result<Identity, DirectError> {
         let mut held = self.credentials.lock().await;
-        if held.expiry().is_some_and(|t| t <= SystemTime::now() + REFRESH_AHEAD) {
+        let now = SystemTime::now();
+        if held.credentials.expiry().is_some_and(|t| now >= refresh_at(held.obtained, t)) {
             let fresh = self
                 .provider
                 .provide_credentials()
                 .await
                 .map_err(|e| DirectError::Credentials(format!("the credentials expired and could not be refreshed: {}", crate::error::root_cause(&e))))?;
-            if fresh.expiry().is_some_and(|t| t <= SystemTime::now()) {
-                return Err(DirectError::Credentials("the credentials were refreshed but are still expired: refresh their source".into()));
+            let obtained = SystemTime::now();
+            if let Some(t) = fresh.expiry() {
+                let lifetime = t
+                    .duration_since(obtained)
+                    .map_err(|_| DirectError::Credentials("the credentials were refreshed but are still expired: refresh their source".into()))?;
+                if lifetime < REFRESH_AHEAD && !self.warned_short_lifetime.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the credentials' source hands out credentials that expire {} s after they are issued (under the {} s this client refreshes ahead): they are asked for again every {:.0} s",
+                        lifetime.as_secs(),
+                        REFRESH_AHEAD.as_secs(),
+                        refresh_at(obtained, t).duration_since(obtained).unwrap_or_default().as_secs_f64()
+                    );
+                }
             }
-            *held = fresh;
+            *held = Held { credentials: fresh, obtained };
         }
-        Ok(held.clone().into())
+        Ok(held.credentials.clone().into())
     }
 
     /// The time to sign with: this host's clock plus the skew learnt from the server.

@@ -46,40 +46,90 @@ async fn the_session_token_is_sent_and_signed() {
     assert!(auth.contains("x-amz-security-token"), "the token is among the signed headers: {auth}");
 }
 
-/// A provider whose credentials expire: the direct path asks it again before
-/// signing with credentials that expire within a minute, and not otherwise.
+/// A provider that counts its calls; credentials number `n` expire
+/// `lifetime(n)` after they are handed out.
+#[derive(Debug)]
+struct Rotating(std::sync::Arc<std::sync::atomic::AtomicU32>, fn(u32) -> Duration);
+
+impl aws_credential_types::provider::ProvideCredentials for Rotating {
+    fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        let n = self.0.fetch_add(1, Ordering::SeqCst);
+        let expiry = SystemTime::now() + (self.1)(n);
+        aws_credential_types::provider::future::ProvideCredentials::ready(Ok(Credentials::new(
+            format!("KEY{n}"),
+            "sk",
+            Some(format!("t{n}")),
+            Some(expiry),
+            "test",
+        )))
+    }
+}
+
+/// A direct GET signing with `Rotating` credentials, the first obtained at set-up.
+async fn rotating(lifetime: fn(u32) -> Duration) -> (DirectGet, std::sync::Arc<std::sync::atomic::AtomicU32>) {
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let provider = aws_credential_types::provider::SharedCredentialsProvider::new(Rotating(calls.clone(), lifetime));
+    let mut setup = keys("unused", "unused", None, "us-east-1");
+    setup.credentials = aws_credential_types::provider::ProvideCredentials::provide_credentials(&provider).await.unwrap();
+    setup.provider = provider;
+    (DirectGet::new("http://127.0.0.1:9000", &setup, Duration::from_secs(1), Duration::from_secs(1), 1).unwrap(), calls)
+}
+
+/// Credentials about to expire are asked for again before a request is
+/// signed with them, and the fresh ones are kept.
 #[tokio::test]
 async fn credentials_about_to_expire_are_refreshed_before_signing() {
-    #[derive(Debug)]
-    struct Rotating(std::sync::Arc<std::sync::atomic::AtomicU32>);
-    impl aws_credential_types::provider::ProvideCredentials for Rotating {
-        fn provide_credentials<'a>(&'a self) -> aws_credential_types::provider::future::ProvideCredentials<'a>
-        where
-            Self: 'a,
-        {
-            let n = self.0.fetch_add(1, Ordering::SeqCst);
-            // The first expire in 30 s (inside the refresh margin), the next in an hour.
-            let expiry = SystemTime::now() + if n == 0 { Duration::from_secs(30) } else { Duration::from_secs(3600) };
-            aws_credential_types::provider::future::ProvideCredentials::ready(Ok(Credentials::new(
-                format!("KEY{n}"),
-                "sk",
-                Some(format!("t{n}")),
-                Some(expiry),
-                "test",
-            )))
-        }
-    }
-    let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
-    let rotating = aws_credential_types::provider::SharedCredentialsProvider::new(Rotating(calls.clone()));
-    let mut setup = keys("unused", "unused", None, "us-east-1");
-    setup.credentials = aws_credential_types::provider::ProvideCredentials::provide_credentials(&rotating).await.unwrap();
-    setup.provider = rotating;
-    let d = DirectGet::new("http://127.0.0.1:9000", &setup, Duration::from_secs(1), Duration::from_secs(1), 1).unwrap();
+    // The first live 1.2 s (refreshed after 1 s, the shortest gap), the next an hour.
+    let (d, calls) = rotating(|n| if n == 0 { Duration::from_millis(1200) } else { Duration::from_secs(3600) }).await;
+    assert!(head_of(&d, "k").await.contains("Credential=KEY0/"), "fresh at first");
+    tokio::time::sleep(Duration::from_millis(1050)).await;
     let first = head_of(&d, "k").await;
-    assert!(first.contains("Credential=KEY1/") && first.contains("x-amz-security-token: t1\r\n"), "refreshed before the first request: {first}");
+    assert!(first.contains("Credential=KEY1/") && first.contains("x-amz-security-token: t1\r\n"), "refreshed near expiry: {first}");
     let second = head_of(&d, "k").await;
     assert!(second.contains("Credential=KEY1/"), "fresh credentials are kept: {second}");
     assert_eq!(calls.load(Ordering::SeqCst), 2, "asked once at set-up and once to refresh");
+}
+
+/// Credentials that live 30 s (under the 60 s margin) are not asked for
+/// again on every request: 500 requests in a row sign with the set-up's.
+#[tokio::test]
+async fn short_lived_credentials_are_not_refreshed_per_request() {
+    let (d, calls) = rotating(|_| Duration::from_secs(30)).await;
+    for _ in 0..500 {
+        assert!(head_of(&d, "k").await.contains("Credential=KEY0/"));
+    }
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "asked at set-up only");
+}
+
+/// The refresh schedule over simulated time: each set of credentials is
+/// asked for again once, at three quarters of its lifetime or later, never
+/// sooner than 1 s after it came, never after it expired.
+#[test]
+fn refreshes_follow_the_credentials_lifetime() {
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+    let s = Duration::from_secs;
+    // Runs of a provider whose credentials live `life`, over `span`: set-up, then one per refresh.
+    let runs = |life: Duration, span: Duration| {
+        let (mut obtained, mut n) = (t0, 1);
+        loop {
+            let next = refresh_at(obtained, obtained + life);
+            if next > t0 + span {
+                return n;
+            }
+            (obtained, n) = (next, n + 1);
+        }
+    };
+    assert_eq!(runs(s(30), s(30)), 2, "30 s credentials over 30 s: set-up and one refresh at 22.5 s");
+    assert_eq!(runs(s(60), s(180)), 5, "60 s credentials over 180 s: every 45 s");
+    assert_eq!(runs(s(3600), s(3600)), 2, "an hour's credentials: refreshed a minute before they expire");
+    assert_eq!(refresh_at(t0, t0 + s(3600)), t0 + s(3540));
+    assert_eq!(refresh_at(t0, t0 + s(30)), t0 + Duration::from_millis(22_500));
+    assert_eq!(refresh_at(t0, t0 + Duration::from_millis(400)), t0 + Duration::from_millis(400), "never after expiry");
+    assert_eq!(refresh_at(t0, t0 + s(2)), t0 + s(1) + Duration::from_millis(500));
+    assert_eq!(refresh_at(t0, t0 - s(5)), t0 - s(5), "already expired: at once");
 }
 
 #[test]
