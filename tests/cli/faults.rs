@@ -326,6 +326,46 @@ fn sdk_retries_wait_for_retry_after_and_are_counted() {
     assert_eq!(r["bytes"], 100 * 1024);
 }
 
+/// A `Retry-After` longer than the SDK's own backoff holds on the SDK paths:
+/// 3 s on a GET (`--http-get sdk`), and an HTTP date 3 s ahead on a PUT
+/// (`--prepare`); the SDK alone capped both at its 1 s maximum backoff.
+#[test]
+fn sdk_calls_wait_as_long_as_retry_after_says() {
+    let s = common::server();
+    let mut a = creds("fetch", "faults-sdk-wait");
+    a.extend(["--sizes", "64KiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--objects", "1", "--http-get", "sdk", "--json"]);
+    let mut first = a.clone();
+    first.push("--prepare");
+    prepare(&first, &s.endpoint);
+    let proxy = FaultProxy::start(&s.endpoint);
+    let only_once = |method, retry_after| Rule {
+        method: Some(method),
+        path_contains: Some("obj-".into()),
+        skip: 0,
+        count: Some(1),
+        fault: Fault::Status { code: 503, retry_after: Some(retry_after) },
+    };
+    proxy.set(only_once("GET", "3"));
+    let tmp = tempfile::tempdir().unwrap();
+    a.extend(["--endpoint", &proxy.endpoint, "--attempts", "3"]);
+    let t0 = Instant::now();
+    let rec = record(&s3rdma(&a, tmp.path()));
+    assert!(t0.elapsed() >= Duration::from_secs(3), "{:?}: Retry-After 3 cut short on a GET", t0.elapsed());
+    assert_eq!(proxy.injected(), 1);
+    assert_eq!(rec["results"][0]["repeats"][0]["store_stats"]["sdk_retries_5xx"], 1);
+
+    // A PUT of a new object, asked to wait until a date 3 s ahead (dates have 1 s resolution).
+    let date: &'static str = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(3)).leak();
+    proxy.set(only_once("PUT", date));
+    let mut put: Vec<&str> = a.iter().map(|x| if *x == "64KiB" { "96KiB" } else { x }).collect();
+    put.push("--prepare");
+    let t0 = Instant::now();
+    let o = s3rdma(&put, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(t0.elapsed() >= Duration::from_secs(2), "{:?}: Retry-After date cut short on a PUT", t0.elapsed());
+    assert_eq!(proxy.injected(), 1);
+}
+
 /// The lies of a proxy or gateway a ranged read can meet, each
 /// with what the error must say: bytes that are not the requested bytes end
 /// the run (exit 1, no record), never counted.

@@ -105,11 +105,15 @@ impl HttpStore {
             })
             // The direct GET path's backoff (50 ms doubling): the SDK's default
             // (1 s doubling, up to 20 s) alone broke the bound on time to error.
+            // The SDK caps a server's Retry-After (an explicit delay from
+            // `HonourRetryAfter`) at the maximum backoff too, so that maximum is
+            // the longest Retry-After honoured, as on the direct path; the own
+            // backoff stays 50 ms, 100 ms at the default 3 attempts.
             .retry_config(
                 RetryConfig::standard()
                     .with_max_attempts(args.attempts)
                     .with_initial_backoff(std::time::Duration::from_millis(50))
-                    .with_max_backoff(std::time::Duration::from_secs(1)),
+                    .with_max_backoff(direct::MAX_RETRY_AFTER),
             )
             .timeout_config(TimeoutConfig::builder().connect_timeout(args.connect_timeout).read_timeout(args.read_timeout).build())
             // A body that stops is bounded by --read-timeout too (the SDK's default grace is 20 s).
