@@ -112,6 +112,27 @@ pub enum StoreError {
         /// What changed.
         detail: String,
     },
+    /// A listing reached its bound before it ended: more keys under the
+    /// prefix than a listing may hold, or more requests than such a listing
+    /// takes (a server or proxy that keeps paging new keys). Nothing of it is
+    /// used, and memory never grew past the bound.
+    #[error(
+        "LIST '{prefix}' at {location} stopped after {requests} request(s) and {keys} key(s): a listing may hold {max_keys} keys in {max_requests} requests; either the prefix holds more keys than that, or the server keeps paging new keys (a misbehaving server or proxy)"
+    )]
+    ListTooLong {
+        /// The prefix listed.
+        prefix: String,
+        /// Where: the endpoint URL or the local directory.
+        location: String,
+        /// LIST requests made (the local backend: directories read).
+        requests: u64,
+        /// Distinct keys listed when it stopped.
+        keys: u64,
+        /// The bound on keys.
+        max_keys: u64,
+        /// The bound on requests.
+        max_requests: u64,
+    },
     /// The key cannot name an object in this store.
     #[error("invalid object key '{key}': {why}")]
     InvalidKey {

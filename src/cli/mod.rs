@@ -170,6 +170,7 @@ pub fn flag_hint(e: &crate::error::StoreError) -> &'static str {
             }
         },
         StoreError::Unreachable { .. } => ": check --endpoint and that the server is running",
+        StoreError::ListTooLong { .. } => ": narrow the prefix, or raise --list-max-keys if the bucket really holds that many keys under it",
         StoreError::Broken { .. } => ": the server or something between dropped the connection (its logs say why); raise --attempts to retry more",
         StoreError::Timeout { .. } => ": raise --read-timeout (or --connect-timeout) if the server is only slow, or --attempts to retry more",
         _ => "",

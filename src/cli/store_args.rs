@@ -112,6 +112,11 @@ pub struct StoreArgs {
     /// rdma: largest single transfer; lowered only to test windowing.
     #[arg(long, value_parser = parse_bytes, default_value = "4294967295", hide = true)]
     pub rdma_max_transfer: u64,
+    /// Keys one listing (of a dataset's shards, a checkpoint's chunks, rank
+    /// markers) may hold; a listing that passes it, or takes more than one
+    /// request per 100 keys, stops with an error instead of growing.
+    #[arg(long, value_parser = parse_positive, default_value_t = crate::store::listing::DEFAULT_LIST_MAX_KEYS as u32)]
+    pub list_max_keys: u32,
     /// The AWS settings resolved from these flags, the environment and the
     /// profile files ([`StoreArgs::resolve_aws`]); `None` until then.
     #[arg(skip)]
@@ -194,6 +199,7 @@ impl StoreArgs {
             rdma_no_range: self.rdma_no_range,
             rdma_threads: self.rdma_threads,
             rdma_max_transfer: self.rdma_max_transfer,
+            list_max_keys: u64::from(self.list_max_keys),
         }
     }
 }

@@ -124,6 +124,10 @@ pub struct StoreConfig {
     pub rdma_threads: Option<u32>,
     /// rdma: largest single transfer, bytes (4 GiB - 1).
     pub rdma_max_transfer: u64,
+    /// Every backend: keys one listing may hold before it stops with an
+    /// error ([`super::listing::ListBound`]; default
+    /// [`super::listing::DEFAULT_LIST_MAX_KEYS`]).
+    pub list_max_keys: u64,
 }
 
 impl StoreConfig {

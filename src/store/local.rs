@@ -71,6 +71,9 @@ pub struct LocalStore {
     io_threads: usize,
     io_threads_source: &'static str,
     file_io: super::FileIo,
+    /// Keys one listing may hold ([`super::listing::ListBound`]; directories
+    /// read are not requests, so only the key bound applies).
+    list_max_keys: u64,
     /// Bytes read with O_DIRECT, and bytes read through the page cache while
     /// `--direct` was asked (offset or destination not 4 KiB-aligned).
     direct_bytes: AtomicU64,
@@ -162,6 +165,7 @@ impl LocalStore {
             io_threads: args.io_threads as usize,
             io_threads_source: args.io_threads_source,
             file_io: args.file_io,
+            list_max_keys: args.list_max_keys,
             direct_bytes: Default::default(),
             direct_fallback_bytes: Default::default(),
         })
@@ -403,6 +407,7 @@ impl ObjectStore for LocalStore {
         let dir_part = prefix.rfind('/').map_or("", |i| &prefix[..i]);
         let plain = !dir_part.is_empty() && dir_part.split('/').all(|c| !c.is_empty() && c != "." && c != "..");
         let mut stack = vec![if plain { self.dir.join(dir_part) } else { self.dir.clone() }];
+        let bound = super::listing::ListBound::new(prefix, self.dir.display().to_string(), self.list_max_keys);
         while let Some(dir) = stack.pop() {
             let entries = match fs::read_dir(&dir) {
                 Ok(e) => e,
@@ -425,6 +430,7 @@ impl ObjectStore for LocalStore {
                     // Deleted since the directory was read: not listed.
                     let Ok(md) = entry.metadata() else { continue };
                     out.push(ObjectMeta { key, size: md.len() });
+                    bound.keys(out.len())?;
                 }
             }
         }
@@ -490,5 +496,23 @@ mod tests {
         sweep_stale_temporaries(&dir);
         let left: std::collections::BTreeSet<String> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         assert_eq!(left, names[1..].iter().cloned().collect(), "only the dead local writer's temporary goes");
+    }
+
+    /// A listing of more keys than `list_max_keys` stops with the bound's
+    /// error; one of exactly that many keys is whole.
+    #[tokio::test]
+    async fn a_listing_stops_at_its_key_bound() {
+        let d = tempfile::tempdir().unwrap();
+        let mut cfg = crate::cli::store_config_of(&["--root", d.path().to_str().unwrap(), "--bucket", "bkt", "--list-max-keys", "3"]);
+        cfg.backend = crate::store::Backend::Local;
+        let store = LocalStore::new(&cfg).unwrap();
+        fs::create_dir_all(d.path().join("bkt/p/q")).unwrap();
+        for k in ["p/a", "p/b", "p/q/c"] {
+            fs::write(d.path().join("bkt").join(k), b"x").unwrap();
+        }
+        assert_eq!(store.list("p/").await.unwrap().len(), 3);
+        fs::write(d.path().join("bkt/p/q/d"), b"x").unwrap();
+        let e = store.list("p/").await.unwrap_err();
+        assert!(matches!(e, StoreError::ListTooLong { keys: 4, max_keys: 3, .. }), "{e}");
     }
 }

@@ -13,6 +13,7 @@ mod config;
 pub mod counted;
 pub mod file_pipeline;
 pub mod http;
+pub mod listing;
 pub mod local;
 pub mod rdma;
 pub mod server;

@@ -486,11 +486,16 @@ fn a_listing_the_server_never_ends_is_an_error_not_a_truncation() {
 }
 
 /// Listings that never advance end with an error after a few requests, in
-/// bounded memory: a server that cycles its continuation tokens (A, B, A, ...)
-/// and one that hands out new tokens over the same keys.
+/// bounded memory: a server that cycles its continuation tokens (A, B, A, ...),
+/// one that hands out new tokens over the same keys, and one that pages the
+/// keys it listed before plus one new (S3 never pages a key twice).
 #[test]
 fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
-    for (mode, says) in [("cycle", "answered a NextContinuationToken it had given before ('A')"), ("repeat", "sent a page of keys it had listed already")] {
+    for (mode, says) in [
+        ("cycle", "answered a NextContinuationToken it had given before ('A')"),
+        ("repeat", "sent a page with 100 key(s) it had listed already"),
+        ("trickle", "sent a page with 99 key(s) it had listed already"),
+    ] {
         let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let c = calls.clone();
         let stub = common::metrics_server(move |path| {
@@ -498,12 +503,14 @@ fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
                 return common::Answer { status: 200, content_type: "application/xml", body: String::new() };
             }
             let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            // cycle: new keys on every page but tokens A, B, A, ...; repeat: the same keys under new tokens.
-            let (page, token) = match mode {
-                "cycle" => (n, if n.is_multiple_of(2) { "A".to_string() } else { "B".to_string() }),
+            // cycle: new keys on every page but tokens A, B, A, ...; repeat: the
+            // same keys under new tokens; trickle: the keys listed before and one new.
+            let (first, token) = match mode {
+                "cycle" => (n * 100, if n.is_multiple_of(2) { "A".to_string() } else { "B".to_string() }),
+                "trickle" => (n, format!("T{n}")),
                 _ => (0, format!("T{n}")),
             };
-            let keys: String = (0..100).map(|i| format!("<Contents><Key>t-{:06}.json</Key><Size>8</Size></Contents>", page * 100 + i)).collect();
+            let keys: String = (first..first + 100).map(|i| format!("<Contents><Key>t-{i:06}.json</Key><Size>8</Size></Contents>")).collect();
             common::Answer {
                 status: 200,
                 content_type: "application/xml",
@@ -516,5 +523,79 @@ fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
         assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
         assert!(stderr(&o).contains(says), "{mode}: {}", stderr(&o));
         assert!(calls.load(std::sync::atomic::Ordering::SeqCst) <= 4, "{mode}: {} LISTs", calls.load(std::sync::atomic::Ordering::SeqCst));
+    }
+}
+
+/// A server that pages new keys forever, 1,000 a page ("flood") or one a
+/// page ("trickle"): the listing stops at its bound (`--list-max-keys 50000`:
+/// 50,000 keys, 510 requests) with an error that names the prefix, the
+/// requests made and the bound, in bounded memory (peak RSS sampled while it runs).
+#[test]
+fn a_listing_that_never_ends_stops_at_its_bound() {
+    for (mode, per_page, says) in [
+        ("flood", 1000, "stopped after 51 request(s) and 50001 key(s): a listing may hold 50000 keys in 510 requests"),
+        ("trickle", 1, "stopped after 510 request(s) and 510 key(s): a listing may hold 50000 keys in 510 requests"),
+    ] {
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = calls.clone();
+        let stub = common::metrics_server(move |path| {
+            if !path.contains("list-type=2") {
+                return common::Answer { status: 200, content_type: "application/xml", body: String::new() };
+            }
+            let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let keys: String = (n * per_page..(n + 1) * per_page).map(|i| format!("<Contents><Key>t-{i:09}.json</Key><Size>8</Size></Contents>")).collect();
+            common::Answer {
+                status: 200,
+                content_type: "application/xml",
+                body: format!(
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>bbb</Name><KeyCount>{per_page}</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>T{n}</NextContinuationToken>{keys}</ListBucketResult>"
+                ),
+            }
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let args = [
+            "tokens",
+            "--backend",
+            "http",
+            "--endpoint",
+            &stub.base,
+            "--access-key",
+            "a",
+            "--secret-key",
+            "b",
+            "--bucket",
+            "bbb",
+            "--prefix",
+            "t",
+            "--dest",
+            "host",
+            "--list-max-keys",
+            "50000",
+        ];
+        let mut child = isolate(Command::new(env!("CARGO_BIN_EXE_s3rdma")).args(args).current_dir(tmp.path()))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Peak resident memory (VmHWM), sampled until the process exits; killed after 60 s.
+        let (mut peak_kib, t0) = (0u64, std::time::Instant::now());
+        while child.try_wait().unwrap().is_none() {
+            let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+            let hwm = status.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+            peak_kib = peak_kib.max(hwm.unwrap_or(0));
+            if t0.elapsed() > std::time::Duration::from_secs(60) {
+                child.kill().unwrap();
+                panic!("{mode}: the listing did not stop within 60 s ({} LISTs)", calls.load(std::sync::atomic::Ordering::SeqCst));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {err}");
+        assert!(err.contains("LIST 't-' at ") && err.contains(says), "{mode}: {err}");
+        assert!(err.contains("raise --list-max-keys"), "{mode}: the fix is named: {err}");
+        let lists = calls.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(lists <= 510, "{mode}: {lists} LISTs");
+        assert!(peak_kib < 200 << 10, "{mode}: peak RSS {peak_kib} KiB");
     }
 }

@@ -66,6 +66,8 @@ pub struct HttpStore {
     direct: Option<DirectGet>,
     /// Retries made on the SDK paths, by cause.
     sdk_retries: std::sync::Arc<sdk_retries::SdkRetries>,
+    /// Keys one listing may hold ([`super::listing::ListBound`]).
+    list_max_keys: u64,
 }
 
 impl HttpStore {
@@ -163,6 +165,7 @@ impl HttpStore {
             read_timeout: args.read_timeout,
             direct,
             sdk_retries,
+            list_max_keys: args.list_max_keys,
         })
     }
 
@@ -510,14 +513,15 @@ impl ObjectStore for HttpStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-        let mut out = Vec::new();
-        let mut token: Option<String> = None;
-        // Every token and key seen: a server that cycles through tokens (A, B,
-        // A, ...) or pages the same keys again would otherwise be listed until
-        // memory runs out.
+        // Every key seen, with its size: a server that pages keys again, or
+        // cycles through tokens (A, B, A, ...), would otherwise be listed until
+        // memory runs out; the bound stops one that keeps paging new keys.
+        let mut keys: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
         let mut tokens = std::collections::HashSet::new();
-        let mut keys = std::collections::HashSet::new();
+        let mut token: Option<String> = None;
+        let mut bound = super::listing::ListBound::new(prefix, self.location(), self.list_max_keys);
         loop {
+            bound.request(keys.len())?;
             let resp = self
                 .client
                 .list_objects_v2()
@@ -527,37 +531,41 @@ impl ObjectStore for HttpStore {
                 .send()
                 .await
                 .map_err(|e| self.map_err("LIST", prefix, e))?;
-            let mut new_keys = 0usize;
+            let broken = |keys: usize, why: &str| StoreError::Other {
+                op: "LIST",
+                key: prefix.to_string(),
+                location: self.location(),
+                detail: format!("after {keys} keys the server {why}: its listing cannot be completed (a misbehaving server or proxy)"),
+            };
+            let mut again = 0usize;
             for o in resp.contents() {
-                if let Some(k) = o.key()
-                    && keys.insert(k.to_string())
-                {
-                    new_keys += 1;
-                    out.push(ObjectMeta { key: k.to_string(), size: o.size().unwrap_or(0).max(0) as u64 });
+                if let Some(k) = o.key() {
+                    // S3 pages a listing in key order, each page after the
+                    // last (ListObjectsV2): a key listed before is never a
+                    // real page's (tests/cli/data.rs, `a_listing_that_cycles_or_repeats_its_keys_is_an_error`).
+                    if keys.insert(k.to_string(), o.size().unwrap_or(0).max(0) as u64).is_some() {
+                        again += 1;
+                    }
+                    bound.keys(keys.len())?;
                 }
+            }
+            if again > 0 {
+                return Err(broken(keys.len(), &format!("sent a page with {again} key(s) it had listed already")));
             }
             // A listing either ends (IsTruncated false) or says where it goes
             // on; a server that claims more keys without a new token cannot be
             // continued, and stopping there would truncate silently (tests/cli/data.rs,
             // `a_listing_the_server_never_ends_is_an_error_not_a_truncation`).
-            let broken = |why: &str| StoreError::Other {
-                op: "LIST",
-                key: prefix.to_string(),
-                location: self.location(),
-                detail: format!("after {} keys the server {why}: its listing cannot be completed (a misbehaving server or proxy)", out.len()),
-            };
             match (resp.is_truncated() == Some(true), resp.next_continuation_token()) {
                 (false, _) => break,
-                (true, None) => return Err(broken("answered IsTruncated=true without a NextContinuationToken")),
-                (true, Some(_)) if new_keys == 0 && !resp.contents().is_empty() => {
-                    return Err(broken("sent a page of keys it had listed already"));
-                }
+                (true, None) => return Err(broken(keys.len(), "answered IsTruncated=true without a NextContinuationToken")),
                 (true, Some(t)) if !tokens.insert(t.to_string()) => {
-                    return Err(broken(&format!("answered a NextContinuationToken it had given before ('{t}')")));
+                    return Err(broken(keys.len(), &format!("answered a NextContinuationToken it had given before ('{t}')")));
                 }
                 (true, Some(t)) => token = Some(t.to_string()),
             }
         }
+        let mut out: Vec<ObjectMeta> = keys.into_iter().map(|(key, size)| ObjectMeta { key, size }).collect();
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
