@@ -20,6 +20,7 @@ pub mod ranks;
 pub mod record;
 pub mod report;
 pub mod sampler;
+pub mod signals;
 pub mod store;
 pub mod units;
 pub mod witness;

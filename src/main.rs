@@ -32,6 +32,10 @@ fn main() {
             unsafe { std::env::remove_var(k) };
         }
     }
+    // SIGINT and SIGTERM end the run within a second, whatever it is doing (src/signals.rs).
+    if let Err(e) = s3rdma::signals::install() {
+        eprintln!("warning: cannot handle SIGINT/SIGTERM ({e}): they end the process without tidying up");
+    }
     let cli = Cli::parse();
     let default = match cli.verbose {
         // Our warnings only: dependencies' go through -v and RUST_LOG.

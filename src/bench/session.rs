@@ -252,7 +252,7 @@ impl Session {
         }
         let group = Group::join(me.clone(), raw.clone(), group_args.barrier_timeout, group_args.rendezvous).await?;
         if me.world > 1 {
-            ranks::clear_on_sigterm(raw, me.clone());
+            ranks::clear_on_stop(raw, me.clone());
         }
         // What the store knows before any transfer (the library's own word,
         // reads it cannot carry), said once, before the run.

@@ -1,6 +1,6 @@
 //! Clearing a run's meeting objects (`s3rdma-ranks/<run_id>/`): when the
-//! run ends, and when a launcher stops a rank with SIGTERM so that a restarted
-//! attempt finds nothing of this one.
+//! run ends, and when a launcher stops a rank with SIGTERM (or a user with
+//! SIGINT) so that a restarted attempt finds nothing of this one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use super::Rank;
+use crate::signals;
 use crate::store::{ObjectMeta, ObjectStore};
 
 /// Remove every meeting object of run `run_id` (`s3rdma-ranks/<run_id>/`)
@@ -17,24 +18,34 @@ pub async fn remove_markers(store: &dyn ObjectStore, run_id: &str) -> u64 {
 }
 
 /// On SIGTERM (what torchrun's agent sends the surviving workers of a
-/// failed group before restarting it), clear this rank's meeting objects
-/// (rank 0: the run's whole prefix; the others: their own markers), within
-/// 2 s, then exit 143 (128 + SIGTERM), so a restarted attempt finds nothing
-/// of this one. Call once per process, inside the runtime.
-pub fn clear_on_sigterm(store: Arc<dyn ObjectStore>, me: Rank) {
+/// failed group before restarting it) or SIGINT, clear this rank's meeting
+/// objects (rank 0: the run's whole prefix; the others: their own markers),
+/// within [`CLEAR_BUDGET`], then exit 128 + the signal (143, 130), so a
+/// restarted attempt finds nothing of this one. Call once per process,
+/// inside the runtime; the process holds a [`signals::Tidying`] from then on.
+pub fn clear_on_stop(store: Arc<dyn ObjectStore>, me: Rank) {
     use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut term) = signal(SignalKind::terminate()) else { return };
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else { return };
+    let tidying = signals::Tidying::hold();
     tokio::spawn(async move {
-        if term.recv().await.is_none() {
-            return;
-        }
+        let _tidying = tidying;
+        let signal = tokio::select! {
+            Some(()) = term.recv() => libc::SIGTERM,
+            Some(()) = int.recv() => libc::SIGINT,
+            else => return,
+        };
         let own = format!("/r{:05}", me.rank);
         let clear = remove_where(store.as_ref(), &me.run_id, |o| me.is_root() || o.key.ends_with(&own));
-        let _ = tokio::time::timeout(Duration::from_secs(2), clear).await;
-        eprintln!("rank {}: SIGTERM: stopped, this rank's meeting objects removed", me.rank);
-        std::process::exit(128 + libc::SIGTERM);
+        let cleared = tokio::time::timeout(CLEAR_BUDGET, clear).await.is_ok();
+        let what = if cleared { "this rank's meeting objects removed" } else { "this rank's meeting objects not all removed in time" };
+        eprintln!("rank {}: {}: stopped, {what}", me.rank, signals::name(signal));
+        std::process::exit(128 + signal);
     });
 }
+
+/// Time a stopped rank, or the supervisor of stopped ranks, spends removing
+/// meeting objects: inside [`signals::GRACE`], so the process exits within it.
+pub const CLEAR_BUDGET: Duration = Duration::from_millis(600);
 
 /// Delete the objects under `s3rdma-ranks/<run_id>/` that `remove` picks;
 /// returns the requests made (the listing and each delete).

@@ -17,7 +17,7 @@ mod group;
 mod markers;
 
 pub use group::{CLOCK_SLACK, Coordination, Group, GroupConfig, Released, Rendezvous};
-pub use markers::{clear_on_sigterm, remove_markers};
+pub use markers::{CLEAR_BUDGET, clear_on_stop, remove_markers};
 
 use std::ffi::OsString;
 use std::process::{Child, Command};

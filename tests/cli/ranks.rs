@@ -84,3 +84,68 @@ fn mpirun_inside_a_slurm_job_is_open_mpi_rank_3_of_4() {
     );
     assert_fails(&o, 2, "started by openmpi as rank 3 of 4", &tmp.path().join("results"));
 }
+
+/// Start `args` in `cwd`, wait `after`, send `signal`; returns the exit code,
+/// how long the process took to exit after the signal, its stderr, and the
+/// PIDs of its children when the signal was sent.
+fn stopped_by(args: &[&str], cwd: &Path, after: std::time::Duration, signal: i32) -> (Option<i32>, std::time::Duration, String, Vec<u32>) {
+    use std::io::Read;
+    let mut child = isolate(Command::new(env!("CARGO_BIN_EXE_s3rdma")).args(args).current_dir(cwd))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    assert!(child.try_wait().unwrap().is_none(), "{args:?} ended before the signal");
+    let kids: Vec<u32> = std::fs::read_dir(format!("/proc/{}/task", child.id()))
+        .unwrap()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.unwrap().path().join("children")).unwrap_or_default().split_whitespace().map(|p| p.parse().unwrap()).collect::<Vec<u32>>()
+        })
+        .collect();
+    let t0 = std::time::Instant::now();
+    // SAFETY: kill(2) on the PID of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            child.kill().unwrap();
+            panic!("{args:?} still running 10 s after signal {signal}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let took = t0.elapsed();
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (code, took, err, kids)
+}
+
+/// Whether process `pid` is gone (or a zombie no one waits for).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+}
+
+/// SIGTERM and SIGINT end a long run within a second, exit 143 and 130: one
+/// process in a timed loop, and the supervisor of local ranks in a long
+/// series of barriers (its ranks stopped too).
+#[test]
+fn sigterm_and_sigint_stop_a_run_and_its_ranks_within_a_second() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fetch = ["fetch", "--sizes", "1MiB", "--objects", "2", "--concurrency", "2", "--duration", "60s", "--warmup", "0s", "--prepare"];
+    let barrier = ["barrier", "--ranks", "3", "--barriers", "1000000", "--warmup", "0"];
+    for (args, what) in [(&fetch[..], "one process"), (&barrier[..], "the rank supervisor")] {
+        for (signal, want) in [(libc::SIGTERM, 143), (libc::SIGINT, 130)] {
+            let (code, took, err, kids) = stopped_by(args, tmp.path(), std::time::Duration::from_millis(1500), signal);
+            assert_eq!(code, Some(want), "{what}, signal {signal}: {err}");
+            assert!(took < std::time::Duration::from_secs(1), "{what}, signal {signal}: exited {took:?} after it: {err}");
+            assert!(err.contains(if signal == libc::SIGINT { "SIGINT" } else { "SIGTERM" }), "{what}: the stop is said: {err}");
+            if what == "the rank supervisor" {
+                assert_eq!(kids.len(), 3, "{err}");
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                assert!(kids.iter().all(|&k| gone(k)), "ranks {kids:?} outlived their supervisor");
+            }
+        }
+    }
+}

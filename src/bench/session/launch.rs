@@ -70,6 +70,9 @@ async fn run_local_ranks(world: usize, spec: &SessionSpec, group_args: &GroupCon
     }
     let id = group_args.run_id.clone().unwrap_or_else(ranks::new_run_id);
     let run_id = id.clone();
+    // On a signal the ranks are stopped and their meeting objects removed
+    // within the process's grace (src/signals.rs).
+    let _tidying = crate::signals::Tidying::hold();
     let stop = Arc::new(std::sync::atomic::AtomicI32::new(0));
     let flag = stop.clone();
     let mut supervisor = tokio::task::spawn_blocking(move || ranks::spawn_local(world, &run_id, &flag));
@@ -87,8 +90,10 @@ async fn run_local_ranks(world: usize, spec: &SessionSpec, group_args: &GroupCon
     if ranks_done.is_err() {
         // Every rank has exited: what they left of their meeting is
         // provably stale (a later run reusing this id would join a dead epoch).
+        // Bounded: a store that does not answer must not keep a stopped run alive.
         if let Ok(st) = store::open(&spec.store) {
-            ranks::remove_markers(st.as_ref(), &id).await;
+            let budget = if stop.load(std::sync::atomic::Ordering::SeqCst) != 0 { ranks::CLEAR_BUDGET } else { ranks::CLEAR_BUDGET * 10 };
+            let _ = tokio::time::timeout(budget, ranks::remove_markers(st.as_ref(), &id)).await;
         }
     }
     ranks_done
