@@ -259,6 +259,46 @@ fn a_2gib_ckpt_save_against_a_stalled_server_ends_within_the_bound() {
     eprintln!("2 GiB save against a stalled server: {took:.1} s from the first PUT, {puts} PUTs");
 }
 
+/// A bucket policy that refuses only LIST: the save commits, the clean-up of
+/// older generations cannot list them. The run still ends with its record
+/// (exit 0), and the message and the record name the committed generation
+/// as complete and restorable, and what failed after it; a restore then reads it.
+#[test]
+fn a_committed_save_whose_clean_up_is_refused_says_it_is_restorable() {
+    let s = common::server();
+    std::fs::create_dir_all(s.root.join("faults-ckpt-nolist")).unwrap();
+    let proxy = FaultProxy::start(&s.endpoint);
+    proxy.set(Rule {
+        method: Some("GET"),
+        path_contains: Some("list-type=2".into()),
+        skip: 0,
+        count: None,
+        fault: Fault::Status { code: 403, retry_after: None },
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = creds("ckpt", "faults-ckpt-nolist");
+    a.extend(["--sizes", "4MiB", "--chunk", "1MiB", "--methods", "flat", "--repeats", "2", "--dest", "host", "--keep", "--endpoint", &proxy.endpoint]);
+    let mut save = a.clone();
+    save.extend(["--ops", "save", "--json"]);
+    let o = s3rdma(&save, tmp.path());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(proxy.injected() >= 2, "both repeats listed: {}", proxy.injected());
+    let rec = record(&o);
+    let notes: Vec<&str> = rec["results"]["after_commit"].as_array().expect("after_commit in the record").iter().map(|n| n.as_str().unwrap()).collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    for n in &notes {
+        assert!(n.contains("at generation ") && n.contains("is complete and restorable (its manifest committed)"), "{n}");
+        assert!(n.contains("removing its older generations failed") && n.contains("access denied"), "{n}");
+    }
+    assert!(err.contains("warning: rank 0: checkpoint ckpt/synthetic-4MiB/rank00000 at generation "), "{err}");
+    let mut restore = a.clone();
+    restore.extend(["--ops", "restore"]);
+    proxy.clear();
+    let o = s3rdma(&restore, tmp.path());
+    assert!(o.status.success(), "the committed generation restores: {}", stderr(&o));
+}
+
 /// A server that hangs on everything once the save has begun (a stopped
 /// process whose socket still accepts): the save's requests and the
 /// clean-up after it (the listing and deletes of the partial generation)

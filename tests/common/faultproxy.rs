@@ -285,6 +285,7 @@ fn serve(client: TcpStream, upstream: &str, st: &Mutex<State>) -> std::io::Resul
                 let s3 = match *code {
                     503 => "SlowDown",
                     412 => "PreconditionFailed",
+                    403 => "AccessDenied",
                     _ => "InternalError",
                 };
                 let xml = format!(

@@ -359,6 +359,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     let mut mismatch: Option<String> = None;
     // The store counters' growth over every timed window (the record's in_windows).
     let mut in_windows = crate::store::StoreStats::default();
+    let after_commit = std::sync::Mutex::new(Vec::new());
     for spec in &specs {
         let key = format!("{}/{}/rank{:05}", plan.prefix, spec.name, me.rank);
         let state = State::new(spec, dest, gpu.as_ref(), plan.seed, me.rank)?;
@@ -374,8 +375,17 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
             staging: Arc::new(tokio::sync::Mutex::new(staging)),
         };
         let direct_ctx = direct.as_ref().map(|(d, serial)| Ctx { store: d.clone(), serial: serial.clone(), staging: ctx.staging.clone(), ..ctx });
-        let repeats =
-            repeat::Repeats { s: &s, plan: &plan, cache_plan: &cache_plan, key: &key, spec, state: &state, ctx: &ctx, direct_ctx: direct_ctx.as_ref() };
+        let repeats = repeat::Repeats {
+            s: &s,
+            plan: &plan,
+            cache_plan: &cache_plan,
+            key: &key,
+            spec,
+            state: &state,
+            ctx: &ctx,
+            direct_ctx: direct_ctx.as_ref(),
+            after_commit: &after_commit,
+        };
         for &method in &plan.methods {
             let mut views: Option<Vec<TensorEntry>> = None;
             for &op in &plan.ops {
@@ -405,8 +415,14 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
                 rows.push(summarize(spec, method, op, &plan, me.world, reps, verified));
             }
             // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
-            if !plan.keep && plan.ops.contains(&CkptOp::Save) {
-                delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await?;
+            // Measured and checked by now: a clean-up that fails is said and recorded, not the run's failure.
+            if !plan.keep
+                && plan.ops.contains(&CkptOp::Save)
+                && let Err(e) = delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await
+            {
+                let note = format!("rank {}: removing checkpoint {key} ({method:?}) after the run failed: {e}; what is left stays under {key}.", me.rank);
+                eprintln!("warning: {note}");
+                after_commit.lock().unwrap_or_else(|p| p.into_inner()).push(note);
             }
         }
     }
@@ -415,7 +431,8 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
                         "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
                         "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
                         "alignment": fmt::ALIGNMENT});
-    let results = CkptResults { rows, aggregation: AGGREGATION };
+    let after_commit = after_commit.into_inner().unwrap_or_else(|p| p.into_inner());
+    let results = CkptResults { rows, aggregation: AGGREGATION, after_commit };
     let mut outcome = Outcome::new(params, &results, windows);
     outcome.failure = mismatch.map(Error::Mismatch);
     outcome.stats = in_windows;
@@ -447,6 +464,12 @@ async fn delete_prefix(store: &dyn ObjectStore, prefix: &str, budget: std::time:
         }
     })
     .await;
+}
+
+/// What to say when a step after the commit of `key` at `generation` failed
+/// (`what`, its error): that the checkpoint is complete and restorable first.
+fn committed_then(rank: usize, key: &str, generation: &str, what: &str) -> String {
+    format!("rank {rank}: checkpoint {key} at generation {generation} is complete and restorable (its manifest committed); after it, {what}")
 }
 
 /// Delete the chunks of `key` of every generation but `current` (all of them for `None`).

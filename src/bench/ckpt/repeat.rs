@@ -26,6 +26,8 @@ pub(super) struct Repeats<'a> {
     pub(super) ctx: &'a Ctx,
     /// Cold restores that read with O_DIRECT (`cache::prepare` chooses).
     pub(super) direct_ctx: Option<&'a Ctx>,
+    /// What failed after a save committed ([`super::after_commit`]), for the record.
+    pub(super) after_commit: &'a std::sync::Mutex<Vec<String>>,
 }
 
 impl Repeats<'_> {
@@ -97,9 +99,18 @@ impl Repeats<'_> {
         }
         fig.restore_cache = cache_figures;
         let dir = if op == CkptOp::Save { Direction::Write } else { Direction::Read };
-        let closed = s.close_window(window, dir, fig.bytes, fig).await?;
-        if method != CkptMethod::SerializeThenPut && op == CkptOp::Save {
-            collect_old_generations(store.as_ref(), key, Some(&generation)).await?;
+        let committed = method != CkptMethod::SerializeThenPut && op == CkptOp::Save;
+        let closed = match s.close_window(window, dir, fig.bytes, fig).await {
+            Ok(c) => c,
+            Err(e) if committed => {
+                return Err(Error::Runtime(super::committed_then(s.me.rank, key, &generation, &format!("closing the timed window failed: {e}"))));
+            }
+            Err(e) => return Err(e),
+        };
+        if committed && let Err(e) = collect_old_generations(store.as_ref(), key, Some(&generation)).await {
+            let note = super::committed_then(s.me.rank, key, &generation, &format!("removing its older generations failed: {e}"));
+            eprintln!("warning: {note}");
+            self.after_commit.lock().unwrap_or_else(|p| p.into_inner()).push(note);
         }
         Ok((RepeatRow::of(rep, closed.ranks, closed.witness), closed.stats))
     }

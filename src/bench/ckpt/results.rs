@@ -187,6 +187,12 @@ pub struct CkptResults {
     pub rows: Vec<Row>,
     /// How ranks' figures make a repeat's: [`AGGREGATION`].
     pub aggregation: &'static str,
+    /// What clean-up after a committed save could not do (this rank's, rank
+    /// 0 writing the record; every rank prints its own): each entry names
+    /// the checkpoint and generation that is complete and restorable, and
+    /// what failed after it. Absent when nothing failed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after_commit: Vec<String>,
 }
 
 /// The terminal table: one line per (state, method, op).
