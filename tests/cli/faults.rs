@@ -297,6 +297,25 @@ fn a_committed_save_whose_clean_up_is_refused_says_it_is_restorable() {
     proxy.clear();
     let o = s3rdma(&restore, tmp.path());
     assert!(o.status.success(), "the committed generation restores: {}", stderr(&o));
+
+    // The end-of-run removal (no --keep) under a refused LIST, then under a
+    // manifest DELETE that fails: nothing is removed, the checkpoint stays
+    // restorable, and the record says so.
+    let no_keep: Vec<&str> = a.iter().copied().filter(|x| *x != "--keep").chain(["--ops", "save", "--json"]).collect();
+    for (rule, says) in [
+        (Rule { method: Some("GET"), path_contains: Some("list-type=2".into()), skip: 0, count: None, fault: Fault::Status { code: 403, retry_after: None } }, "listing checkpoint"),
+        (Rule { method: Some("DELETE"), path_contains: Some("manifest".into()), skip: 0, count: None, fault: Fault::Status { code: 500, retry_after: None } }, "removing the manifest"),
+    ] {
+        proxy.set(rule);
+        let o = s3rdma(&no_keep, tmp.path());
+        assert_eq!(o.status.code(), Some(0), "{says}: {}", stderr(&o));
+        let rec = record(&o);
+        let notes = rec["results"]["after_commit"].to_string();
+        assert!(notes.contains(says) && notes.contains("nothing was removed, the checkpoint stays complete and restorable"), "{notes}");
+        proxy.clear();
+        let o = s3rdma(&restore, tmp.path());
+        assert!(o.status.success(), "{says}: the checkpoint left whole restores: {}", stderr(&o));
+    }
 }
 
 /// A server that hangs on everything once the save has begun (a stopped

@@ -420,7 +420,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
                 && plan.ops.contains(&CkptOp::Save)
                 && let Err(e) = delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await
             {
-                let note = format!("rank {}: removing checkpoint {key} ({method:?}) after the run failed: {e}; what is left stays under {key}.", me.rank);
+                let note = format!("rank {}: removing checkpoint {key} ({method:?}) after the run failed: {e}", me.rank);
                 eprintln!("warning: {note}");
                 after_commit.lock().unwrap_or_else(|p| p.into_inner()).push(note);
             }
@@ -486,14 +486,27 @@ async fn collect_old_generations(store: &dyn ObjectStore, key: &str, current: Op
     Ok(())
 }
 
-/// Remove checkpoint `key` of `method` (a flat one manifest first, so it is never half there).
+/// Remove checkpoint `key` of `method`: a flat one's chunks are listed
+/// first, then the manifest goes, then the chunks, so a failure at any step
+/// leaves either the whole checkpoint (still restorable) or chunks no
+/// manifest names, never a manifest whose chunks are gone.
 ///
-/// Errors: as [`collect_old_generations`].
+/// Errors: the listing's, or the manifest's delete (nothing removed then);
+/// chunk deletes are best effort.
 async fn delete_checkpoint(store: &dyn ObjectStore, serial: &dyn ObjectStore, key: &str, method: CkptMethod) -> Result<()> {
     match method {
         CkptMethod::Flat | CkptMethod::Async => {
-            let _ = store.delete(&Manifest::key(key)).await;
-            collect_old_generations(store, key, None).await
+            let objs = store
+                .list(&format!("{key}."))
+                .await
+                .map_err(|e| Error::Runtime(format!("listing checkpoint {key} to remove it: {e}; nothing was removed, the checkpoint stays complete and restorable")))?;
+            store.delete(&Manifest::key(key)).await.map_err(|e| {
+                Error::Runtime(format!("removing the manifest of checkpoint {key}: {e}; nothing was removed, the checkpoint stays complete and restorable"))
+            })?;
+            for o in objs.iter().filter(|o| fmt::chunk_generation(key, &o.key).is_some()) {
+                let _ = store.delete(&o.key).await;
+            }
+            Ok(())
         }
         CkptMethod::SerializeThenPut => {
             let _ = serial.delete(&serial_key(key)).await;
