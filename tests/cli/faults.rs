@@ -303,8 +303,26 @@ fn a_committed_save_whose_clean_up_is_refused_says_it_is_restorable() {
     // restorable, and the record says so.
     let no_keep: Vec<&str> = a.iter().copied().filter(|x| *x != "--keep").chain(["--ops", "save", "--json"]).collect();
     for (rule, says) in [
-        (Rule { method: Some("GET"), path_contains: Some("list-type=2".into()), skip: 0, count: None, fault: Fault::Status { code: 403, retry_after: None } }, "listing checkpoint"),
-        (Rule { method: Some("DELETE"), path_contains: Some("manifest".into()), skip: 0, count: None, fault: Fault::Status { code: 500, retry_after: None } }, "removing the manifest"),
+        (
+            Rule {
+                method: Some("GET"),
+                path_contains: Some("list-type=2".into()),
+                skip: 0,
+                count: None,
+                fault: Fault::Status { code: 403, retry_after: None },
+            },
+            "listing checkpoint",
+        ),
+        (
+            Rule {
+                method: Some("DELETE"),
+                path_contains: Some("manifest".into()),
+                skip: 0,
+                count: None,
+                fault: Fault::Status { code: 500, retry_after: None },
+            },
+            "removing the manifest",
+        ),
     ] {
         proxy.set(rule);
         let o = s3rdma(&no_keep, tmp.path());
@@ -602,4 +620,17 @@ fn a_retry_after_beyond_the_cap_is_named_not_blamed_on_attempts() {
         assert!(!err.contains("--attempts") && took < Duration::from_secs(5), "{path} {took:?}: {err}");
         assert!(results_in(&tmp.path().join("results")).is_empty());
     }
+    // A HEAD (no body to say anything else) and a wait past any u64 of seconds: the wait is still named.
+    let rule = Rule {
+        method: Some("HEAD"),
+        path_contains: Some("/faults-wait/".into()),
+        skip: 0,
+        count: None,
+        fault: Fault::Status { code: 503, retry_after: Some("99999999999999999999") },
+    };
+    let (o, took, _tmp, injected, _) = faulted(&base, &s.endpoint, rule);
+    let err = stderr(&o);
+    assert_eq!((o.status.code(), injected), (Some(1), 1), "HEAD: {err}");
+    assert!(err.contains("the server asked to wait more than a day (Retry-After), more than the 30s this tool waits"), "HEAD: {err}");
+    assert!(took < Duration::from_secs(5), "HEAD {took:?}: {err}");
 }

@@ -496,10 +496,9 @@ async fn collect_old_generations(store: &dyn ObjectStore, key: &str, current: Op
 async fn delete_checkpoint(store: &dyn ObjectStore, serial: &dyn ObjectStore, key: &str, method: CkptMethod) -> Result<()> {
     match method {
         CkptMethod::Flat | CkptMethod::Async => {
-            let objs = store
-                .list(&format!("{key}."))
-                .await
-                .map_err(|e| Error::Runtime(format!("listing checkpoint {key} to remove it: {e}; nothing was removed, the checkpoint stays complete and restorable")))?;
+            let objs = store.list(&format!("{key}.")).await.map_err(|e| {
+                Error::Runtime(format!("listing checkpoint {key} to remove it: {e}; nothing was removed, the checkpoint stays complete and restorable"))
+            })?;
             store.delete(&Manifest::key(key)).await.map_err(|e| {
                 Error::Runtime(format!("removing the manifest of checkpoint {key}: {e}; nothing was removed, the checkpoint stays complete and restorable"))
             })?;

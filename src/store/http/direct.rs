@@ -196,8 +196,9 @@ pub(super) fn ahead_of_here_ms(server: SystemTime) -> i64 {
 /// in the past is no wait); `None` when it is neither (RFC 9110 §10.2.3).
 pub fn parse_retry_after(v: &str) -> Option<Duration> {
     let v = v.trim();
-    if let Ok(secs) = v.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        // Too many seconds for a u64 is still a wait, longer than any bound.
+        return Some(v.parse::<u64>().map_or(Duration::MAX, Duration::from_secs));
     }
     // httpdate: the RFC 9110 date formats, a well-kept crate already under hyper.
     let when = httpdate::parse_http_date(v).ok()?;

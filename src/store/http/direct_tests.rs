@@ -444,6 +444,7 @@ fn retry_after_is_seconds_or_an_http_date() {
     assert!(w > Duration::from_secs(3) && w <= Duration::from_secs(5), "{w:?}");
     assert_eq!(parse_retry_after("soon"), None);
     assert_eq!(parse_retry_after("-1"), None);
+    assert_eq!(parse_retry_after("99999999999999999999"), Some(Duration::MAX), "more seconds than a u64 holds: past any bound, not ignored");
 }
 
 /// A server whose clock is an hour ahead refuses requests signed at this

@@ -46,6 +46,13 @@ impl HttpStore {
                     problem: AuthProblem::Clock,
                 }
             }
+            // First: a HEAD's answer has no body, and the wait it asks for is the news.
+            SdkError::ServiceError(ctx)
+                if let Some(wait) = ctx.raw().headers().get("retry-after").and_then(super::direct::parse_retry_after)
+                    && wait > super::direct::MAX_RETRY_AFTER =>
+            {
+                self.asked_to_wait(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), wait)
+            }
             SdkError::ServiceError(ctx) if ctx.err().message().is_none() && ctx.err().code().is_none() => {
                 let status = ctx.raw().status().as_u16();
                 let msg = match body_snippet(ctx.raw().body().bytes()) {
@@ -53,12 +60,6 @@ impl HttpStore {
                     b => format!("the answer is not S3's error XML; it reads: {b}"),
                 };
                 self.map_status(op, key, status, "", Some(&msg))
-            }
-            SdkError::ServiceError(ctx)
-                if let Some(wait) = ctx.raw().headers().get("retry-after").and_then(super::direct::parse_retry_after)
-                    && wait > super::direct::MAX_RETRY_AFTER =>
-            {
-                self.asked_to_wait(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), wait)
             }
             SdkError::ServiceError(ctx) => self.map_status(op, key, ctx.raw().status().as_u16(), ctx.err().code().unwrap_or(""), ctx.err().message()),
             SdkError::ResponseError(ctx) => StoreError::Other {
@@ -87,7 +88,10 @@ impl HttpStore {
             location: self.endpoint.clone(),
             detail: format!(
                 "HTTP {status}{code}: the server asked to wait {} (Retry-After), more than the {} this tool waits between attempts, so no further request was made: try again later",
-                humantime::format_duration(wait),
+                match wait.as_secs_f64().round() as u64 {
+                    s if s > 86_400 => "more than a day".to_string(),
+                    s => humantime::format_duration(std::time::Duration::from_secs(s)).to_string(),
+                },
                 humantime::format_duration(super::direct::MAX_RETRY_AFTER)
             ),
         }
