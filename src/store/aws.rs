@@ -408,7 +408,8 @@ async fn credentials_of(
             "Ec2InstanceMetadata",
             Named("instance metadata", aws_config::imds::credentials::ImdsCredentialsProvider::builder().configure(&conf).imds_client(imds).build()),
         );
-    let provider = SharedCredentialsProvider::new(chain);
+    // Refreshed by the credentials' lifetime on every path (src/store/credentials.rs).
+    let provider = SharedCredentialsProvider::new(super::credentials::RefreshByLifetime::new(SharedCredentialsProvider::new(chain)));
     match provider.provide_credentials().await {
         Ok(c) => {
             if c.get_property::<Source>().is_some_and(|s| s.0 == SEED_ACCESS_KEY) {

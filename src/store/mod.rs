@@ -11,6 +11,7 @@
 pub mod aws;
 mod config;
 pub mod counted;
+pub mod credentials;
 pub mod file_pipeline;
 pub mod http;
 pub mod listing;

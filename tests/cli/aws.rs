@@ -136,9 +136,11 @@ fn credential_process_supplies_the_keys() {
     assert!(stderr(&o).contains("run aws sso login"), "what the process said is passed on: {}", stderr(&o));
 }
 
-/// A `credential_process` whose credentials expire 30 s after it prints
-/// them (under the 60 s the direct GET path refreshes ahead): a 3 s run of
-/// many GETs runs it at most twice, never once per GET.
+/// A `credential_process` whose credentials expire `LIFE` seconds after it
+/// prints them: 30 s (under the 60 s margin the direct GET path once
+/// refreshed by) and 2 s (under the SDK's own 10 s margin). A 3 s run of many
+/// GETs on either GET path runs it once per three quarters of the lifetime
+/// (30 s: once; 2 s: every 1.5 s), never once per GET, and says the lifetime is short.
 #[test]
 fn short_lived_process_credentials_are_not_fetched_per_get() {
     let tmp = tempfile::tempdir().unwrap();
@@ -146,7 +148,7 @@ fn short_lived_process_credentials_are_not_fetched_per_get() {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\necho run >> '{}'\nexp=$(date -u -d '+30 seconds' +%Y-%m-%dT%H:%M:%SZ)\necho \"{{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"{}\\\", \\\"SecretAccessKey\\\": \\\"{}\\\", \\\"Expiration\\\": \\\"$exp\\\"}}\"\n",
+            "#!/bin/sh\necho run >> '{}'\nexp=$(date -u -d \"+${{LIFE:-30}} seconds\" +%Y-%m-%dT%H:%M:%SZ)\necho \"{{\\\"Version\\\": 1, \\\"AccessKeyId\\\": \\\"{}\\\", \\\"SecretAccessKey\\\": \\\"{}\\\", \\\"Expiration\\\": \\\"$exp\\\"}}\"\n",
             runs.display(),
             common::ACCESS_KEY,
             common::SECRET_KEY
@@ -156,7 +158,6 @@ fn short_lived_process_credentials_are_not_fetched_per_get() {
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let endpoint = &common::server().endpoint;
     let (config, credentials) = aws_files(tmp.path(), &format!("[profile short]\nendpoint_url = {endpoint}\ncredential_process = {}\n", script.display()), "");
-    let files = [("AWS_CONFIG_FILE", config.as_str()), ("AWS_SHARED_CREDENTIALS_FILE", credentials.as_str())];
     let results = tmp.path().join("r");
     let a: Vec<String> = [
         "fetch",
@@ -166,8 +167,6 @@ fn short_lived_process_credentials_are_not_fetched_per_get() {
         "aws-short",
         "--profile",
         "short",
-        "--http-get",
-        "direct",
         "--sizes",
         "64KiB",
         "--objects",
@@ -182,16 +181,22 @@ fn short_lived_process_credentials_are_not_fetched_per_get() {
     ]
     .map(String::from)
     .to_vec();
+    let files = [("AWS_CONFIG_FILE", config.as_str()), ("AWS_SHARED_CREDENTIALS_FILE", credentials.as_str()), ("LIFE", "30")];
     let o = run(&[a.clone(), vec!["--prepare".into(), "--duration".into(), "100ms".into()]].concat(), tmp.path(), &files);
     assert!(o.status.success(), "{}", stderr(&o));
-    std::fs::remove_file(&runs).unwrap();
-    let o = run(&[a, vec!["--duration".into(), "3s".into()]].concat(), tmp.path(), &files);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let gets = rec["results"][0]["repeats"][0]["ops"].as_u64().unwrap();
-    let ran = std::fs::read_to_string(&runs).unwrap().lines().count();
-    assert!(gets > 50, "{gets} GETs: too few to show a per-GET refresh");
-    assert!(ran <= 2, "credential_process ran {ran} times for {gets} GETs in 3 s");
+    // (lifetime, GET path, most runs in 3 s: set-up, then one per three quarters of the lifetime, plus one of slack)
+    for (life, path, most) in [("30", "direct", 2), ("2", "direct", 4), ("2", "sdk", 4)] {
+        let _ = std::fs::remove_file(&runs);
+        let env = [files[0], files[1], ("LIFE", life)];
+        let o = run(&[a.clone(), ["--duration", "3s", "--http-get", path].map(String::from).to_vec()].concat(), tmp.path(), &env);
+        assert!(o.status.success(), "{life} s, {path}: {}", stderr(&o));
+        let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let gets = rec["results"][0]["repeats"][0]["ops"].as_u64().unwrap();
+        let ran = std::fs::read_to_string(&runs).unwrap().lines().count();
+        assert!(gets > 50, "{life} s, {path}: {gets} GETs: too few to show a per-GET refresh");
+        assert!(ran <= most, "{life} s, {path}: credential_process ran {ran} times for {gets} GETs in 3 s");
+        assert!(stderr(&o).contains("warning: the credentials' source hands out credentials that expire"), "{life} s, {path}: {}", stderr(&o));
+    }
 }
 
 /// Temporary keys: the server (a proxy in front of it) refuses every request

@@ -41,27 +41,7 @@ const MAX_HEAD: usize = 64 << 10;
 const MAX_ERROR_BODY: usize = 1 << 20;
 /// Idle connections kept for reuse.
 const MAX_IDLE: usize = 512;
-/// Credentials are refreshed when they expire within this (the AWS SDKs' lazy
-/// cache refreshes within 10 s of expiry; a GET can take longer), or within a
-/// quarter of their lifetime when that is shorter ([`refresh_at`]).
-const REFRESH_AHEAD: Duration = Duration::from_secs(60);
-/// Shortest time between two refreshes, whatever the credentials' lifetime.
-const MIN_REFRESH_GAP: Duration = Duration::from_secs(1);
-
-/// When credentials obtained at `obtained` that expire at `expiry` are asked
-/// for again: [`REFRESH_AHEAD`] before they expire, or a quarter of their
-/// lifetime before when that is shorter, and never sooner than
-/// [`MIN_REFRESH_GAP`] after they were obtained (nor later than `expiry`).
-///
-/// So each set of credentials is refreshed once, at three quarters of its
-/// lifetime or later: a `credential_process` whose credentials live 30 s runs
-/// about every 22 s, never once per request (which a fixed 60 s margin gave:
-/// credentials that live under a minute were always inside it).
-pub(super) fn refresh_at(obtained: SystemTime, expiry: SystemTime) -> SystemTime {
-    let lifetime = expiry.duration_since(obtained).unwrap_or(Duration::ZERO);
-    let ahead = REFRESH_AHEAD.min(lifetime / 4);
-    (expiry - ahead).max(obtained + MIN_REFRESH_GAP).min(expiry)
-}
+use crate::store::credentials::{note_lifetime, refresh_at};
 
 /// The credentials in use and when they were obtained (for [`refresh_at`]).
 #[derive(Debug)]
@@ -138,8 +118,6 @@ pub struct DirectGet {
     provider: SharedCredentialsProvider,
     /// The credentials in use (refreshed under this lock, one refresh at a time).
     credentials: tokio::sync::Mutex<Held>,
-    /// Whether the warning about credentials that live under [`REFRESH_AHEAD`] was given.
-    warned_short_lifetime: std::sync::atomic::AtomicBool,
     region: String,
     /// How far the server's clock is ahead of this host's, milliseconds, as
     /// learnt from a `RequestTimeTooSkewed` answer's `Date`; requests are
@@ -250,7 +228,6 @@ impl DirectGet {
             provider: aws.provider.clone(),
             // When the set-up obtained them is not known here: counted from now.
             credentials: tokio::sync::Mutex::new(Held { credentials: aws.credentials.clone(), obtained: SystemTime::now() }),
-            warned_short_lifetime: std::sync::atomic::AtomicBool::new(false),
             region: aws.region.clone(),
             skew_ms: AtomicI64::new(0),
             pool: Mutex::new(Vec::new()),
@@ -264,7 +241,7 @@ impl DirectGet {
     /// The credentials to sign with now: those in hand, or fresh ones from the
     /// provider once [`refresh_at`] has come (own code because the SDK's
     /// identity cache is reachable only inside its orchestrator). Credentials
-    /// that live under [`REFRESH_AHEAD`] are said once (a warning).
+    /// that live under a minute are said once ([`note_lifetime`]).
     async fn identity(&self) -> Result<Identity, DirectError> {
         let mut held = self.credentials.lock().await;
         let now = SystemTime::now();
@@ -275,19 +252,10 @@ impl DirectGet {
                 .await
                 .map_err(|e| DirectError::Credentials(format!("the credentials expired and could not be refreshed: {}", crate::error::root_cause(&e))))?;
             let obtained = SystemTime::now();
-            if let Some(t) = fresh.expiry() {
-                let lifetime = t
-                    .duration_since(obtained)
-                    .map_err(|_| DirectError::Credentials("the credentials were refreshed but are still expired: refresh their source".into()))?;
-                if lifetime < REFRESH_AHEAD && !self.warned_short_lifetime.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        "the credentials' source hands out credentials that expire {} s after they are issued (under the {} s this client refreshes ahead): they are asked for again every {:.0} s",
-                        lifetime.as_secs(),
-                        REFRESH_AHEAD.as_secs(),
-                        refresh_at(obtained, t).duration_since(obtained).unwrap_or_default().as_secs_f64()
-                    );
-                }
+            if fresh.expiry().is_some_and(|t| t <= obtained) {
+                return Err(DirectError::Credentials("the credentials were refreshed but are still expired: refresh their source".into()));
             }
+            note_lifetime(&fresh, obtained);
             *held = Held { credentials: fresh, obtained };
         }
         Ok(held.credentials.clone().into())

@@ -104,34 +104,6 @@ async fn short_lived_credentials_are_not_refreshed_per_request() {
     assert_eq!(calls.load(Ordering::SeqCst), 1, "asked at set-up only");
 }
 
-/// The refresh schedule over simulated time: each set of credentials is
-/// asked for again once, at three quarters of its lifetime or later, never
-/// sooner than 1 s after it came, never after it expired.
-#[test]
-fn refreshes_follow_the_credentials_lifetime() {
-    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
-    let s = Duration::from_secs;
-    // Runs of a provider whose credentials live `life`, over `span`: set-up, then one per refresh.
-    let runs = |life: Duration, span: Duration| {
-        let (mut obtained, mut n) = (t0, 1);
-        loop {
-            let next = refresh_at(obtained, obtained + life);
-            if next > t0 + span {
-                return n;
-            }
-            (obtained, n) = (next, n + 1);
-        }
-    };
-    assert_eq!(runs(s(30), s(30)), 2, "30 s credentials over 30 s: set-up and one refresh at 22.5 s");
-    assert_eq!(runs(s(60), s(180)), 5, "60 s credentials over 180 s: every 45 s");
-    assert_eq!(runs(s(3600), s(3600)), 2, "an hour's credentials: refreshed a minute before they expire");
-    assert_eq!(refresh_at(t0, t0 + s(3600)), t0 + s(3540));
-    assert_eq!(refresh_at(t0, t0 + s(30)), t0 + Duration::from_millis(22_500));
-    assert_eq!(refresh_at(t0, t0 + Duration::from_millis(400)), t0 + Duration::from_millis(400), "never after expiry");
-    assert_eq!(refresh_at(t0, t0 + s(2)), t0 + s(1) + Duration::from_millis(500));
-    assert_eq!(refresh_at(t0, t0 - s(5)), t0 - s(5), "already expired: at once");
-}
-
 #[test]
 fn https_and_port_80() {
     let e = DirectGet::new("https://h", &keys("a", "s", None, "r"), Duration::from_secs(1), Duration::from_secs(1), 1).unwrap_err();
