@@ -117,7 +117,8 @@ pub enum StoreError {
     /// takes (a server or proxy that keeps paging new keys). Nothing of it is
     /// used, and memory never grew past the bound.
     #[error(
-        "LIST '{prefix}' at {location} stopped after {requests} request(s) and {keys} key(s): a listing may hold {max_keys} keys in {max_requests} requests; either the prefix holds more keys than that, or the server keeps paging new keys (a misbehaving server or proxy)"
+        "LIST '{prefix}' at {location} stopped after {requests} request(s) and {keys} key(s): a listing may hold {max_keys} keys in {max_requests} requests; {}",
+        if requests >= max_requests { "the server kept paging (a page of fewer than 100 new keys on average: a misbehaving server or proxy)" } else { "the prefix holds more keys than that" }
     )]
     ListTooLong {
         /// The prefix listed.

@@ -476,6 +476,7 @@ pub fn parse_positive(s: &str) -> Result<u32, String> {
     match s.trim().parse::<u32>() {
         Ok(0) => Err("must be at least 1".to_string()),
         Ok(n) => Ok(n),
+        Err(_) if !s.trim().is_empty() && s.trim().bytes().all(|b| b.is_ascii_digit()) => Err(format!("'{s}' is more than the largest allowed, {}", u32::MAX)),
         Err(_) => Err(format!("'{s}' is not a whole number")),
     }
 }

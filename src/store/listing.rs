@@ -79,7 +79,14 @@ mod tests {
         let StoreError::ListTooLong { requests, keys, max_keys, max_requests, .. } = &e else { panic!("{e}") };
         assert_eq!((*requests, *keys, *max_keys, *max_requests), (20, 7, 1000, 20));
         let m = e.to_string();
-        assert!(m.starts_with("LIST 'p/' at http://h stopped after 20 request(s) and 7 key(s): a listing may hold 1000 keys in 20 requests"), "{m}");
+        assert!(
+            m.starts_with(
+                "LIST 'p/' at http://h stopped after 20 request(s) and 7 key(s): a listing may hold 1000 keys in 20 requests; the server kept paging"
+            ),
+            "{m}"
+        );
+        let fresh = ListBound::new("p/", "http://h".into(), 1000);
+        assert!(fresh.keys(1001).unwrap_err().to_string().ends_with("the prefix holds more keys than that"));
         assert!(b.keys(1000).is_ok());
         assert!(matches!(b.keys(1001), Err(StoreError::ListTooLong { keys: 1001, .. })));
     }

@@ -494,7 +494,7 @@ fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
     for (mode, says) in [
         ("cycle", "answered a NextContinuationToken it had given before ('A')"),
         ("repeat", "sent a page with 100 key(s) it had listed already"),
-        ("trickle", "sent a page with 99 key(s) it had listed already"),
+        ("trickle", "sent a page with 99 key(s) it had listed already (the first: 't-000001.json')"),
     ] {
         let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let c = calls.clone();
@@ -533,8 +533,8 @@ fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
 #[test]
 fn a_listing_that_never_ends_stops_at_its_bound() {
     for (mode, per_page, says) in [
-        ("flood", 1000, "stopped after 51 request(s) and 50001 key(s): a listing may hold 50000 keys in 510 requests"),
-        ("trickle", 1, "stopped after 510 request(s) and 510 key(s): a listing may hold 50000 keys in 510 requests"),
+        ("flood", 1000, "stopped after 51 request(s) and 50001 key(s): a listing may hold 50000 keys in 510 requests; the prefix holds more keys than that"),
+        ("trickle", 1, "stopped after 510 request(s) and 510 key(s): a listing may hold 50000 keys in 510 requests; the server kept paging"),
     ] {
         let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let c = calls.clone();

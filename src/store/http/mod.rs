@@ -537,7 +537,7 @@ impl ObjectStore for HttpStore {
                 location: self.location(),
                 detail: format!("after {keys} keys the server {why}: its listing cannot be completed (a misbehaving server or proxy)"),
             };
-            let mut again = 0usize;
+            let (mut again, mut first_again) = (0usize, None);
             for o in resp.contents() {
                 if let Some(k) = o.key() {
                     // S3 pages a listing in key order, each page after the
@@ -545,12 +545,16 @@ impl ObjectStore for HttpStore {
                     // real page's (tests/cli/data.rs, `a_listing_that_cycles_or_repeats_its_keys_is_an_error`).
                     if keys.insert(k.to_string(), o.size().unwrap_or(0).max(0) as u64).is_some() {
                         again += 1;
+                        first_again.get_or_insert_with(|| k.to_string());
                     }
                     bound.keys(keys.len())?;
                 }
             }
             if again > 0 {
-                return Err(broken(keys.len(), &format!("sent a page with {again} key(s) it had listed already")));
+                return Err(broken(
+                    keys.len(),
+                    &format!("sent a page with {again} key(s) it had listed already (the first: '{}')", first_again.unwrap_or_default()),
+                ));
             }
             // A listing either ends (IsTruncated false) or says where it goes
             // on; a server that claims more keys without a new token cannot be
