@@ -458,12 +458,24 @@ pub fn parse_server(s: &str) -> Result<String, String> {
     if s.contains("://") || s.contains('@') {
         return Err(usage);
     }
+    // An IPv6 address (a zone id, %eth0, allowed).
+    let ipv6 = |a: &str| a.split('%').next().is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok());
+    if let Some(inner) = s.strip_prefix('[')
+        && !inner.contains("]:")
+    {
+        return Err(format!("invalid --servers entry '{s}': give the port after the brackets: [{}]:9000", inner.trim_end_matches(']')));
+    }
     let Some((host, port)) = s.rsplit_once(':') else { return Err(usage) };
     if host.is_empty() || host == "[]" {
-        return Err(usage);
+        return Err(if ipv6(s) { format!("invalid --servers entry '{s}': an IPv6 address goes in brackets, with its port: [{s}]:9000") } else { usage });
     }
     if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
-        return Err(format!("invalid --servers entry '{s}': an IPv6 address goes in brackets: [{host}]:{port}"));
+        // "::1:5801" is an address and a port; "2001:db8::5" is an address alone.
+        return Err(if ipv6(host) {
+            format!("invalid --servers entry '{s}': an IPv6 address goes in brackets: [{host}]:{port}")
+        } else {
+            format!("invalid --servers entry '{s}': an IPv6 address goes in brackets, with its port: [{s}]:9000")
+        });
     }
     match port.parse::<u16>() {
         Ok(p) if p > 0 => Ok(s.to_string()),
@@ -558,6 +570,11 @@ mod tests {
         assert_eq!(parse_server("::1:5801").unwrap_err(), "invalid --servers entry '::1:5801': an IPv6 address goes in brackets: [::1]:5801");
         for bad in [":9000", "node1", "http://node1:9000", "u:p@node1:9000", "[]:9000"] {
             assert!(parse_server(bad).unwrap_err().starts_with(&format!("invalid --servers entry '{bad}': use host:port")), "{bad}");
+        }
+        // An IPv6 address without its port: the fix keeps the whole address.
+        for (bad, fix) in [("::1", "[::1]:9000"), ("[::1]", "[::1]:9000"), ("2001:db8::5", "[2001:db8::5]:9000"), ("fe80::1%eth0:80", "[fe80::1%eth0]:80")] {
+            let e = parse_server(bad).unwrap_err();
+            assert!(e.ends_with(fix), "{bad}: {e}");
         }
         assert!(parse_server("node1:0").unwrap_err().contains("1 to 65535"));
         assert!(parse_server("node1:http").unwrap_err().contains("1 to 65535"));
