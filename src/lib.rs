@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod catalog;
+pub mod children;
 pub mod cli;
 pub mod clock;
 pub mod error;

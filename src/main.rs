@@ -1,8 +1,5 @@
 //! Thin binary: parse, set up logging, run, map the error to an exit code.
 
-use clap::Parser;
-use s3rdma::cli::Cli;
-
 /// Environment variables the flags fall back to (`env = ...` in `src/cli/`)
 /// and those the AWS settings are resolved from (`src/store/aws.rs`).
 const FLAG_ENV: [&str; 14] = [
@@ -36,7 +33,7 @@ fn main() {
     if let Err(e) = s3rdma::signals::install() {
         eprintln!("warning: cannot handle SIGINT/SIGTERM ({e}): they end the process without tidying up");
     }
-    let cli = Cli::parse();
+    let cli = s3rdma::cli::parse();
     let default = match cli.verbose {
         // Our warnings only: dependencies' go through -v and RUST_LOG.
         0 => "s3rdma=warn",

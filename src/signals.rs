@@ -73,6 +73,9 @@ pub fn install() -> std::io::Result<()> {
                 while TIDYING.load(Ordering::SeqCst) > 0 && t0.elapsed() < GRACE {
                     std::thread::sleep(Duration::from_millis(5));
                 }
+                // What would outlive this process (a credential_process, ranks
+                // that did not stop): stopped too.
+                crate::children::stop_all();
                 eprintln!("interrupted ({}): stopped, no record written", name(signal));
                 std::process::exit(128 + signal);
             });

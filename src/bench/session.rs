@@ -487,7 +487,12 @@ impl Session {
         env["store"] = self.store.describe();
         env["witness"] = self.witness.describe();
         env["ranks"] = json!({"world": self.me.world, "launcher": self.me.launcher, "run_id": self.me.run_id, "local_world": self.me.local_world});
-        env["warnings"] = json!(self.warnings());
+        let mut warnings = self.warnings();
+        // Said by the store's credential refresh, outside any session.
+        if let Some(w) = crate::store::credentials::lifetime_warning().filter(|w| !warnings.contains(w)) {
+            warnings.push(w);
+        }
+        env["warnings"] = json!(warnings);
         env
     }
 

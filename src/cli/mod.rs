@@ -12,11 +12,13 @@ pub mod auto;
 mod values;
 mod bench_args;
 mod bench_values;
+mod parse;
 mod plan;
 mod store_args;
 pub use bench_args::{
     BarrierArgs, CkptArgs, FetchArgs, IngestImagesArgs, IngestKind, IngestTokensArgs, IngestWeightsArgs, TokensArgs, TrainArgs, VerifyArgs, WeightsArgs,
 };
+pub use parse::parse;
 pub use store_args::StoreArgs;
 
 /// Benchmark deep-learning storage work over S3-over-RDMA, tuned S3-over-HTTP

@@ -101,6 +101,9 @@ pub struct AwsSetup {
     pub addressing_source: String,
     /// The selected profile, when one was named (`--profile` or `AWS_PROFILE`).
     pub profile: Option<String>,
+    /// What the refreshes did (sets fetched, shortest lifetime, latest
+    /// expiry); `None` for static keys.
+    pub refreshes: Option<std::sync::Arc<super::credentials::RefreshLog>>,
 }
 
 impl std::fmt::Debug for AwsSetup {
@@ -201,7 +204,7 @@ impl AwsSetup {
         let (region, region_source) = region_of(explicit, named_profile.as_deref(), &profile_label, endpoint.is_none(), imds.clone()).await;
         let ca_bundle = ca_bundle_of(explicit, &env, &profiles, &profile_label)?;
 
-        let (provider, credentials) = credentials_of(explicit, named_profile.as_deref(), &region, imds).await?;
+        let (provider, credentials, refreshes) = credentials_of(explicit, named_profile.as_deref(), &region, imds).await?;
         let credentials_source = match credentials.get_property::<Source>() {
             Some(Source("profile")) => profile_label.clone(),
             Some(Source(s)) => s.to_string(),
@@ -219,6 +222,7 @@ impl AwsSetup {
             path_style,
             addressing_source,
             profile: Some(named_profile.unwrap_or_else(|| profiles.selected_profile().to_string())),
+            refreshes,
         })
     }
 
@@ -243,18 +247,24 @@ impl AwsSetup {
             path_style: true,
             addressing_source: "default (path-style)".into(),
             profile: None,
+            refreshes: None,
         })
     }
 
     /// What the record says: each value's source, whether a session token is
-    /// in use and when the credentials expire; never a key or token.
+    /// in use, when the latest credentials expire, how many sets were fetched
+    /// and the shortest lifetime among them (seconds); never a key or token.
     pub fn describe(&self) -> serde_json::Value {
+        let rfc3339 = |t: std::time::SystemTime| chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339();
+        let (lifetime, latest) = self.refreshes.as_ref().map_or((None, None), |r| r.lifetime_and_expiry());
         serde_json::json!({
             "endpoint_source": self.endpoint_source,
             "region_source": self.region_source,
             "credentials_source": self.credentials_source,
             "session_token": self.credentials.session_token().is_some(),
-            "credentials_expire": self.credentials.expiry().map(|t| chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339()),
+            "credentials_expire": latest.or(self.credentials.expiry()).map(rfc3339),
+            "credentials_fetched": self.refreshes.as_ref().map(|r| r.fetched()),
+            "credentials_lifetime_s": lifetime.map(|l| l.as_secs_f64()),
             "ca_bundle": self.ca_bundle.as_ref().map(|c| serde_json::json!({"path": c.path, "source": c.source})),
             "addressing": if self.path_style { "path" } else { "virtual" },
             "addressing_source": self.addressing_source,
@@ -375,9 +385,9 @@ async fn credentials_of(
     profile: Option<&str>,
     region: &str,
     imds: aws_config::imds::Client,
-) -> Result<(SharedCredentialsProvider, Credentials), StoreError> {
+) -> Result<(SharedCredentialsProvider, Credentials, Option<std::sync::Arc<super::credentials::RefreshLog>>), StoreError> {
     if let Some(c) = static_keys(explicit)? {
-        return Ok((SharedCredentialsProvider::new(c.clone()), c));
+        return Ok((SharedCredentialsProvider::new(c.clone()), c, None));
     }
     // The SDK's environment provider passes over half a pair silently (and a
     // profile's keys would then be used); the AWS CLI refuses it, and so do we.
@@ -409,7 +419,8 @@ async fn credentials_of(
             Named("instance metadata", aws_config::imds::credentials::ImdsCredentialsProvider::builder().configure(&conf).imds_client(imds).build()),
         );
     // Refreshed by the credentials' lifetime on every path (src/store/credentials.rs).
-    let provider = SharedCredentialsProvider::new(super::credentials::RefreshByLifetime::new(SharedCredentialsProvider::new(chain)));
+    let log = std::sync::Arc::new(super::credentials::RefreshLog::default());
+    let provider = SharedCredentialsProvider::new(super::credentials::RefreshByLifetime::new(SharedCredentialsProvider::new(chain), log.clone()));
     match provider.provide_credentials().await {
         Ok(c) => {
             if c.get_property::<Source>().is_some_and(|s| s.0 == SEED_ACCESS_KEY) {
@@ -427,7 +438,7 @@ async fn credentials_of(
                     chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339()
                 )));
             }
-            Ok((provider, c))
+            Ok((provider, c, Some(log)))
         }
         Err(e) => {
             let profile_flag = profile.map_or(String::new(), |p| format!(" --profile {p}"));
@@ -435,6 +446,10 @@ async fn credentials_of(
             Err(StoreError::Config(match e {
                 aws_credential_types::provider::error::CredentialsError::CredentialsNotLoaded(_) => format!(
                     "needs credentials: none in --access-key/--secret-key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, {profile} of ~/.aws/credentials and ~/.aws/config (keys, credential_process, SSO, role), web identity, S3_ACCESS_KEY/S3_SECRET_KEY, container or instance metadata: set one of them"
+                ),
+                aws_credential_types::provider::error::CredentialsError::ProviderTimedOut(_) => format!(
+                    "needs credentials: {profile}'s source (a credential_process, SSO, metadata) did not answer within {} s; it was stopped: run it by hand to see where it waits",
+                    super::credentials::PROVIDER_TIMEOUT.as_secs()
                 ),
                 // A source that is configured but failed (credential_process exited
                 // non-zero, an SSO token expired, STS refused): what it said.

@@ -196,7 +196,74 @@ fn short_lived_process_credentials_are_not_fetched_per_get() {
         assert!(gets > 50, "{life} s, {path}: {gets} GETs: too few to show a per-GET refresh");
         assert!(ran <= most, "{life} s, {path}: credential_process ran {ran} times for {gets} GETs in 3 s");
         assert!(stderr(&o).contains("warning: the credentials' source hands out credentials that expire"), "{life} s, {path}: {}", stderr(&o));
+        // The record says it too: the warning, every set fetched, their lifetime.
+        let warned = rec["environment"]["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().starts_with("the credentials' source hands out"));
+        assert!(warned, "{life} s, {path}: {}", rec["environment"]["warnings"]);
+        let aws = &rec["environment"]["store"]["aws"];
+        assert_eq!(aws["credentials_fetched"].as_u64(), Some(ran as u64), "{life} s, {path}: {aws}");
+        let lifetime = aws["credentials_lifetime_s"].as_f64().unwrap();
+        let life: f64 = life.parse().unwrap();
+        // The script's Expiration has whole seconds.
+        assert!(lifetime > life - 1.5 && lifetime <= life, "{life} s, {path}: {aws}");
     }
+}
+
+/// A `credential_process` that never answers (it starts a child and waits):
+/// a run stopped by SIGTERM while waiting for it exits 143 within a second
+/// and stops the process and its child too, which the SDK leaves running.
+#[test]
+fn a_hung_credential_process_is_stopped_with_the_run() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    let (script, pid_file) = (tmp.path().join("hang.sh"), tmp.path().join("pid"));
+    std::fs::write(&script, format!("#!/bin/sh\nsleep 300 &\necho $! > '{}'\nwait\n", pid_file.display())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let endpoint = &common::server().endpoint;
+    let (config, credentials) = aws_files(tmp.path(), &format!("[profile hang]\nendpoint_url = {endpoint}\ncredential_process = {}\n", script.display()), "");
+    let results = tmp.path().join("r");
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_s3rdma"));
+    super::isolate(c.args(fetch_args("aws-hang", &results)).args(["--profile", "hang"]).current_dir(tmp.path()))
+        .env("AWS_CONFIG_FILE", &config)
+        .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    let sleeper: i32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|s| s.trim().parse().ok()) {
+            break pid;
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "the credential_process never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "the run ended while its credentials were pending");
+    let t0 = std::time::Instant::now();
+    // SAFETY: kill(2) on the PID of a child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10), "still running 10 s after SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert_eq!(code, Some(143), "{err}");
+    assert!(t0.elapsed() < std::time::Duration::from_secs(1), "exited {:?} after SIGTERM: {err}", t0.elapsed());
+    let alive =
+        || std::fs::read_to_string(format!("/proc/{sleeper}/stat")).is_ok_and(|s| !s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
+    let t1 = std::time::Instant::now();
+    while alive() {
+        if t1.elapsed() > std::time::Duration::from_secs(2) {
+            // SAFETY: kill(2) on the sleep this test's script started, so it does not outlive the test.
+            unsafe { libc::kill(sleeper, libc::SIGKILL) };
+            panic!("the credential_process's child {sleeper} outlived the run: {err}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!results.exists() || super::results_in(&results).is_empty(), "no record");
 }
 
 /// Temporary keys: the server (a proxy in front of it) refuses every request

@@ -382,7 +382,19 @@ pub(crate) fn check_endpoint(e: &str) -> Result<String, StoreError> {
         let shown = if e.contains('@') { "<endpoint with credentials>" } else { e };
         StoreError::Config(format!("invalid --endpoint '{shown}': {why}: use http://host:port or https://host"))
     };
-    let url = reqwest::Url::parse(e).map_err(|err| bad(&err.to_string()))?;
+    let url = reqwest::Url::parse(e).map_err(|err| {
+        // http://::1:9100 : an IPv6 host without its brackets.
+        match e.split_once("://").map(|(scheme, rest)| (scheme, rest.split('/').next().unwrap_or(rest))) {
+            Some((scheme, authority)) if !authority.contains('[') && authority.matches(':').count() >= 2 => {
+                let (host, port) = match authority.rsplit_once(':') {
+                    Some((h, p)) if h.parse::<std::net::Ipv6Addr>().is_ok() && p.parse::<u16>().is_ok() => (h, format!(":{p}")),
+                    _ => (authority, String::new()),
+                };
+                bad(&format!("an IPv6 address goes in brackets: {scheme}://[{host}]{port}"))
+            }
+            _ => bad(&err.to_string()),
+        }
+    })?;
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(bad("the scheme must be http or https"));
     }
@@ -601,5 +613,12 @@ mod tests {
         }
         let e = check_endpoint("http://AK:SECRET@h:1").unwrap_err().to_string();
         assert!(!e.contains("SECRET"), "{e}");
+        // An IPv6 host without brackets: the fix, with and without a port.
+        for (bad, fix) in
+            [("http://::1:9100", "http://[::1]:9100"), ("https://2001:db8::5", "https://[2001:db8::5]"), ("http://fe80::1:9000/", "http://[fe80::1]:9000")]
+        {
+            let e = check_endpoint(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("an IPv6 address goes in brackets: {fix}:")), "{bad}: {e}");
+        }
     }
 }
