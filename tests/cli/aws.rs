@@ -252,10 +252,8 @@ fn a_hung_credential_process_is_stopped_with_the_run() {
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert_eq!(code, Some(143), "{err}");
     assert!(t0.elapsed() < std::time::Duration::from_secs(1), "exited {:?} after SIGTERM: {err}", t0.elapsed());
-    let alive =
-        || std::fs::read_to_string(format!("/proc/{sleeper}/stat")).is_ok_and(|s| !s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')));
     let t1 = std::time::Instant::now();
-    while alive() {
+    while !super::ranks::gone(sleeper as u32) {
         if t1.elapsed() > std::time::Duration::from_secs(2) {
             // SAFETY: kill(2) on the sleep this test's script started, so it does not outlive the test.
             unsafe { libc::kill(sleeper, libc::SIGKILL) };

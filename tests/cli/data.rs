@@ -485,6 +485,30 @@ fn a_listing_the_server_never_ends_is_an_error_not_a_truncation() {
     assert!(stderr(&o).contains("after 1000 keys the server answered IsTruncated=true without a NextContinuationToken"), "{}", stderr(&o));
 }
 
+/// A bucket `bbb` whose ListObjectsV2 answers page `n` (0, 1, ...) with the
+/// keys and continuation token `page(n)` returns, always truncated (8-byte
+/// objects); any other request gets an empty 200. The count of LISTs comes with it.
+fn paging_server(page: impl Fn(usize) -> (Vec<String>, String) + Send + 'static) -> (common::ScriptedMetrics, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = calls.clone();
+    let stub = common::metrics_server(move |path| {
+        if !path.contains("list-type=2") {
+            return common::Answer { status: 200, content_type: "application/xml", body: String::new() };
+        }
+        let (keys, token) = page(c.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+        let contents: String = keys.iter().map(|k| format!("<Contents><Key>{k}</Key><Size>8</Size></Contents>")).collect();
+        common::Answer {
+            status: 200,
+            content_type: "application/xml",
+            body: format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>bbb</Name><KeyCount>{}</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>{token}</NextContinuationToken>{contents}</ListBucketResult>",
+                keys.len()
+            ),
+        }
+    });
+    (stub, calls)
+}
+
 /// Listings that never advance end with an error after a few requests, in
 /// bounded memory: a server that cycles its continuation tokens (A, B, A, ...),
 /// one that hands out new tokens over the same keys, and one that pages the
@@ -496,28 +520,15 @@ fn a_listing_that_cycles_or_repeats_its_keys_is_an_error() {
         ("repeat", "sent a page with 100 key(s) it had listed already"),
         ("trickle", "sent a page with 99 key(s) it had listed already (the first: 't-000001.json')"),
     ] {
-        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let c = calls.clone();
-        let stub = common::metrics_server(move |path| {
-            if !path.contains("list-type=2") {
-                return common::Answer { status: 200, content_type: "application/xml", body: String::new() };
-            }
-            let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            // cycle: new keys on every page but tokens A, B, A, ...; repeat: the
-            // same keys under new tokens; trickle: the keys listed before and one new.
+        // cycle: new keys on every page but tokens A, B, A, ...; repeat: the
+        // same keys under new tokens; trickle: the keys listed before and one new.
+        let (stub, calls) = paging_server(move |n| {
             let (first, token) = match mode {
                 "cycle" => (n * 100, if n.is_multiple_of(2) { "A".to_string() } else { "B".to_string() }),
                 "trickle" => (n, format!("T{n}")),
                 _ => (0, format!("T{n}")),
             };
-            let keys: String = (first..first + 100).map(|i| format!("<Contents><Key>t-{i:06}.json</Key><Size>8</Size></Contents>")).collect();
-            common::Answer {
-                status: 200,
-                content_type: "application/xml",
-                body: format!(
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>bbb</Name><KeyCount>100</KeyCount><MaxKeys>100</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>{token}</NextContinuationToken>{keys}</ListBucketResult>"
-                ),
-            }
+            ((first..first + 100).map(|i| format!("t-{i:06}.json")).collect(), token)
         });
         let o = tokens_over(&stub.base);
         assert_eq!(o.status.code(), Some(1), "{mode}: {}", stderr(&o));
@@ -536,22 +547,7 @@ fn a_listing_that_never_ends_stops_at_its_bound() {
         ("flood", 1000, "stopped after 51 request(s) and 50001 key(s): a listing may hold 50000 keys in 510 requests; the prefix holds more keys than that"),
         ("trickle", 1, "stopped after 510 request(s) and 510 key(s): a listing may hold 50000 keys in 510 requests; the server kept paging"),
     ] {
-        let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let c = calls.clone();
-        let stub = common::metrics_server(move |path| {
-            if !path.contains("list-type=2") {
-                return common::Answer { status: 200, content_type: "application/xml", body: String::new() };
-            }
-            let n = c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let keys: String = (n * per_page..(n + 1) * per_page).map(|i| format!("<Contents><Key>t-{i:09}.json</Key><Size>8</Size></Contents>")).collect();
-            common::Answer {
-                status: 200,
-                content_type: "application/xml",
-                body: format!(
-                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>bbb</Name><KeyCount>{per_page}</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>true</IsTruncated><NextContinuationToken>T{n}</NextContinuationToken>{keys}</ListBucketResult>"
-                ),
-            }
-        });
+        let (stub, calls) = paging_server(move |n| ((n * per_page..(n + 1) * per_page).map(|i| format!("t-{i:09}.json")).collect(), format!("T{n}")));
         let tmp = tempfile::tempdir().unwrap();
         let args = [
             "tokens",

@@ -123,7 +123,7 @@ fn stopped_by(args: &[&str], cwd: &Path, after: std::time::Duration, signal: i32
 }
 
 /// Whether process `pid` is gone (or a zombie no one waits for).
-fn gone(pid: u32) -> bool {
+pub(super) fn gone(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
 }
 
