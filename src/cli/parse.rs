@@ -8,27 +8,24 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use super::Cli;
 
 /// Parse the process's arguments; on a bad command line, print clap's error
-/// (and, for a run-length flag the subcommand does not take, which flag sets
-/// its length) and exit 2 (0 for `--help` and `--version`).
+/// (for a run-length flag the subcommand does not take: which flag sets its
+/// length, in place of clap's tip) and exit 2 (0 for `--help` and `--version`).
 pub fn parse() -> Cli {
     match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let note = (e.kind() == ErrorKind::UnknownArgument)
-                .then(|| match e.get(ContextKind::InvalidArg) {
-                    Some(ContextValue::String(flag)) => {
-                        let argv: Vec<String> = std::env::args().skip(1).collect();
-                        let command = argv.iter().find(|a| !a.starts_with('-')).map(String::as_str).unwrap_or("");
-                        length_note(command, flag)
-                    }
-                    _ => None,
-                })
-                .flatten();
-            let _ = e.print();
-            if let Some(note) = note {
-                eprintln!("\nnote: {note}");
+            if e.kind() == ErrorKind::UnknownArgument
+                && let Some(ContextValue::String(flag)) = e.get(ContextKind::InvalidArg)
+            {
+                let argv: Vec<String> = std::env::args().skip(1).collect();
+                let command = argv.iter().find(|a| !a.starts_with('-')).map(String::as_str).unwrap_or("");
+                if let Some(note) = length_note(command, flag) {
+                    // Instead of clap's tip, which offers the nearest spelling (`--region` for `--duration`).
+                    eprintln!("error: unexpected argument '{flag}' found\n\nnote: {note}\n\nFor more information, try '--help'.");
+                    std::process::exit(2);
+                }
             }
-            std::process::exit(e.exit_code());
+            e.exit()
         }
     }
 }

@@ -448,7 +448,7 @@ async fn credentials_of(
                     "needs credentials: none in --access-key/--secret-key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, {profile} of ~/.aws/credentials and ~/.aws/config (keys, credential_process, SSO, role), web identity, S3_ACCESS_KEY/S3_SECRET_KEY, container or instance metadata: set one of them"
                 ),
                 aws_credential_types::provider::error::CredentialsError::ProviderTimedOut(_) => format!(
-                    "needs credentials: {profile}'s source (a credential_process, SSO, metadata) did not answer within {} s; it was stopped: run it by hand to see where it waits",
+                    "needs credentials: the source of {profile} (a credential_process, SSO, metadata) did not answer within {} s; it was stopped: run it by hand to see where it waits",
                     super::credentials::PROVIDER_TIMEOUT.as_secs()
                 ),
                 // A source that is configured but failed (credential_process exited

@@ -158,7 +158,9 @@ impl Witness {
                 }
             } else {
                 let endpoint = store.endpoint.clone().unwrap_or_else(|| format!("https://s3.{}.amazonaws.com", store.region));
-                let url = reqwest::Url::parse(&endpoint).map_err(|_| Error::Usage(format!("invalid --endpoint '{endpoint}': use http://host:port")))?;
+                // The store's own check: its message (an IPv6 host's brackets) and never a password from the URL.
+                let endpoint = crate::store::http::check_endpoint(&endpoint)?;
+                let url = reqwest::Url::parse(&endpoint).map_err(|e| Error::Usage(format!("invalid endpoint: {e}")))?;
                 let scheme = url.scheme().to_string();
                 let servers: Vec<String> = if args.servers.is_empty() {
                     let host = url.host_str().unwrap_or_default();

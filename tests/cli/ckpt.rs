@@ -94,6 +94,8 @@ fn ckpt_detects_a_corrupt_chunk_and_refuses_a_missing_manifest() {
     let o = s3rdma(&restore, tmp.path());
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("checkpoint ckpt/synthetic-8MiB/rank00000 is incomplete (no manifest"), "{}", stderr(&o));
+    // The fix named is one that leaves a checkpoint to restore.
+    assert!(stderr(&o).contains("ckpt --ops save --keep"), "{}", stderr(&o));
 }
 
 #[test]

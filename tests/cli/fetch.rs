@@ -196,6 +196,14 @@ fn usage_errors_exit_2() {
     assert_fails(&s3rdma(&with(&["--metrics-token", ""]), tmp.path()), 2, "--metrics-token", &res);
     assert_fails(&s3rdma(&with(&["--part-size", "1"]), tmp.path()), 2, "64KiB minimum", &res);
     assert_fails(&s3rdma(&["fetch", "--duration", "0s"], tmp.path()), 2, "above zero", &res);
+    // An IPv6 endpoint without brackets: the fix, and never a password from the URL (the witness reads it first).
+    let o = s3rdma(&["fetch", "--backend", "http", "--endpoint", "http://AK:hunter2@::1:9100", "--access-key", "a", "--secret-key", "b"], tmp.path());
+    assert_fails(&o, 2, "an IPv6 address goes in brackets: http://[::1]:9100", &res);
+    assert!(!super::stderr(&o).contains("hunter2"), "{}", super::stderr(&o));
+    // A run-length flag of another bench: which flag sets this one's length, not clap's nearest spelling.
+    let o = s3rdma(&["tokens", "--duration", "5s"], tmp.path());
+    assert_fails(&o, 2, "tokens reads --run-bytes of token data per repeat", &res);
+    assert!(!super::stderr(&o).contains("--region"), "{}", super::stderr(&o));
     // Durations a clock cannot hold are refused, not a panic when added to one.
     for flag in ["--warmup", "--duration", "--barrier-timeout", "--series"] {
         assert_fails(&s3rdma(&["fetch", flag, "18446744073709551615s"], tmp.path()), 2, "longer than 7 days", &res);

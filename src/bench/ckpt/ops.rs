@@ -221,7 +221,7 @@ pub(crate) async fn read_manifest(store: &dyn ObjectStore, key: &str) -> Result<
     match store::get_bytes(store, &Manifest::key(key)).await {
         Ok(b) => Manifest::parse(key, &b),
         Err(StoreError::NotFound { .. }) => Err(Error::Runtime(format!(
-            "checkpoint {key} is incomplete (no manifest {} at {}): it was never saved with these sizes, methods and prefix, or its save was interrupted: save it first (ckpt --ops save, with the same --sizes, --methods and --prefix)",
+            "checkpoint {key} is incomplete (no manifest {} at {}): it was never saved with these flags, or its save was interrupted: save it first and keep it (ckpt --ops save --keep, with the same --workload, --sizes, --seed, --ranks and --prefix)",
             Manifest::key(key),
             store.location()
         ))),

@@ -384,11 +384,16 @@ pub(crate) fn check_endpoint(e: &str) -> Result<String, StoreError> {
     };
     let url = reqwest::Url::parse(e).map_err(|err| {
         // http://::1:9100 : an IPv6 host without its brackets.
-        match e.split_once("://").map(|(scheme, rest)| (scheme, rest.split('/').next().unwrap_or(rest))) {
+        // The authority, less any user:password@ (never shown).
+        let authority = |rest: &str| {
+            let a = rest.split('/').next().unwrap_or(rest);
+            a.rsplit_once('@').map_or(a, |(_, host)| host).to_string()
+        };
+        match e.split_once("://").map(|(scheme, rest)| (scheme, authority(rest))) {
             Some((scheme, authority)) if !authority.contains('[') && authority.matches(':').count() >= 2 => {
                 let (host, port) = match authority.rsplit_once(':') {
                     Some((h, p)) if h.parse::<std::net::Ipv6Addr>().is_ok() && p.parse::<u16>().is_ok() => (h, format!(":{p}")),
-                    _ => (authority, String::new()),
+                    _ => (authority.as_str(), String::new()),
                 };
                 bad(&format!("an IPv6 address goes in brackets: {scheme}://[{host}]{port}"))
             }
