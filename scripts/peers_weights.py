@@ -272,6 +272,16 @@ def run_one(loader, args, files):
         stats = env_.get("store_stats", {}).get("in_windows", {})
         chosen["direct_read_bytes"] = stats.get("direct_read_bytes")
         chosen["direct_fallback_bytes"] = stats.get("direct_fallback_bytes")
+        v = res.get("verified")
+        if v:
+            c = v.get("checked") or {}
+            # --verify: what was checked, the hashing inside the load (per
+            # thread) and the check after it, which load_s does not include.
+            chosen["verified"] = {"ok": v.get("ok"), "bytes_checked": c.get("bytes_checked"), "in_load_s": c.get("in_load_s"),
+                                  "after_load_s": c.get("seconds"), "fallback": c.get("fallback")}
+        stages = (res.get("repeats") or [{}])[0].get("stages")
+        if stages:
+            chosen["stages"] = {k: stages.get(k) for k in ("threads", "chunk_bytes", "bounce_buffers", "read_s", "copy_wait_s", "enqueue_s", "hash_s", "drain_s", "wall_s")}
         return {"load_s": res["summary"]["wall_s"]["median"], "bytes": res["bytes"], "tool_commit": rec.get("tool", {}).get("git_commit"), "chosen": chosen,
                 "ready_s": ready.get("ready_s"), "ready_steps": ready}, proc_s
     if loader == "fastsafetensors-buffered":
@@ -424,6 +434,19 @@ def table(runs, loaders, caches, baseline):
             ratio = f"{med / base[cache]:.2f}x time" if base.get(cache) else "-"
             of_disk = f"{ok[0]['bytes'] / med / disk[cache]:7.2f}" if disk.get(cache) else f"{'-':>7}"
             print(f"{ld:26} {cache:5} {med:9.3f} {ok[0]['bytes'] / med / 1e9:6.2f} {ready} {proc:9.2f} {ratio:>17} {of_disk}  {LOADERS[ld]['reads']}")
+    # --verify loaders: the load (hashing inside it) plus the check after
+    # it, against the baseline's unverified load in the same cache state.
+    for cache in caches:
+        for ld in loaders:
+            ok = [r for r in runs if r["loader"] == ld and r["cache"] == cache and (r.get("chosen") or {}).get("verified")]
+            if not ok or not base.get(cache):
+                continue
+            total = statistics.median(r["load_s"] + (r["chosen"]["verified"]["after_load_s"] or 0) for r in ok)
+            after = statistics.median(r["chosen"]["verified"]["after_load_s"] or 0 for r in ok)
+            v = ok[0]["chosen"]["verified"]
+            print(f"verify {ld} {cache}: load + check {total:.3f} s (check after the load {after:.3f} s) = {total / base[cache] - 1:+.2f}x over {baseline}'s "
+                  f"{base[cache]:.3f} s; all ok: {all(r['chosen']['verified']['ok'] for r in ok)}; checked: {v['bytes_checked']}"
+                  + (f"; FALLBACK: {v['fallback']}" if v.get("fallback") else ""))
 
 
 if __name__ == "__main__":

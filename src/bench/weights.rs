@@ -65,8 +65,13 @@ pub struct LoadRepeat {
     pub stages: Option<crate::store::LoadTimeline>,
 }
 
-/// Load every shard's data blob into `bufs` (one per shard, same order);
-/// returns (bytes, windows, the stages' timeline where there is one).
+/// What one load did: bytes, ranged reads (windows), the stages' timeline
+/// and what was hashed as staged, where the store's own device pipeline ran.
+type Loaded = (u64, u64, Option<crate::store::LoadTimeline>, Option<crate::store::StagedHashes>);
+
+/// Load every shard's data blob into `bufs` (one per shard, same order),
+/// hashing it as it is staged where `check` asks and the store's own device
+/// pipeline runs ([`crate::store::StagedCheck`]).
 ///
 /// Into device memory over a store that cannot write it, every shard goes
 /// through the store's own device pipeline where it has one
@@ -86,9 +91,10 @@ async fn load(
     bufs: &mut Vec<Buffer>,
     window: u64,
     concurrency: usize,
-) -> Result<(u64, u64, Option<crate::store::LoadTimeline>)> {
+    check: Option<&crate::store::StagedCheck>,
+) -> Result<Loaded> {
     if !store.writes_device() && !bufs.is_empty() && bufs.iter().all(|b| matches!(b, Buffer::Device(_))) {
-        return load_pooled(store, layout, bufs).await;
+        return load_pooled(store, layout, bufs, check).await;
     }
     let tasks: Vec<_> = layout
         .iter()
@@ -103,10 +109,10 @@ async fn load(
             }
         })
         .collect();
-    let mut total = (0, 0, None);
+    let mut total = (0, 0, None, None);
     for (buf, b, n) in fanout::run_fail_fast(tasks, concurrency).await? {
         bufs.push(buf);
-        total = (total.0 + b, total.1 + n, None);
+        total = (total.0 + b, total.1 + n, None, None);
     }
     Ok(total)
 }
@@ -114,7 +120,7 @@ async fn load(
 /// [`load`] into device memory through the store's own device pipeline, or
 /// else one pooled staged pipeline; the windows it counts are the shards
 /// (one staged read each).
-async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut [Buffer]) -> Result<(u64, u64, Option<crate::store::LoadTimeline>)> {
+async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut [Buffer], check: Option<&crate::store::StagedCheck>) -> Result<Loaded> {
     let parts: Vec<store::StagedPart> =
         layout.iter().map(|s| store::StagedPart { key: s.key.clone(), range: s.data_start..s.object_bytes, at: 0, version: s.version.clone() }).collect();
     let mut dsts: Vec<&mut crate::mem::DeviceBuffer> = bufs
@@ -124,12 +130,12 @@ async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs:
             _ => unreachable!("load checked that every buffer is device memory"),
         })
         .collect();
-    let (done, stages) = match store.read_to_device(&parts, &mut dsts) {
+    let (done, stages, checked) = match store.read_to_device(&parts, &mut dsts, check) {
         Some(d) => {
             let d = d?;
-            (d.transfers, Some(d.timeline))
+            (d.transfers, Some(d.timeline), d.checked)
         }
-        None => (store::staged_read_pooled(store, &parts, &mut dsts).await?, None),
+        None => (store::staged_read_pooled(store, &parts, &mut dsts).await?, None, None),
     };
     let mut bytes = 0;
     for (p, t) in parts.iter().zip(&done) {
@@ -138,7 +144,7 @@ async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs:
         }
         bytes += t.bytes;
     }
-    Ok((bytes, parts.len() as u64, stages))
+    Ok((bytes, parts.len() as u64, stages, checked))
 }
 
 /// One baseline's timing.
@@ -202,7 +208,7 @@ async fn baselines(plan: &WeightsPlan, store: &dyn ObjectStore, layout: &[ShardL
         let t1 = Instant::now();
         // The local copy is other files: the store's object versions do not pin it.
         let copy: Vec<ShardLayout> = layout.iter().map(|l| ShardLayout { version: None, ..l.clone() }).collect();
-        let (bytes, _, _) = load(&local, &copy, bufs, plan.run.store.window, plan.concurrency as usize).await?;
+        let (bytes, ..) = load(&local, &copy, bufs, plan.run.store.window, plan.concurrency as usize, None).await?;
         let load_s = t1.elapsed().as_secs_f64();
         let s = sampler.finish();
         let wall_s = if b == Baseline::DownloadThenLoad { download_s + load_s } else { load_s };
@@ -273,6 +279,11 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     let lens: Vec<usize> = layout.iter().map(|l| l.data_bytes() as usize).collect();
     let mut bufs = s.pooled_buffers(&lens).map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", dest.name())))?;
     let buffers_at = Instant::now();
+    // --verify against the digest into device memory: the store's own device
+    // pipeline hashes every tensor as it stages it (each repeat pays it; the
+    // last repeat's hashes are compared).
+    let check = (plan.verify && plan.reference.is_none() && digest.is_some() && dest == Dest::Device).then(|| hashes::staged_check(&layout));
+    let mut staged = None;
     let mut ready_at = None;
     let mut repeats = Vec::new();
     let mut stats = crate::store::StoreStats::default();
@@ -280,7 +291,8 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
         let window = s.open_window().await?;
         let sampler = Sampler::start();
         let t0 = Instant::now();
-        let (bytes, windows, stages) = load(&store, &layout, &mut bufs, plan.run.store.window, plan.concurrency as usize).await?;
+        let (bytes, windows, stages, checked) = load(&store, &layout, &mut bufs, plan.run.store.window, plan.concurrency as usize, check.as_ref()).await?;
+        staged = checked.map(|c| (c, stages.as_ref().map_or(1, |t| t.threads)));
         let wall_s = t0.elapsed().as_secs_f64();
         ready_at.get_or_insert_with(Instant::now);
         let smp = sampler.finish();
@@ -300,7 +312,13 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
         });
     }
     let verified = if plan.verify || plan.reference.is_some() {
-        Some(verify::verify(store.as_ref(), &plan.model, &layout, &mut bufs, plan.reference.as_deref(), digest.as_ref()).await?)
+        let v =
+            verify::verify(store.as_ref(), &plan.model, &layout, &mut bufs, plan.reference.as_deref(), digest.as_ref(), staged.as_ref().map(|(h, n)| (h, *n)))
+                .await?;
+        if let Some(f) = v.checked.as_ref().and_then(|c| c.fallback.as_ref()) {
+            s.warn(format!("--verify: {f}"));
+        }
+        Some(v)
     } else {
         None
     };
@@ -400,8 +418,9 @@ fn print_table(results: &WeightsResults, model: &str, backend: &str, location: &
         println!("{}", st.line());
     }
     if let Some((v, c)) = results.verified.as_ref().and_then(|v| v.checked.as_ref().map(|c| (v, c))) {
+        let during = c.in_load_s.map_or(String::new(), |h| format!("{h:.3} s per thread hashing inside the load (its wall time includes it), then "));
         println!(
-            "checked ({}): XXH3-64 of every tensor in {}, {} threads, {:.2} GB in {:.3} s ({:.2}x the load's median)",
+            "checked ({}): XXH3-64 of every tensor, {}; {} threads, {:.2} GB: {during}{:.3} s after it ({:.2}x the load's median)",
             if v.ok { "all match" } else { "DIFFERENCES, see below" },
             c.bytes_checked,
             c.threads,

@@ -18,10 +18,12 @@ use cudarc::driver::{result, sys};
 mod config;
 mod gpu;
 mod host;
+mod landing;
 
 pub use config::MemConfig;
 pub use gpu::{CudaInfo, Gpu, bind_active_gpu, cuda_probe};
 pub use host::{HostBuffer, PinnedBuffer};
+pub use landing::{Landing, Run, checksum as landing_checksum};
 
 /// Alignment of host buffers in bytes: one 4 KiB page, which is what O_DIRECT
 /// needs on every common Linux filesystem and what `cuMemHostRegister` wants.

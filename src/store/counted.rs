@@ -155,8 +155,13 @@ impl ObjectStore for Counted {
         self.inner.direct_alignment()
     }
     /// Each part's transfer counts as one read, as a staged read of it would.
-    fn read_to_device(&self, parts: &[super::StagedPart], dsts: &mut [&mut crate::mem::DeviceBuffer]) -> Option<Result<super::DeviceLoad, StoreError>> {
-        let done = self.inner.read_to_device(parts, dsts)?;
+    fn read_to_device(
+        &self,
+        parts: &[super::StagedPart],
+        dsts: &mut [&mut crate::mem::DeviceBuffer],
+        check: Option<&super::StagedCheck>,
+    ) -> Option<Result<super::DeviceLoad, StoreError>> {
+        let done = self.inner.read_to_device(parts, dsts, check)?;
         Some(done.and_then(|d| {
             let transfers = d.transfers.into_iter().map(|t| self.count(READ, Ok(t))).collect::<Result<Vec<_>, _>>()?;
             Ok(super::DeviceLoad { transfers, ..d })

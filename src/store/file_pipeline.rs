@@ -27,7 +27,12 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::mem::{Buffer, DeviceBuffer};
+use super::staged_check::{self, Item, StagedCheck, StagedHashes, ThreadHashes};
+use crate::mem::{Buffer, DeviceBuffer, Landing};
+
+/// Bytes read (or copied out of a mapping) at a time in a checked load, then
+/// hashed while they are still in the core's cache.
+const HASH_PIECE: usize = 1 << 20;
 
 /// How a reader thread gets a chunk of a file into its bounce buffer (`--file-io`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -93,6 +98,9 @@ pub struct LoadTimeline {
     pub copy_wait_s: f64,
     /// Sum over threads of seconds queuing copies (the driver's call).
     pub enqueue_s: f64,
+    /// Sum over threads of seconds hashing staged bytes (a checked load:
+    /// [`super::staged_check`]; 0 otherwise), not counted in `read_s`.
+    pub hash_s: f64,
     /// From the last reader's end to every copy done (the copies' tail).
     pub drain_s: f64,
     /// Each reader thread's share.
@@ -114,6 +122,8 @@ pub struct ThreadTimeline {
     pub copy_wait_s: f64,
     /// Seconds queuing copies.
     pub enqueue_s: f64,
+    /// Seconds hashing staged bytes (a checked load).
+    pub hash_s: f64,
     /// When it ended, from the load's start.
     pub done_at_s: f64,
 }
@@ -136,7 +146,7 @@ impl LoadTimeline {
     pub fn line(&self) -> String {
         let n = self.threads.max(1) as f64;
         format!(
-            "stages: {} threads ({}), {} chunks of {} MiB through {} bounce buffers; per thread {:.3} s reading, {:.3} s waiting for copies, {:.3} s queuing; copies' tail {:.3} s; wall {:.3} s",
+            "stages: {} threads ({}), {} chunks of {} MiB through {} bounce buffers; per thread {:.3} s reading, {:.3} s waiting for copies, {:.3} s queuing{}; copies' tail {:.3} s; wall {:.3} s",
             self.threads,
             self.file_io.name(),
             self.chunks,
@@ -145,6 +155,7 @@ impl LoadTimeline {
             self.read_s / n,
             self.copy_wait_s / n,
             self.enqueue_s / n,
+            if self.hash_s > 0.0 { format!(", {:.3} s hashing as staged", self.hash_s / n) } else { String::new() },
             self.drain_s,
             self.wall_s
         )
@@ -159,6 +170,8 @@ pub struct DeviceLoad {
     pub transfers: Vec<super::Transfer>,
     /// The stages' figures.
     pub timeline: LoadTimeline,
+    /// What a checked load hashed as it staged ([`super::staged_check`]); `None` unchecked.
+    pub checked: Option<StagedHashes>,
 }
 
 /// Why a file load failed; the caller turns it into the store's error.
@@ -191,11 +204,20 @@ struct Source {
 /// `threads` reader threads, the destinations' bounce buffers pooled and
 /// shared out among them (a thread gets every `threads`-th buffer, so at
 /// most half as many threads as buffers: each double-buffers). Blocks until
-/// every copy is done. Returns the bytes read per part and the timeline.
+/// every copy is done. Returns the bytes read per part, the timeline, and
+/// with `check` what was hashed as it was staged ([`super::staged_check`]:
+/// each thread then stages its own spans instead of taking chunks off the
+/// shared queue).
 ///
 /// Errors: [`FileLoadError`]; the first one stops every reader, and the
 /// copies in flight are waited for before it is returned.
-pub fn load(parts: &[FilePart], dsts: &mut [&mut DeviceBuffer], threads: usize, io: FileIo) -> Result<(Vec<u64>, LoadTimeline), FileLoadError> {
+pub fn load(
+    parts: &[FilePart],
+    dsts: &mut [&mut DeviceBuffer],
+    threads: usize,
+    io: FileIo,
+    check: Option<&StagedCheck>,
+) -> Result<(Vec<u64>, LoadTimeline, Option<StagedHashes>), FileLoadError> {
     if parts.len() != dsts.len() {
         return Err(FileLoadError::Config(format!("a file load of {} parts into {} buffers", parts.len(), dsts.len())));
     }
@@ -209,15 +231,35 @@ pub fn load(parts: &[FilePart], dsts: &mut [&mut DeviceBuffer], threads: usize, 
     for (o, d) in dsts.iter_mut().enumerate() {
         pool.extend(std::mem::take(&mut d.bounce).into_iter().enumerate().map(|(i, b)| (o, i, b)));
     }
-    let result = run(parts, dsts, &mut pool, threads, io);
+    let result = run(parts, dsts, &mut pool, threads, io, check);
     let t_drain = Instant::now();
     let waited = super::staged::give_back(dsts, pool);
     let drain = t_drain.elapsed().as_secs_f64();
-    let (bytes, mut timeline) = result?;
+    let (bytes, mut timeline, hashes) = result?;
     waited.map_err(|e| FileLoadError::Cuda(0, e))?;
     timeline.drain_s += drain;
     timeline.wall_s += drain;
-    Ok((bytes, timeline))
+    Ok((bytes, timeline, hashes))
+}
+
+/// What every reader thread shares: the parts, their open files, the
+/// destinations, the stop flag and the parts' spans.
+struct Shared<'a> {
+    parts: &'a [FilePart],
+    sources: &'a [Source],
+    dsts: &'a [&'a DeviceBuffer],
+    stop: &'a AtomicBool,
+    /// (first read start, last read end) per part, in seconds from `t0`.
+    spans: &'a Mutex<Vec<(f64, f64)>>,
+    t0: Instant,
+}
+
+/// Where a reader thread's chunks come from.
+enum Work<'a> {
+    /// An unchecked load's shared queue of chunks, the next index taken atomically.
+    Queue(&'a [(usize, Range<u64>)], &'a AtomicUsize),
+    /// A checked load's items for this thread alone, staged in chunks of at most the given bytes.
+    Own(Vec<Item>, u64),
 }
 
 /// The readers of [`load`], over the pool taken from the destinations
@@ -228,7 +270,8 @@ fn run(
     pool: &mut [(usize, usize, Buffer)],
     threads: usize,
     io: FileIo,
-) -> Result<(Vec<u64>, LoadTimeline), FileLoadError> {
+    check: Option<&StagedCheck>,
+) -> Result<(Vec<u64>, LoadTimeline, Option<StagedHashes>), FileLoadError> {
     let Some(chunk) = pool.iter().map(|(_, _, b)| b.len() as u64).min().filter(|_| pool.len() >= 2) else {
         return Err(FileLoadError::Config("a staged device load needs at least 2 bounce buffers (--bounce-buffers)".into()));
     };
@@ -248,41 +291,51 @@ fn run(
         })
         .collect::<Result<_, FileLoadError>>()?;
     let plan = chunk_plan(parts, chunk);
+    let mut own: Vec<Vec<Item>> = match check {
+        Some(c) => {
+            let lens: Vec<u64> = parts.iter().map(|p| p.range.end - p.range.start).collect();
+            staged_check::shares(staged_check::items(&lens, c).map_err(FileLoadError::Config)?, threads)
+        }
+        None => Vec::new(),
+    };
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let first_error: Mutex<Option<FileLoadError>> = Mutex::new(None);
-    // (first read start, last read end) per part, in seconds from t0.
     let spans: Mutex<Vec<(f64, f64)>> = Mutex::new(vec![(f64::INFINITY, 0.0); parts.len()]);
     let dsts: Vec<&DeviceBuffer> = dsts.iter().map(|d| &**d).collect();
+    let cx = Shared { parts, sources: &sources, dsts: &dsts, stop: &stop, spans: &spans, t0: Instant::now() };
     // Thread t owns pool entries t, t + threads, ...
     let mut shares: Vec<Vec<&mut (usize, usize, Buffer)>> = (0..threads).map(|_| Vec::new()).collect();
     for (i, e) in pool.iter_mut().enumerate() {
         shares[i % threads].push(e);
     }
-    let t0 = Instant::now();
-    let by_thread: Vec<ThreadTimeline> = std::thread::scope(|sc| {
+    let ran: Vec<(ThreadTimeline, Option<ThreadHashes>)> = std::thread::scope(|sc| {
         let handles: Vec<_> = shares
             .into_iter()
-            .map(|mine| {
-                let (plan, next, stop, first_error, spans, dsts, sources) = (&plan, &next, &stop, &first_error, &spans, &dsts, &sources);
+            .enumerate()
+            .map(|(t, mine)| {
+                let work = match check {
+                    Some(_) => Work::Own(std::mem::take(&mut own[t]), chunk),
+                    None => Work::Queue(&plan, &next),
+                };
+                let (cx, first_error) = (&cx, &first_error);
                 sc.spawn(move || {
-                    let fail = |e: FileLoadError| {
-                        stop.store(true, Ordering::Relaxed);
+                    reader(mine, work, cx).unwrap_or_else(|(e, tl)| {
+                        cx.stop.store(true, Ordering::Relaxed);
                         first_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
-                    };
-                    reader(mine, plan, next, stop, parts, sources, dsts, spans, t0).unwrap_or_else(|(e, tl)| {
-                        fail(e);
-                        tl
+                        (tl, None)
                     })
                 })
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
     });
-    let read_end = t0.elapsed().as_secs_f64();
+    let read_end = cx.t0.elapsed().as_secs_f64();
     if let Some(e) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
+    let (by_thread, hashed): (Vec<ThreadTimeline>, Vec<Option<ThreadHashes>>) = ran.into_iter().unzip();
+    let hashes = check.map(|c| staged_check::merge(c, hashed.into_iter().flatten().collect()));
     let spans = spans.into_inner().unwrap_or_else(|p| p.into_inner());
     let last_reader = by_thread.iter().map(|t| t.done_at_s).fold(0.0, f64::max);
     let bytes: Vec<u64> = parts.iter().map(|p| p.range.end - p.range.start).collect();
@@ -291,12 +344,13 @@ fn run(
         threads,
         chunk_bytes: chunk,
         bounce_buffers: pool.len(),
-        chunks: plan.len() as u64,
+        chunks: by_thread.iter().map(|t| t.chunks).sum(),
         bytes: by_thread.iter().map(|t| t.bytes).sum(),
         wall_s: read_end,
         read_s: by_thread.iter().map(|t| t.read_s).sum(),
         copy_wait_s: by_thread.iter().map(|t| t.copy_wait_s).sum(),
         enqueue_s: by_thread.iter().map(|t| t.enqueue_s).sum(),
+        hash_s: by_thread.iter().map(|t| t.hash_s).sum(),
         // The copies' tail is added by `load`, which waits for them.
         drain_s: read_end - last_reader,
         by_part: parts
@@ -307,73 +361,142 @@ fn run(
             .collect(),
         by_thread,
     };
-    Ok((bytes, timeline))
+    Ok((bytes, timeline, hashes))
 }
 
-/// One reader thread: chunks off the shared plan until it is done or
-/// `stop` is set; its figures, or the first error with the figures so far.
-#[allow(clippy::too_many_arguments)]
+/// A reader thread's bounce buffers, used in turn: (destination index, its bounce buffer index, the buffer).
+struct Turns<'a> {
+    mine: Vec<&'a mut (usize, usize, Buffer)>,
+    turn: usize,
+}
+
+/// One reader thread: its chunks (off the shared queue, or its own items,
+/// hashed) until they are done or `stop` is set; its figures, or the first
+/// error with the figures so far.
 fn reader(
-    mut mine: Vec<&mut (usize, usize, Buffer)>,
-    plan: &[(usize, Range<u64>)],
-    next: &AtomicUsize,
-    stop: &AtomicBool,
-    parts: &[FilePart],
-    sources: &[Source],
-    dsts: &[&DeviceBuffer],
-    spans: &Mutex<Vec<(f64, f64)>>,
-    t0: Instant,
-) -> Result<ThreadTimeline, (FileLoadError, ThreadTimeline)> {
+    mine: Vec<&mut (usize, usize, Buffer)>,
+    work: Work<'_>,
+    cx: &Shared<'_>,
+) -> Result<(ThreadTimeline, Option<ThreadHashes>), (FileLoadError, ThreadTimeline)> {
     let mut tl = ThreadTimeline::default();
     if mine.is_empty() {
-        return Ok(tl);
+        return Ok((tl, None));
     }
+    let mut bufs = Turns { mine, turn: 0 };
     // Every driver call below binds the GPU's context to this thread itself.
-    let mut turn = 0;
-    while !stop.load(Ordering::Relaxed) {
-        let n = next.fetch_add(1, Ordering::Relaxed);
-        let Some((k, r)) = plan.get(n) else { break };
-        let slot = turn % mine.len();
-        let (o, i, buf) = &mut *mine[slot];
-        turn += 1;
-        let t = Instant::now();
-        if let Err(e) = dsts[*o].wait(*i) {
-            return Err((FileLoadError::Cuda(*k, e), tl));
-        }
-        let t_read = Instant::now();
-        tl.copy_wait_s += (t_read - t).as_secs_f64();
-        let len = (r.end - r.start) as usize;
-        let dst = &mut buf.as_host_mut().expect("bounce buffers are pinned host memory")[..len];
-        let got = match &sources[*k].map {
-            Some(m) => {
-                let end = (r.end as usize).min(m.len());
-                let have = end.saturating_sub(r.start as usize);
-                dst[..have].copy_from_slice(&m[r.start as usize..end]);
-                Ok(have)
+    let hashed = match work {
+        Work::Queue(plan, next) => {
+            while !cx.stop.load(Ordering::Relaxed) {
+                let Some((k, r)) = plan.get(next.fetch_add(1, Ordering::Relaxed)) else { break };
+                if let Err(e) = stage(&mut bufs, *k, r.clone(), cx, &mut tl, None) {
+                    return Err((e, tl));
+                }
             }
-            None => read_full(&sources[*k].file, dst, r.start),
-        };
-        match got {
-            Ok(g) if g == len => {}
-            Ok(g) => return Err((FileLoadError::Short(*k, r.start - parts[*k].range.start + g as u64), tl)),
-            Err(e) => return Err((FileLoadError::Io(*k, "cannot read", e), tl)),
+            None
         }
-        let t_copy = Instant::now();
-        tl.read_s += (t_copy - t_read).as_secs_f64();
-        let at = parts[*k].at + (r.start - parts[*k].range.start) as usize;
-        if let Err(e) = dsts[*k].copy_in_async_via(dsts[*o], *i, dst, at) {
-            return Err((FileLoadError::Cuda(*k, e), tl));
+        Work::Own(items, chunk) => {
+            let mut h = ThreadHashes { landing: vec![Landing::default(); cx.parts.len()], ..Default::default() };
+            for it in items {
+                if cx.stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let base = cx.parts[it.part].range.start;
+                let mut x = it.span.map(|_| xxhash_rust::xxh3::Xxh3::new());
+                let mut run = h.landing[it.part].run(it.range.start);
+                let mut sink = |b: &[u8]| {
+                    if let Some(x) = x.as_mut() {
+                        x.update(b);
+                    }
+                    run.feed(b);
+                };
+                for r in super::chunks(base + it.range.start..base + it.range.end, chunk.max(1)) {
+                    if let Err(e) = stage(&mut bufs, it.part, r, cx, &mut tl, Some(&mut sink)) {
+                        return Err((e, tl));
+                    }
+                }
+                drop(run);
+                if let (Some(x), Some(span)) = (x, it.span) {
+                    h.hashes.push((it.part, span, x.digest()));
+                }
+            }
+            h.hash_s = tl.hash_s;
+            h.bytes = tl.bytes;
+            Some(h)
         }
-        tl.enqueue_s += t_copy.elapsed().as_secs_f64();
-        tl.chunks += 1;
-        tl.bytes += len as u64;
-        let mut s = spans.lock().unwrap_or_else(|p| p.into_inner());
-        let span = &mut s[*k];
-        span.0 = span.0.min((t_read - t0).as_secs_f64());
-        span.1 = span.1.max((t_copy - t0).as_secs_f64());
+    };
+    tl.done_at_s = cx.t0.elapsed().as_secs_f64();
+    Ok((tl, hashed))
+}
+
+/// Stage chunk `r` (file offsets) of part `k`: wait for the next bounce
+/// buffer's previous copy, read the chunk into it (handing each piece to
+/// `sink` as it is read, when checking), queue its copy to the destination.
+fn stage(
+    bufs: &mut Turns<'_>,
+    k: usize,
+    r: Range<u64>,
+    cx: &Shared<'_>,
+    tl: &mut ThreadTimeline,
+    sink: Option<&mut dyn FnMut(&[u8])>,
+) -> Result<(), FileLoadError> {
+    let slot = bufs.turn % bufs.mine.len();
+    bufs.turn += 1;
+    let (o, i, buf) = &mut *bufs.mine[slot];
+    let t = Instant::now();
+    cx.dsts[*o].wait(*i).map_err(|e| FileLoadError::Cuda(k, e))?;
+    let t_read = Instant::now();
+    tl.copy_wait_s += (t_read - t).as_secs_f64();
+    let len = (r.end - r.start) as usize;
+    let dst = &mut buf.as_host_mut().expect("bounce buffers are pinned host memory")[..len];
+    let (got, hash_s) = fill(&cx.sources[k], r.start, dst, sink).map_err(|e| FileLoadError::Io(k, "cannot read", e))?;
+    if got != len {
+        return Err(FileLoadError::Short(k, r.start - cx.parts[k].range.start + got as u64));
     }
-    tl.done_at_s = t0.elapsed().as_secs_f64();
-    Ok(tl)
+    let t_copy = Instant::now();
+    tl.read_s += (t_copy - t_read).as_secs_f64() - hash_s;
+    tl.hash_s += hash_s;
+    let at = cx.parts[k].at + (r.start - cx.parts[k].range.start) as usize;
+    cx.dsts[k].copy_in_async_via(cx.dsts[*o], *i, dst, at).map_err(|e| FileLoadError::Cuda(k, e))?;
+    tl.enqueue_s += t_copy.elapsed().as_secs_f64();
+    tl.chunks += 1;
+    tl.bytes += len as u64;
+    let mut s = cx.spans.lock().unwrap_or_else(|p| p.into_inner());
+    let span = &mut s[k];
+    span.0 = span.0.min((t_read - cx.t0).as_secs_f64());
+    span.1 = span.1.max((t_copy - cx.t0).as_secs_f64());
+    Ok(())
+}
+
+/// Fill `dst` from `src` at file offset `offset` (a `pread` loop, or a copy
+/// out of the mapping) until it is full or the file ends. With `sink`, in
+/// pieces of [`HASH_PIECE`], each handed to `sink` right after it is read.
+/// Returns the bytes read and the seconds spent in `sink`.
+fn fill(src: &Source, offset: u64, dst: &mut [u8], mut sink: Option<&mut dyn FnMut(&[u8])>) -> std::io::Result<(usize, f64)> {
+    let piece = if sink.is_some() { HASH_PIECE } else { dst.len().max(1) };
+    let (mut done, mut hash_s) = (0, 0.0);
+    while done < dst.len() {
+        let end = (done + piece).min(dst.len());
+        let at = offset + done as u64;
+        let got = match &src.map {
+            Some(m) => {
+                let from = (at as usize).min(m.len());
+                let have = (end - done).min(m.len() - from);
+                dst[done..done + have].copy_from_slice(&m[from..from + have]);
+                have
+            }
+            None => read_full(&src.file, &mut dst[done..end], at)?,
+        };
+        if let Some(s) = sink.as_mut() {
+            let t = Instant::now();
+            s(&dst[done..done + got]);
+            hash_s += t.elapsed().as_secs_f64();
+        }
+        done += got;
+        if done < end {
+            break;
+        }
+    }
+    Ok((done, hash_s))
 }
 
 /// `pread` until `dst` is full or the file ends; the bytes read.
@@ -433,6 +556,35 @@ mod tests {
     }
 
     #[test]
+    fn a_checked_fill_hands_every_byte_to_the_sink_in_order() {
+        let dir = std::env::temp_dir().join(format!("s3rdma-fp-sink-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("x");
+        let data: Vec<u8> = (0..(3u32 << 20) + 123).map(|i| (i * 13 % 241) as u8).collect();
+        std::fs::write(&f, &data).unwrap();
+        let file = File::open(&f).unwrap();
+        // SAFETY: a file of this test's own, not changed while mapped.
+        let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+        for src in [Source { file: File::open(&f).unwrap(), map: None }, Source { file, map: Some(map) }] {
+            let (mut seen, mut calls) = (Vec::new(), 0);
+            let mut sink = |b: &[u8]| {
+                seen.extend_from_slice(b);
+                calls += 1;
+            };
+            let mut dst = vec![0u8; data.len() - 100];
+            let (got, _) = fill(&src, 100, &mut dst, Some(&mut sink)).unwrap();
+            assert_eq!(got, data.len() - 100);
+            assert_eq!(calls, (data.len() - 100).div_ceil(HASH_PIECE), "one call per piece");
+            assert!(seen == data[100..] && dst == data[100..], "every byte, in order, in the buffer and the sink");
+            let mut seen = Vec::new();
+            let mut past = vec![0u8; 4096];
+            let (got, _) = fill(&src, data.len() as u64 - 10, &mut past, Some(&mut |b: &[u8]| seen.extend_from_slice(b))).unwrap();
+            assert_eq!((got, &seen[..]), (10, &data[data.len() - 10..]), "the file's end shortens the fill");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn the_timeline_line_says_per_thread_figures() {
         let t = LoadTimeline {
             file_io: FileIo::Pread,
@@ -445,6 +597,7 @@ mod tests {
             read_s: 2.0,
             copy_wait_s: 0.4,
             enqueue_s: 0.04,
+            hash_s: 0.0,
             drain_s: 0.1,
             by_thread: vec![],
             by_part: vec![],

@@ -111,8 +111,13 @@ impl LocalStore {
     /// checks it (present, of the pinned version, long enough), loaded on
     /// the reader threads, then checked again: a file replaced or rewritten
     /// during the load is [`StoreError::Changed`], since its bytes may mix
-    /// two versions.
-    fn load_files(&self, parts: &[super::StagedPart], dsts: &mut [&mut crate::mem::DeviceBuffer]) -> Result<super::DeviceLoad, StoreError> {
+    /// two versions. With `check`, the readers hash what they stage.
+    fn load_files(
+        &self,
+        parts: &[super::StagedPart],
+        dsts: &mut [&mut crate::mem::DeviceBuffer],
+        check: Option<&super::StagedCheck>,
+    ) -> Result<super::DeviceLoad, StoreError> {
         self.bucket_exists()?;
         let mut files = Vec::with_capacity(parts.len());
         let mut versions = Vec::with_capacity(parts.len());
@@ -129,13 +134,14 @@ impl LocalStore {
             versions.push(file_version(&md));
             files.push(super::file_pipeline::FilePart { key: p.key.clone(), path, range, at: p.at });
         }
-        let (bytes, timeline) = super::file_pipeline::load(&files, dsts, self.io_threads, self.file_io).map_err(|e| self.file_load_error(&files, e))?;
+        let (bytes, timeline, checked) =
+            super::file_pipeline::load(&files, dsts, self.io_threads, self.file_io, check).map_err(|e| self.file_load_error(&files, e))?;
         for (f, v) in files.iter().zip(&versions) {
             let now = fs::metadata(&f.path).map_err(|e| self.io("cannot stat", &f.key, e))?;
             super::check_version(&f.key, &self.location(), v, Some(&file_version(&now)))?;
         }
         let transfers = bytes.into_iter().zip(versions).map(|(b, v)| Transfer { version: Some(v), ..Transfer::of(b, TransferPath::Local) }).collect();
-        Ok(super::DeviceLoad { transfers, timeline })
+        Ok(super::DeviceLoad { transfers, timeline, checked })
     }
 
     /// A file load's error as the store's: the part's key and this bucket named.
@@ -342,8 +348,13 @@ impl ObjectStore for LocalStore {
     /// Reader threads of their own ([`super::file_pipeline`]), `--io-threads`
     /// of them; with `--direct`, `None`: O_DIRECT reads keep the staged
     /// pipeline, which aligns them.
-    fn read_to_device(&self, parts: &[super::StagedPart], dsts: &mut [&mut crate::mem::DeviceBuffer]) -> Option<Result<super::DeviceLoad, StoreError>> {
-        (!self.direct).then(|| blocking(|| self.load_files(parts, dsts)))
+    fn read_to_device(
+        &self,
+        parts: &[super::StagedPart],
+        dsts: &mut [&mut crate::mem::DeviceBuffer],
+        check: Option<&super::StagedCheck>,
+    ) -> Option<Result<super::DeviceLoad, StoreError>> {
+        (!self.direct).then(|| blocking(|| self.load_files(parts, dsts, check)))
     }
     fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {
         let fallback = in_windows.get("direct_fallback_bytes");

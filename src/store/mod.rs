@@ -19,11 +19,13 @@ pub mod local;
 pub mod rdma;
 pub mod server;
 mod staged;
+mod staged_check;
 mod transfer;
 
 pub use config::{Backend, ChecksumMode, HttpGet, StoreConfig};
 pub use file_pipeline::{DeviceLoad, FileIo, LoadTimeline};
 pub use staged::{StagedPart, pool_shares, read_plan, staged_read, staged_read_pooled, staged_read_spread};
+pub use staged_check::{StagedCheck, StagedHashes};
 pub use transfer::{ObjectVersion, Rails, StoreStats, Transfer, TransferPath, check_version};
 
 use std::fmt;
@@ -198,11 +200,19 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// done; `None` when it has none, and the caller uses the generic staged
     /// pipeline ([`staged_read_pooled`]). The local store reads its files on
     /// reader threads of their own ([`file_pipeline`]), but with `--direct`.
+    /// With `check`, the pipeline also hashes what it stages
+    /// ([`StagedCheck`]; the result in [`DeviceLoad::checked`]); a pipeline
+    /// that cannot leaves `checked` `None`.
     ///
     /// Errors: the store's, as its reads would give them (missing key, a
     /// version changed before or during the load, a short file), and CUDA
     /// errors as [`StoreError::Other`].
-    fn read_to_device(&self, _parts: &[StagedPart], _dsts: &mut [&mut crate::mem::DeviceBuffer]) -> Option<Result<DeviceLoad, StoreError>> {
+    fn read_to_device(
+        &self,
+        _parts: &[StagedPart],
+        _dsts: &mut [&mut crate::mem::DeviceBuffer],
+        _check: Option<&StagedCheck>,
+    ) -> Option<Result<DeviceLoad, StoreError>> {
         None
     }
 }

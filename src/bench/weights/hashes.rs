@@ -1,8 +1,13 @@
 //! The loaded tensors' XXH3-64, on every core: the check `weights --verify`
-//! makes against the model's digest. Host memory is hashed where it lies;
-//! device memory is read back in chunks through pinned buffers (the
-//! destinations' own bounce buffers, idle once the load is done), so what is
-//! checked is the bytes in their destination, not the bytes as staged.
+//! makes against the model's digest. Host memory is hashed where it lies.
+//! Device memory loaded by a store's own device pipeline (local files) is
+//! hashed as it is staged, tensor by tensor on the reader threads
+//! ([`crate::store::StagedCheck`]), and the bytes in device memory are then
+//! compared with the staged bytes by the landing checksum the GPU computes
+//! ([`crate::mem::Landing`]): nothing crosses PCIe twice. Otherwise (the
+//! generic staged pipeline, or a GPU whose driver cannot run the checksum's
+//! kernel) device memory is read back in chunks through pinned buffers (the
+//! destinations' own bounce buffers, idle once the load is done).
 //!
 //! One thread per core, each with its own pinned buffer; tensors go to
 //! threads largest first, each to the least loaded thread (longest
@@ -16,6 +21,7 @@ use serde::Serialize;
 
 use crate::format::weights::ShardLayout;
 use crate::mem::Buffer;
+use crate::store::{StagedCheck, StagedHashes};
 
 /// Bytes per read-back when a destination has no bounce buffer to lend.
 const READ_BACK_CHUNK: usize = 16 << 20;
@@ -32,6 +38,56 @@ pub struct CheckedHow {
     pub seconds: f64,
     /// Bytes hashed.
     pub bytes: u64,
+    /// Hashed as staged: per reader thread, the mean seconds hashing inside
+    /// the load (the load's wall time includes them); `None` when hashed after the load.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_load_s: Option<f64>,
+    /// Why the check as staged was not used (the GPU's kernel failed), when it was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<String>,
+}
+
+/// What a load should hash as it stages, for `layout` (one part per
+/// shard, each tensor a span of its data section, in the layout's order).
+pub(super) fn staged_check(layout: &[ShardLayout]) -> StagedCheck {
+    StagedCheck { spans: layout.iter().map(|l| l.tensors.iter().map(|t| t.offset..t.offset + t.nbytes).collect()).collect() }
+}
+
+/// Every tensor's XXH3-64 as the load staged it (`staged`, from
+/// [`staged_check`]), after the GPU's landing checksum of each device
+/// buffer has shown it holds the staged bytes. Returns the hashes per shard
+/// (as [`loaded_hashes`] does), the shards whose device memory differs from
+/// what was staged (their hashes then come from reading them back, so the
+/// differing tensors are named), and how it was done.
+///
+/// Errors: a driver call's (the kernel's JIT compile included); the caller
+/// then reads every shard back ([`loaded_hashes`]).
+pub(super) fn staged_hashes(
+    layout: &[ShardLayout],
+    bufs: &mut [Buffer],
+    staged: &StagedHashes,
+    threads: usize,
+) -> Result<(Vec<Vec<u64>>, Vec<String>, CheckedHow), String> {
+    let t0 = Instant::now();
+    let mut hashes = staged.hashes.clone();
+    let mut landed_wrong = Vec::new();
+    for (k, (l, b)) in layout.iter().zip(bufs.iter_mut()).enumerate() {
+        let Buffer::Device(d) = b else { return Err(format!("shard '{}' is not in device memory", l.key)) };
+        if d.landing_checksum(l.data_bytes() as usize)? != staged.landing[k] {
+            landed_wrong.push(l.key.clone());
+            let (again, _) = loaded_hashes(std::slice::from_ref(l), std::slice::from_mut(b))?;
+            hashes[k] = again.into_iter().next().unwrap_or_default();
+        }
+    }
+    let how = CheckedHow {
+        bytes_checked: "bytes as staged in pinned memory (xxh3-64 per tensor on the reader threads, during the load), then device memory against them (a landing checksum computed on the GPU)".into(),
+        threads,
+        seconds: t0.elapsed().as_secs_f64(),
+        bytes: layout.iter().map(|l| l.data_bytes()).sum(),
+        in_load_s: Some(staged.hash_s / threads.max(1) as f64),
+        fallback: None,
+    };
+    Ok((hashes, landed_wrong, how))
 }
 
 /// One tensor to hash: (shard index, tensor index, bytes); after hashing,
@@ -92,6 +148,8 @@ pub(super) fn loaded_hashes(layout: &[ShardLayout], bufs: &mut [Buffer]) -> Resu
         threads,
         seconds,
         bytes: units.iter().map(|u| u.2).sum(),
+        in_load_s: None,
+        fallback: None,
     };
     Ok((out, how))
 }
@@ -143,6 +201,51 @@ fn hash_units(layout: &[ShardLayout], bufs: &[Buffer], mine: &[Unit], mut rb: Op
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::weights::TensorEntry;
+
+    /// On a GPU: hashes as staged are taken when device memory holds the
+    /// staged bytes; a byte flipped in device memory after the load is
+    /// caught by the landing checksum and its tensor named by the read-back.
+    #[test]
+    fn a_byte_flipped_in_device_memory_after_staging_is_caught() {
+        let gpu = match crate::mem::Gpu::open(0) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("skipping a_byte_flipped_in_device_memory_after_staging_is_caught: no GPU ({e})");
+                return;
+            }
+        };
+        let data: Vec<u8> = (0..(3u64 << 20) + 3).map(|i| (i * 31 % 253) as u8).collect();
+        let n = data.len() as u64;
+        let cuts = [0, 1000, 1_500_001, n];
+        let tensors: Vec<TensorEntry> = cuts
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| TensorEntry { name: format!("t{i}"), dtype: "U8".into(), shape: vec![(w[1] - w[0]) as usize], offset: w[0], nbytes: w[1] - w[0] })
+            .collect();
+        let layout = [ShardLayout { key: "m/model.safetensors".into(), object_bytes: n + 8, data_start: 8, tensors, version: None }];
+        let mut d = crate::mem::DeviceBuffer::new(&gpu, n as usize, 2, 1 << 20).expect("device buffer");
+        d.write_from_host(0, &data).expect("copy in");
+        let check = staged_check(&layout);
+        let staged = StagedHashes {
+            hashes: vec![check.spans[0].iter().map(|r| xxhash_rust::xxh3::xxh3_64(&data[r.start as usize..r.end as usize])).collect()],
+            landing: vec![crate::mem::landing_checksum(&data)],
+            hash_s: 0.1,
+            largest_share_bytes: n,
+        };
+        let mut bufs = vec![Buffer::Device(d)];
+        let (hashes, wrong, how) = staged_hashes(&layout, &mut bufs, &staged, 2).expect("the kernel runs");
+        assert!(wrong.is_empty());
+        assert_eq!(hashes, staged.hashes);
+        assert_eq!(how.in_load_s, Some(0.05));
+        let Buffer::Device(d) = &mut bufs[0] else { unreachable!() };
+        d.write_from_host(1_200_000, &[data[1_200_000] ^ 0x80]).expect("flip");
+        let (hashes, wrong, _) = staged_hashes(&layout, &mut bufs, &staged, 2).expect("the kernel runs");
+        assert_eq!(wrong, ["m/model.safetensors"]);
+        assert_eq!(hashes[0][0], staged.hashes[0][0]);
+        assert_ne!(hashes[0][1], staged.hashes[0][1], "the flipped tensor's read-back hash differs");
+        assert_eq!(hashes[0][2], staged.hashes[0][2]);
+    }
 
     #[test]
     fn the_largest_tensors_spread_first() {

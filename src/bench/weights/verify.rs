@@ -181,6 +181,9 @@ fn loaded(shard: &ShardLayout, buf: &Buffer) -> Result<Vec<u8>> {
 /// Compare every tensor of `layout`, loaded into `bufs` (one per shard),
 /// with the best reference there is (module docs): `reference` when given,
 /// else `digest` (the model's, [`crate::catalog::digest::read`]), else a re-read of `store`.
+/// Against the digest, `staged` (what the load hashed as it staged, and its
+/// reader threads) is used where given, with device memory checked against
+/// it on the GPU ([`super::hashes::staged_hashes`]).
 ///
 /// Errors: an unreadable reference; the store's.
 pub(super) async fn verify(
@@ -190,6 +193,7 @@ pub(super) async fn verify(
     bufs: &mut [Buffer],
     reference: Option<&Path>,
     digest: Option<&Digest>,
+    staged: Option<(&crate::store::StagedHashes, usize)>,
 ) -> Result<Verified> {
     let mut how = None;
     let mut checked = 0;
@@ -203,7 +207,19 @@ pub(super) async fn verify(
         }
         (Reference::LocalCopy, format!("the local copy at {} (the safetensors crate's reading)", path.display()))
     } else if let Some(d) = digest {
-        let (hashes, h) = super::hashes::loaded_hashes(layout, bufs).map_err(|e| Error::Runtime(format!("--verify: {e}")))?;
+        let read_back = |bufs: &mut [Buffer]| super::hashes::loaded_hashes(layout, bufs).map_err(|e| Error::Runtime(format!("--verify: {e}")));
+        let (hashes, h) = match staged.map(|(st, threads)| super::hashes::staged_hashes(layout, bufs, st, threads)) {
+            Some(Ok((hashes, landed_wrong, h))) => {
+                mismatched.extend(landed_wrong.into_iter().map(|k| format!("{k}: device memory differs from the bytes staged (landing checksum)")));
+                (hashes, h)
+            }
+            Some(Err(e)) => {
+                let (hashes, mut h) = read_back(bufs)?;
+                h.fallback = Some(format!("the GPU's landing checksum failed ({e}): device memory was read back instead"));
+                (hashes, h)
+            }
+            None => read_back(bufs)?,
+        };
         for (shard, hs) in layout.iter().zip(&hashes) {
             checked += shard.tensors.len();
             mismatched.extend(d.mismatches_hashed(file_of(prefix, &shard.key), shard, hs));

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# weights --verify as staged, on a GPU machine, beside the unverified load
+# and InstantTensor (its page-cache backends), in one run, fresh processes
+# interleaved over ROUNDS rounds (scripts/peers_weights.py), from the page
+# cache and from tmpfs (/dev/shm). Also runs the library's GPU tests (the
+# landing checksum's kernel against the host's, a flipped byte in device
+# memory) when the test binary is there.
+#
+#   scripts/gpu-weights-verify.sh            # binaries in .carry
+#
+# .carry holds s3rdma (or s3rdma.xz) and optionally libtests(.xz) (the
+# library's test binary, `cargo test --lib --no-run`, stripped); .whl holds
+# the instanttensor wheel (see the device README for fetching wheels).
+# Builds nothing. Env: ROUNDS (3), CACHES (pagecache,tmpfs), OUT (records copied there).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+for f in .carry/*.xz; do [ -e "$f" ] && xz -dkf "$f" && chmod +x "${f%.xz}"; done
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+fi
+S=.carry/s3rdma
+if [ -x .carry/libtests ]; then
+  echo "== the library's GPU tests"
+  .carry/libtests --test-threads 1 --nocapture mem::landing bench::weights::hashes 2>&1 | grep -E "^test |skipping|panicked|test result" | tail -12
+fi
+ROUNDS=${ROUNDS:-3}
+mkdir -p results
+for cache in ${CACHES:-pagecache tmpfs}; do
+  case $cache in
+    pagecache) ROOT=/tmp/s3rdma-wv ;;
+    tmpfs) ROOT=/dev/shm/s3rdma-wv ;;
+  esac
+  if [ ! -f "$ROOT/s3rdma-bench/m/llama/model.safetensors.index.json" ]; then
+    if [ "$cache" = tmpfs ] && [ -d /tmp/s3rdma-wv/s3rdma-bench ]; then
+      mkdir -p "$ROOT" && cp -r /tmp/s3rdma-wv/s3rdma-bench "$ROOT/"
+    else
+      "$S" weights --root "$ROOT" --synth llama-3.1-8b --model m/llama > /dev/null || { echo "synth FAILED"; exit 1; }
+    fi
+  fi
+  echo "== $cache ($ROOT: $(df -hT "$ROOT" | tail -1 | awk '{print $2}'))"
+  python3 scripts/peers_weights.py --s3rdma "$S" --root "$ROOT" --model m/llama --rounds "$ROUNDS" --caches warm \
+    --loaders s3rdma-default,instanttensor-mmap,instanttensor-buffered --variant "verify=--verify" --tag "gpu-verify-$cache"
+  # The verified runs' own records (stages, what was checked).
+  [ -n "${OUT:-}" ] && ls -t "$ROOT"/records/weights-*.json 2>/dev/null | head -1 | xargs -r -I{} cp {} "$OUT/weights-verify-$cache.json"
+done
+[ -n "${OUT:-}" ] && cp results/peers-weights-*gpu-verify-* "$OUT/" 2>/dev/null
+ls results/peers-weights-*gpu-verify-*
