@@ -11,6 +11,7 @@
 # .carry holds s3rdma (or s3rdma.xz) and optionally libtests(.xz) (the
 # library's test binary, `cargo test --lib --no-run`, stripped); .whl holds
 # the instanttensor wheel (see the device README for fetching wheels).
+# Then scripts/probe_register.py on the page-cache copy (SKIP_PROBE=1: not).
 # Builds nothing. Env: ROUNDS (3), CACHES (pagecache,tmpfs), OUT (records copied there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -43,5 +44,9 @@ for cache in ${CACHES:-pagecache tmpfs}; do
   # The verified runs' own records (stages, what was checked).
   [ -n "${OUT:-}" ] && ls -t "$ROOT"/records/weights-*.json 2>/dev/null | head -1 | xargs -r -I{} cp {} "$OUT/weights-verify-$cache.json"
 done
+if [ -z "${SKIP_PROBE:-}" ]; then
+  echo "== page-cache pages registered and copied by DMA, no CPU copy (scripts/probe_register.py)"
+  timeout 120 python3 scripts/probe_register.py /tmp/s3rdma-wv/s3rdma-bench/m/llama/*.safetensors 2>&1 | tail -8
+fi
 [ -n "${OUT:-}" ] && cp results/peers-weights-*gpu-verify-* "$OUT/" 2>/dev/null
 ls results/peers-weights-*gpu-verify-*
