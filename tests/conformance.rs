@@ -620,7 +620,7 @@ async fn local_reader_threads_put_every_byte_in_place() {
         // 7 bounce buffers of 1 MiB spread over three destinations: 3 threads double-buffer.
         let mut bufs: Vec<Buffer> = sizes.iter().zip([3, 2, 2]).map(|(&n, b)| Buffer::for_dest(Dest::Device, Some(&gpu), n + 4099, b, MIB).unwrap()).collect();
         let mut dsts: Vec<&mut s3rdma::mem::DeviceBuffer> = bufs.iter_mut().map(|b| if let Buffer::Device(d) = b { d } else { unreachable!() }).collect();
-        let load = s.read_to_device(&parts, &mut dsts).expect("the local store has its own device pipeline").unwrap();
+        let load = s.read_to_device(&parts, &mut dsts, None).expect("the local store has its own device pipeline").unwrap();
         assert_eq!(load.timeline.threads, 3, "{io}");
         assert_eq!(load.timeline.bytes, sizes.iter().map(|&n| n as u64 - 13).sum::<u64>(), "{io}");
         for (i, (t, n)) in load.transfers.iter().zip(sizes).enumerate() {
@@ -630,9 +630,24 @@ async fn local_reader_threads_put_every_byte_in_place() {
             assert!(back == srcs[i].as_host().unwrap()[13..], "{io}: f{i} differs in device memory");
         }
         let past = [store::StagedPart { key: "f2".into(), range: 0..778, at: 0, version: None }];
-        assert!(s.read_to_device(&past, &mut dsts[2..]).unwrap().is_err(), "{io}: a range past the end");
+        assert!(s.read_to_device(&past, &mut dsts[2..], None).unwrap().is_err(), "{io}: a range past the end");
         let pinned = [store::StagedPart { version: Some(store::ObjectVersion { tag: Some("other".into()), size: 777 }), ..parts[2].clone() }];
-        assert!(matches!(s.read_to_device(&pinned, &mut dsts[2..]).unwrap(), Err(StoreError::Changed { .. })), "{io}: another version");
+        assert!(matches!(s.read_to_device(&pinned, &mut dsts[2..], None).unwrap(), Err(StoreError::Changed { .. })), "{io}: another version");
+        // Checked as staged: every span's XXH3-64 and each part's landing
+        // checksum are the source's, and device memory (from `at`) sums the same on the GPU.
+        let parts: Vec<store::StagedPart> = parts.iter().map(|p| store::StagedPart { at: 8, ..p.clone() }).collect();
+        let spans: Vec<Vec<std::ops::Range<u64>>> = sizes.iter().map(|&n| vec![0..1, 1..(n as u64 - 13) / 2, (n as u64 - 13) / 2 + 5..n as u64 - 14]).collect();
+        let check = store::StagedCheck { spans: spans.clone() };
+        let load = s.read_to_device(&parts, &mut dsts, Some(&check)).unwrap().unwrap();
+        let got = load.checked.expect("a checked load says what it hashed");
+        assert!(load.timeline.hash_s > 0.0, "{io}: hashing is timed");
+        for (i, src) in srcs.iter().enumerate() {
+            let part = &src.as_host().unwrap()[13..];
+            let want: Vec<u64> = spans[i].iter().map(|r| xxhash_rust::xxh3::xxh3_64(&part[r.start as usize..r.end as usize])).collect();
+            assert_eq!(got.hashes[i], want, "{io}: f{i}'s spans as staged");
+            assert_eq!(got.landing[i], s3rdma::mem::landing_checksum(part), "{io}: f{i}'s landing checksum as staged");
+            assert_eq!(dsts[i].landing_checksum(8, part.len()).unwrap(), got.landing[i], "{io}: f{i} in device memory");
+        }
         println!("{io}: reader threads byte-exact");
     }
 }

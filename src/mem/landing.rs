@@ -129,7 +129,7 @@ impl Run<'_> {
             self.fill += n as u8;
             self.pos += n as u64;
             b = &b[n..];
-            if self.pos % 8 == 0 {
+            if self.pos.is_multiple_of(8) {
                 self.close();
             }
         }
@@ -181,15 +181,20 @@ fn kernel(ordinal: usize) -> Result<sys::CUfunction, String> {
 }
 
 impl DeviceBuffer {
-    /// The landing checksum of this buffer's first `len` bytes (module docs),
-    /// computed on the GPU after every copy into the buffer is done: the
-    /// whole words by the kernel, the last partial word read back (at most 7 bytes).
+    /// The landing checksum of `len` bytes of this buffer from byte `offset`
+    /// (module docs; word 0 at `offset`), computed on the GPU after every
+    /// copy into the buffer is done: the whole words by the kernel, the last
+    /// partial word read back (at most 7 bytes).
     ///
-    /// Errors: `len` past the buffer, or a driver call's (the kernel's JIT
-    /// compile included), named.
-    pub fn landing_checksum(&self, len: usize) -> Result<u64, String> {
-        if len > self.len {
-            return Err(format!("a landing checksum of {len} bytes of a {} byte device buffer", self.len));
+    /// Errors: a range past the buffer, an `offset` that is not a multiple
+    /// of 8 (the kernel reads aligned words), or a driver call's (the
+    /// kernel's JIT compile included), named.
+    pub fn landing_checksum(&self, offset: usize, len: usize) -> Result<u64, String> {
+        if offset + len > self.len || !offset.is_multiple_of(8) {
+            return Err(format!(
+                "a landing checksum of {len} bytes at byte {offset} of a {} byte device buffer (the range must fit and start at a multiple of 8)",
+                self.len
+            ));
         }
         for i in 0..self.streams.len() {
             self.wait(i)?;
@@ -202,7 +207,7 @@ impl DeviceBuffer {
         let summed = (|| {
             // SAFETY: out is 8 valid bytes.
             unsafe { sys::cuMemsetD8_v2(out, 0, 8) }.result().map_err(|e| cuda_err("cuMemsetD8", e))?;
-            let (mut data, mut n, mut first, mut key, mut o) = (self.dptr, words, 0u64, KEY, out);
+            let (mut data, mut n, mut first, mut key, mut o) = (self.dptr + offset as u64, words, 0u64, KEY, out);
             let mut params: [*mut c_void; 5] = [
                 &mut data as *mut u64 as *mut c_void,
                 &mut n as *mut u64 as *mut c_void,
@@ -228,7 +233,7 @@ impl DeviceBuffer {
         let tail = len % 8;
         if tail > 0 {
             let mut w = [0u8; 8];
-            self.read_back(len - tail, &mut w[..tail])?;
+            self.read_back(offset + len - tail, &mut w[..tail])?;
             sum = sum.wrapping_add(term(u64::from_le_bytes(w), words));
         }
         Ok(sum)
@@ -287,7 +292,7 @@ mod tests {
         let mut lost = d.clone();
         lost[4096..].fill(0);
         assert_ne!(checksum(&lost), sum, "a tail that never landed");
-        assert_ne!(checksum(&vec![0u8; 64]), checksum(&vec![0u8; 72]), "zeros of another length");
+        assert_ne!(checksum(&[0u8; 64]), checksum(&[0u8; 72]), "zeros of another length");
     }
 
     #[test]
@@ -315,9 +320,12 @@ mod tests {
         let d = data(n);
         let mut b = DeviceBuffer::new(&gpu, n, 0, 0).expect("device buffer");
         b.write_from_host(0, &d).expect("copy in");
-        assert_eq!(b.landing_checksum(n).expect("kernel"), checksum(&d));
-        assert_eq!(b.landing_checksum(1000).expect("kernel"), checksum(&d[..1000]));
+        assert_eq!(b.landing_checksum(0, n).expect("kernel"), checksum(&d));
+        assert_eq!(b.landing_checksum(0, 1000).expect("kernel"), checksum(&d[..1000]));
+        assert_eq!(b.landing_checksum(4096, 1003).expect("kernel"), checksum(&d[4096..5099]));
+        assert!(b.landing_checksum(4, 8).unwrap_err().contains("multiple of 8"));
+        assert!(b.landing_checksum(8, n).unwrap_err().contains("must fit"));
         b.write_from_host(12_345_678, &[d[12_345_678] ^ 1]).expect("flip");
-        assert_ne!(b.landing_checksum(n).expect("kernel"), checksum(&d), "a flipped byte in device memory");
+        assert_ne!(b.landing_checksum(0, n).expect("kernel"), checksum(&d), "a flipped byte in device memory");
     }
 }

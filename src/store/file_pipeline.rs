@@ -27,12 +27,16 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::load_timeline::{LoadTimeline, PartTimeline, ThreadTimeline};
 use super::staged_check::{self, Item, StagedCheck, StagedHashes, ThreadHashes};
 use crate::mem::{Buffer, DeviceBuffer, Landing};
 
 /// Bytes read (or copied out of a mapping) at a time in a checked load, then
 /// hashed while they are still in the core's cache.
 const HASH_PIECE: usize = 1 << 20;
+
+/// Where a checked load hands each piece it read (the reader thread's hashers).
+type Sink<'a> = Option<&'a mut dyn FnMut(&[u8])>;
 
 /// How a reader thread gets a chunk of a file into its bounce buffer (`--file-io`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -71,95 +75,6 @@ pub struct FilePart {
     pub range: Range<u64>,
     /// Byte offset in the destination where `range.start` lands.
     pub at: usize,
-}
-
-/// Where a load's time went, by stage: the sums over reader threads, per
-/// thread, and per part. Seconds from the load's start where a point in time
-/// is meant (`*_at_s`), else durations.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct LoadTimeline {
-    /// How chunks were read (`pread`, `mmap`).
-    pub file_io: FileIo,
-    /// Reader threads.
-    pub threads: usize,
-    /// Bytes per chunk (one read, one host-to-device copy).
-    pub chunk_bytes: u64,
-    /// Pinned bounce buffers in the pool, each with its own copy stream.
-    pub bounce_buffers: usize,
-    /// Chunks read.
-    pub chunks: u64,
-    /// Bytes read.
-    pub bytes: u64,
-    /// Start of the load to every copy done.
-    pub wall_s: f64,
-    /// Sum over threads of seconds reading chunks into bounce buffers.
-    pub read_s: f64,
-    /// Sum over threads of seconds waiting for a bounce buffer's previous copy.
-    pub copy_wait_s: f64,
-    /// Sum over threads of seconds queuing copies (the driver's call).
-    pub enqueue_s: f64,
-    /// Sum over threads of seconds hashing staged bytes (a checked load:
-    /// [`super::staged_check`]; 0 otherwise), not counted in `read_s`.
-    pub hash_s: f64,
-    /// From the last reader's end to every copy done (the copies' tail).
-    pub drain_s: f64,
-    /// Each reader thread's share.
-    pub by_thread: Vec<ThreadTimeline>,
-    /// Each part's span.
-    pub by_part: Vec<PartTimeline>,
-}
-
-/// One reader thread's figures in a [`LoadTimeline`].
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
-pub struct ThreadTimeline {
-    /// Chunks it read.
-    pub chunks: u64,
-    /// Bytes it read.
-    pub bytes: u64,
-    /// Seconds reading.
-    pub read_s: f64,
-    /// Seconds waiting for its bounce buffers' copies.
-    pub copy_wait_s: f64,
-    /// Seconds queuing copies.
-    pub enqueue_s: f64,
-    /// Seconds hashing staged bytes (a checked load).
-    pub hash_s: f64,
-    /// When it ended, from the load's start.
-    pub done_at_s: f64,
-}
-
-/// One part's span in a [`LoadTimeline`].
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct PartTimeline {
-    /// The object's key.
-    pub key: String,
-    /// Bytes of the part.
-    pub bytes: u64,
-    /// When its first read began, from the load's start.
-    pub first_read_at_s: f64,
-    /// When its last read ended (its last copy was queued right after).
-    pub last_read_at_s: f64,
-}
-
-impl LoadTimeline {
-    /// One line for the terminal: where the time went.
-    pub fn line(&self) -> String {
-        let n = self.threads.max(1) as f64;
-        format!(
-            "stages: {} threads ({}), {} chunks of {} MiB through {} bounce buffers; per thread {:.3} s reading, {:.3} s waiting for copies, {:.3} s queuing{}; copies' tail {:.3} s; wall {:.3} s",
-            self.threads,
-            self.file_io.name(),
-            self.chunks,
-            self.chunk_bytes >> 20,
-            self.bounce_buffers,
-            self.read_s / n,
-            self.copy_wait_s / n,
-            self.enqueue_s / n,
-            if self.hash_s > 0.0 { format!(", {:.3} s hashing as staged", self.hash_s / n) } else { String::new() },
-            self.drain_s,
-            self.wall_s
-        )
-    }
 }
 
 /// What a store's own device pipeline did ([`super::ObjectStore::read_to_device`]):
@@ -431,14 +346,7 @@ fn reader(
 /// Stage chunk `r` (file offsets) of part `k`: wait for the next bounce
 /// buffer's previous copy, read the chunk into it (handing each piece to
 /// `sink` as it is read, when checking), queue its copy to the destination.
-fn stage(
-    bufs: &mut Turns<'_>,
-    k: usize,
-    r: Range<u64>,
-    cx: &Shared<'_>,
-    tl: &mut ThreadTimeline,
-    sink: Option<&mut dyn FnMut(&[u8])>,
-) -> Result<(), FileLoadError> {
+fn stage(bufs: &mut Turns<'_>, k: usize, r: Range<u64>, cx: &Shared<'_>, tl: &mut ThreadTimeline, sink: Sink<'_>) -> Result<(), FileLoadError> {
     let slot = bufs.turn % bufs.mine.len();
     bufs.turn += 1;
     let (o, i, buf) = &mut *bufs.mine[slot];
@@ -471,7 +379,7 @@ fn stage(
 /// out of the mapping) until it is full or the file ends. With `sink`, in
 /// pieces of [`HASH_PIECE`], each handed to `sink` right after it is read.
 /// Returns the bytes read and the seconds spent in `sink`.
-fn fill(src: &Source, offset: u64, dst: &mut [u8], mut sink: Option<&mut dyn FnMut(&[u8])>) -> std::io::Result<(usize, f64)> {
+fn fill(src: &Source, offset: u64, dst: &mut [u8], mut sink: Sink<'_>) -> std::io::Result<(usize, f64)> {
     let piece = if sink.is_some() { HASH_PIECE } else { dst.len().max(1) };
     let (mut done, mut hash_s) = (0, 0.0);
     while done < dst.len() {
@@ -582,28 +490,5 @@ mod tests {
             assert_eq!((got, &seen[..]), (10, &data[data.len() - 10..]), "the file's end shortens the fill");
         }
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn the_timeline_line_says_per_thread_figures() {
-        let t = LoadTimeline {
-            file_io: FileIo::Pread,
-            threads: 4,
-            chunk_bytes: 16 << 20,
-            bounce_buffers: 8,
-            chunks: 10,
-            bytes: 160 << 20,
-            wall_s: 1.0,
-            read_s: 2.0,
-            copy_wait_s: 0.4,
-            enqueue_s: 0.04,
-            hash_s: 0.0,
-            drain_s: 0.1,
-            by_thread: vec![],
-            by_part: vec![],
-        };
-        let l = t.line();
-        assert!(l.contains("4 threads (pread), 10 chunks of 16 MiB through 8 bounce buffers"), "{l}");
-        assert!(l.contains("0.500 s reading, 0.100 s waiting for copies, 0.010 s queuing"), "{l}");
     }
 }

@@ -15,6 +15,7 @@ pub mod credentials;
 pub mod file_pipeline;
 pub mod http;
 pub mod listing;
+mod load_timeline;
 pub mod local;
 pub mod rdma;
 pub mod server;
@@ -23,7 +24,8 @@ mod staged_check;
 mod transfer;
 
 pub use config::{Backend, ChecksumMode, HttpGet, StoreConfig};
-pub use file_pipeline::{DeviceLoad, FileIo, LoadTimeline};
+pub use file_pipeline::{DeviceLoad, FileIo};
+pub use load_timeline::{LoadTimeline, PartTimeline, ThreadTimeline};
 pub use staged::{StagedPart, pool_shares, read_plan, staged_read, staged_read_pooled, staged_read_spread};
 pub use staged_check::{StagedCheck, StagedHashes};
 pub use transfer::{ObjectVersion, Rails, StoreStats, Transfer, TransferPath, check_version};

@@ -47,6 +47,10 @@ pub struct CheckedHow {
     pub fallback: Option<String>,
 }
 
+/// What [`staged_hashes`] found: the hashes per shard, the keys of the
+/// shards whose device memory differs from what was staged, and how.
+type StagedVerdict = (Vec<Vec<u64>>, Vec<String>, CheckedHow);
+
 /// What a load should hash as it stages, for `layout` (one part per
 /// shard, each tensor a span of its data section, in the layout's order).
 pub(super) fn staged_check(layout: &[ShardLayout]) -> StagedCheck {
@@ -62,18 +66,13 @@ pub(super) fn staged_check(layout: &[ShardLayout]) -> StagedCheck {
 ///
 /// Errors: a driver call's (the kernel's JIT compile included); the caller
 /// then reads every shard back ([`loaded_hashes`]).
-pub(super) fn staged_hashes(
-    layout: &[ShardLayout],
-    bufs: &mut [Buffer],
-    staged: &StagedHashes,
-    threads: usize,
-) -> Result<(Vec<Vec<u64>>, Vec<String>, CheckedHow), String> {
+pub(super) fn staged_hashes(layout: &[ShardLayout], bufs: &mut [Buffer], staged: &StagedHashes, threads: usize) -> Result<StagedVerdict, String> {
     let t0 = Instant::now();
     let mut hashes = staged.hashes.clone();
     let mut landed_wrong = Vec::new();
     for (k, (l, b)) in layout.iter().zip(bufs.iter_mut()).enumerate() {
         let Buffer::Device(d) = b else { return Err(format!("shard '{}' is not in device memory", l.key)) };
-        if d.landing_checksum(l.data_bytes() as usize)? != staged.landing[k] {
+        if d.landing_checksum(0, l.data_bytes() as usize)? != staged.landing[k] {
             landed_wrong.push(l.key.clone());
             let (again, _) = loaded_hashes(std::slice::from_ref(l), std::slice::from_mut(b))?;
             hashes[k] = again.into_iter().next().unwrap_or_default();
