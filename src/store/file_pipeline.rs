@@ -85,7 +85,7 @@ pub struct DeviceLoad {
     pub transfers: Vec<super::Transfer>,
     /// The stages' figures.
     pub timeline: LoadTimeline,
-    /// What a checked load hashed as it staged ([`super::staged_check`]); `None` unchecked.
+    /// What a checked load hashed as it staged ([`super::StagedCheck`]); `None` unchecked.
     pub checked: Option<StagedHashes>,
 }
 
@@ -120,7 +120,7 @@ struct Source {
 /// shared out among them (a thread gets every `threads`-th buffer, so at
 /// most half as many threads as buffers: each double-buffers). Blocks until
 /// every copy is done. Returns the bytes read per part, the timeline, and
-/// with `check` what was hashed as it was staged ([`super::staged_check`]:
+/// with `check` what was hashed as it was staged ([`super::StagedCheck`]:
 /// each thread then stages its own spans instead of taking chunks off the
 /// shared queue).
 ///

@@ -31,7 +31,7 @@ pub struct LoadTimeline {
     /// Sum over threads of seconds queuing copies (the driver's call).
     pub enqueue_s: f64,
     /// Sum over threads of seconds hashing staged bytes (a checked load:
-    /// [`super::staged_check`]; 0 otherwise), not counted in `read_s`.
+    /// [`super::StagedCheck`]; 0 otherwise), not counted in `read_s`.
     pub hash_s: f64,
     /// From the last reader's end to every copy done (the copies' tail).
     pub drain_s: f64,
