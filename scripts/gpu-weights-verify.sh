@@ -8,8 +8,8 @@
 #
 #   scripts/gpu-weights-verify.sh            # binaries in .carry
 #
-# .carry holds s3rdma (or s3rdma.xz) and optionally libtests(.xz) (the
-# library's test binary, `cargo test --lib --no-run`, stripped); .whl holds
+# .carry holds s3rdma (or s3rdma.xz) and optionally libtests(.xz) and
+# conformance(.xz) (`cargo test --lib --no-run`, `--test conformance`, stripped); .whl holds
 # the instanttensor wheel (see the device README for fetching wheels).
 # Then scripts/probe_register.py on the page-cache copy (SKIP_PROBE=1: not).
 # Builds nothing. Env: ROUNDS (3), CACHES (pagecache,tmpfs), OUT (records copied there).
@@ -23,6 +23,9 @@ S=.carry/s3rdma
 if [ -x .carry/libtests ]; then
   echo "== the library's GPU tests"
   .carry/libtests --test-threads 1 --nocapture mem::landing bench::weights::hashes 2>&1 | grep -E "^test |skipping|panicked|test result" | tail -12
+fi
+if [ -x .carry/conformance ]; then
+  .carry/conformance --test-threads 1 --nocapture local_reader_threads_put_every_byte_in_place 2>&1 | grep -E "^test |SKIP|byte-exact|panicked|test result" | tail -8
 fi
 ROUNDS=${ROUNDS:-3}
 mkdir -p results
