@@ -44,12 +44,15 @@ for cache in ${CACHES:-pagecache tmpfs}; do
   echo "== $cache ($ROOT: $(df -hT "$ROOT" | tail -1 | awk '{print $2}'))"
   python3 scripts/peers_weights.py --s3rdma "$S" --root "$ROOT" --model m/llama --rounds "$ROUNDS" --caches warm \
     --loaders s3rdma-default,instanttensor-mmap,instanttensor-buffered --variant "verify=--verify" --tag "gpu-verify-$cache"
-  # The verified runs' own records (stages, what was checked).
-  [ -n "${OUT:-}" ] && ls -t "$ROOT"/records/weights-*.json 2>/dev/null | head -1 | xargs -r -I{} cp {} "$OUT/weights-verify-$cache.json"
+  # The verified runs' own records (stages, what was checked), and the
+  # peers record, as each cache state ends (a run cut short keeps them).
+  if [ -n "${OUT:-}" ]; then
+    ls -t "$ROOT"/records/weights-*.json 2>/dev/null | head -1 | xargs -r -I{} cp {} "$OUT/weights-verify-$cache.json"
+    cp results/peers-weights-*gpu-verify-"$cache"* "$OUT/" 2>/dev/null
+  fi
 done
 if [ -z "${SKIP_PROBE:-}" ]; then
   echo "== page-cache pages registered and copied by DMA, no CPU copy (scripts/probe_register.py)"
   timeout 120 python3 scripts/probe_register.py /tmp/s3rdma-wv/s3rdma-bench/m/llama/*.safetensors 2>&1 | tail -8
 fi
-[ -n "${OUT:-}" ] && cp results/peers-weights-*gpu-verify-* "$OUT/" 2>/dev/null
 ls results/peers-weights-*gpu-verify-*
