@@ -10,7 +10,7 @@
 //! keyed by position instead of a secret so that moved or swapped words
 //! change the sum. A sum of per-word terms is order-free, so reader threads
 //! add their pieces in any order and the GPU adds its words in parallel
-//! (`landing.ptx`, a grid-stride loop and one atomic add per thread):
+//! (`kernels.ptx`, a grid-stride loop and one atomic add per thread):
 //! 16 GB is summed in milliseconds where reading it back takes a third of a
 //! second (PCIe). It is a checksum, not a cryptographic hash: it catches
 //! the corruption a transfer makes (a flipped, lost, moved or stale byte),
@@ -22,7 +22,6 @@
 
 use std::collections::BTreeMap;
 use std::ffi::c_void;
-use std::sync::Mutex;
 
 use cudarc::driver::{result, sys};
 
@@ -158,28 +157,6 @@ impl Drop for Run<'_> {
     }
 }
 
-/// The kernel, JIT-compiled by the driver (`landing.ptx`), NUL-terminated
-/// as `cuModuleLoadData` wants.
-const PTX: &str = concat!(include_str!("landing.ptx"), "\0");
-
-/// The loaded kernel per GPU ordinal (one module per primary context).
-static KERNELS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
-
-/// The kernel's handle on `ordinal`, loading the module on first use.
-fn kernel(ordinal: usize) -> Result<sys::CUfunction, String> {
-    let mut k = KERNELS.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((_, f)) = k.iter().find(|(o, _)| *o == ordinal) {
-        return Ok(*f as sys::CUfunction);
-    }
-    // SAFETY: PTX is NUL-terminated text; the caller bound the GPU's context.
-    let module = unsafe { result::module::load_data(PTX.as_ptr() as *const c_void) }.map_err(|e| cuda_err("cuModuleLoadData(landing.ptx)", e))?;
-    let name = std::ffi::CString::new("s3rdma_landing_sum").expect("no NUL");
-    // SAFETY: module was just loaded and is never unloaded (it lives as long as the context).
-    let f = unsafe { result::module::get_function(module, name) }.map_err(|e| cuda_err("cuModuleGetFunction(s3rdma_landing_sum)", e))?;
-    k.push((ordinal, f as usize));
-    Ok(f)
-}
-
 impl DeviceBuffer {
     /// The landing checksum of `len` bytes of this buffer from byte `offset`
     /// (module docs; word 0 at `offset`), computed on the GPU after every
@@ -200,7 +177,6 @@ impl DeviceBuffer {
             self.wait(i)?;
         }
         self.gpu.bind()?;
-        let f = kernel(self.gpu.ordinal)?;
         let words = (len / 8) as u64;
         // SAFETY: 8 bytes, freed below on every path.
         let out = unsafe { result::malloc_sync(8) }.map_err(|e| cuda_err("cuMemAlloc(8 bytes)", e))?;
@@ -215,15 +191,12 @@ impl DeviceBuffer {
                 &mut key as *mut u64 as *mut c_void,
                 &mut o as *mut u64 as *mut c_void,
             ];
-            let blocks = words.div_ceil(256).clamp(1, 2048) as u32;
             // SAFETY: the kernel reads words * 8 bytes of this live buffer
-            // (len checked above) and adds into the 8 bytes at out; the
-            // parameters match landing.ptx's five u64s; the legacy default
-            // stream, waited for by the synchronous copy below.
-            unsafe { result::launch_kernel(f, (blocks, 1, 1), (256, 1, 1), 0, std::ptr::null_mut(), &mut params) }
-                .map_err(|e| cuda_err("cuLaunchKernel(s3rdma_landing_sum)", e))?;
+            // from `offset` (checked above) and adds into the 8 bytes at
+            // out; five u64 parameters, as kernels.ptx declares them.
+            unsafe { super::kernels::launch(self.gpu.ordinal, "s3rdma_landing_sum", words, &mut params) }?;
             let mut sum = [0u64; 1];
-            // SAFETY: 8 bytes from out; synchronous, after the kernel on the legacy stream.
+            // SAFETY: 8 bytes from out, after the kernel.
             unsafe { result::memcpy_dtoh_sync(&mut sum, out) }.map_err(|e| cuda_err("cuMemcpyDtoH", e))?;
             Ok::<u64, String>(sum[0])
         })();

@@ -48,6 +48,8 @@ fn an_async_save_stalls_for_its_snapshot_and_restores_verified() {
         assert_eq!(restore["verified"]["ok"], true, "{restore}");
         assert!(restore["verified"]["tensors_checked"].as_u64().unwrap() > 100);
         assert_eq!(rec["params"]["methods"], serde_json::json!(["flat", "async"]));
+        // The next step overwrote the state during persistence and the restore still matched the snapshot.
+        assert!(rec["params"]["async_next_step"].as_str().is_some_and(|s| s.contains("every byte of every tensor inverted")), "{}", rec["params"]);
     }
 }
 

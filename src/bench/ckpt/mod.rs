@@ -57,6 +57,8 @@ mod ops;
 mod plan;
 mod repeat;
 mod results;
+#[cfg(test)]
+mod step_tests;
 pub use cache::CacheFigures;
 pub(crate) use ops::{Ctx, State, StateSpec, serial_key, verify};
 pub use plan::{ChunkChecksum, CkptMethod, CkptOp, CkptPlan, RestoreCache};
@@ -430,7 +432,9 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     let params = json!({"workloads": plan.workload, "sizes_bytes": plan.sizes, "methods": plan.methods, "ops": plan.ops,
                         "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
                         "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
-                        "alignment": fmt::ALIGNMENT});
+                        "alignment": fmt::ALIGNMENT,
+                        "async_next_step": plan.methods.contains(&CkptMethod::Async).then_some(
+                            "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time")});
     let after_commit = after_commit.into_inner().unwrap_or_else(|p| p.into_inner());
     let results = CkptResults { rows, aggregation: AGGREGATION, after_commit };
     let mut outcome = Outcome::new(params, &results, windows);

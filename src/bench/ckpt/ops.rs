@@ -121,14 +121,51 @@ where
     r
 }
 
+/// What the training job does to its state around an async save's
+/// snapshot. The next optimizer step overwrites every tensor while the save
+/// still persists; here that step inverts every byte of every tensor
+/// ([`Buffer::invert`]: on the GPU for device memory), so a save that read
+/// the live state after its snapshot (a torn snapshot) restores inverted
+/// bytes and the restore's check fails. The save inverts them back once it
+/// has persisted, so the live state is the original again for that check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NextStep {
+    /// No step during the save (a flat save: training waits for all of it).
+    None,
+    /// The step right after the snapshot, while the save persists.
+    AfterSnapshot,
+    /// A lazy snapshot, taken after the step (tests only): what the check must catch.
+    #[cfg(test)]
+    BeforeSnapshot,
+}
+
+/// Invert every tensor of `state` (see [`NextStep`]), through views: the
+/// caller guarantees nothing else touches the state's bytes meanwhile.
+fn step_state(state: &State) -> std::result::Result<(), String> {
+    for t in &state.tensors {
+        // SAFETY: a whole-buffer view, dropped at the end of this iteration;
+        // while a save persists from its snapshot nothing else reads or writes the live state.
+        let mut v = unsafe { t.view(0..t.len()) };
+        v.invert()?;
+    }
+    Ok(())
+}
+
 /// Save `state` as a flat checkpoint under `key` (a new generation), manifest last.
 ///
 /// The tensors are first copied into `flat` (`flatten_s`): device memory for
 /// `flat`, and a pinned host buffer for `async`, where that copy is the
 /// snapshot training waits for and the chunks then leave from host memory.
-pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, generation: &str) -> Result<OpFigures> {
+/// `step` says what training does meanwhile ([`NextStep`]); the step is
+/// undone before this returns, whatever the save's outcome.
+pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, generation: &str, step: NextStep) -> Result<OpFigures> {
     let t0 = Instant::now();
     let start_unix_s = now_unix();
+    let stepped = |e: String| Error::Runtime(format!("the training step after the snapshot: {e}"));
+    #[cfg(test)]
+    if step == NextStep::BeforeSnapshot {
+        blocking(|| step_state(state)).map_err(stepped)?;
+    }
     blocking(|| -> std::result::Result<(), String> {
         for (t, e) in state.tensors.iter().zip(&state.entries) {
             copy_buffer(flat, e.offset as usize, t)?;
@@ -137,6 +174,45 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
     })
     .map_err(|e| Error::Runtime(format!("flattening the state: {e}")))?;
     let flatten_s = t0.elapsed().as_secs_f64();
+    // The next step runs beside the persistence, on views of the state
+    // (SAFETY as in step_state: the save reads only its snapshot from here on).
+    let views: Vec<Buffer> = state.tensors.iter().map(|t| unsafe { t.view(0..t.len()) }).collect();
+    let next = (step == NextStep::AfterSnapshot).then(|| {
+        tokio::task::spawn_blocking(move || {
+            let mut views = views;
+            views.iter_mut().try_for_each(Buffer::invert)
+        })
+    });
+    let persisted = persist(ctx, key, state, flat, generation).await;
+    let wall_s = t0.elapsed().as_secs_f64();
+    let ran = match next {
+        Some(h) => h.await.map_err(|e| format!("it panicked: {e}")).and_then(|r| r).map(|_| true),
+        None => Ok(step != NextStep::None),
+    };
+    // Undone whatever the save's outcome: the live state is the original again.
+    if ran.as_ref().is_ok_and(|r| *r) {
+        blocking(|| step_state(state)).map_err(stepped)?;
+    }
+    ran.map_err(stepped)?;
+    let (transfer_s, checksum_s, num_chunks, chunk_bytes) = persisted?;
+    Ok(OpFigures {
+        bytes: state.total,
+        wall_s,
+        start_unix_s,
+        end_unix_s: now_unix(),
+        flatten_s,
+        rebuild_s: 0.0,
+        transfer_s,
+        checksum_s,
+        chunks: num_chunks,
+        chunk_bytes,
+        ..figures_base()
+    })
+}
+
+/// The persistence of [`save_flat`]: every chunk of `flat` PUT (hashed),
+/// then the manifest. Returns (seconds, summed hashing seconds, chunks, chunk bytes).
+async fn persist(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, generation: &str) -> Result<(f64, f64, u64, u64)> {
     let mut manifest = Manifest::new(state.entries.clone(), state.total, ctx.chunk, fmt::generation_prefix(key, generation));
     manifest.seed = Some(ctx.seed);
     let t1 = Instant::now();
@@ -179,20 +255,7 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
         ChunkChecksum::None => Checksums { algorithm: ChecksumAlgorithm::None, chunks: Vec::new() },
     });
     store::put_bytes(ctx.store.as_ref(), &Manifest::key(key), serde_json::to_vec_pretty(&manifest).expect("manifest encodes")).await?;
-    let transfer_s = t1.elapsed().as_secs_f64();
-    Ok(OpFigures {
-        bytes: state.total,
-        wall_s: t0.elapsed().as_secs_f64(),
-        start_unix_s,
-        end_unix_s: now_unix(),
-        flatten_s,
-        rebuild_s: 0.0,
-        transfer_s,
-        checksum_s,
-        chunks: manifest.num_chunks,
-        chunk_bytes: manifest.chunk_bytes,
-        ..figures_base()
-    })
+    Ok((t1.elapsed().as_secs_f64(), checksum_s, manifest.num_chunks, manifest.chunk_bytes))
 }
 
 pub(crate) fn figures_base() -> OpFigures {

@@ -5,7 +5,7 @@
 //! save has committed.
 
 use super::cache;
-use super::ops::{Ctx, State, StateSpec, restore_flat, restore_serialized, save_flat, save_serialized};
+use super::ops::{Ctx, NextStep, State, StateSpec, restore_flat, restore_serialized, save_flat, save_serialized};
 use super::{Buffers, CkptMethod, CkptOp, CkptPlan, RepeatRow, collect_old_generations, delete_prefix};
 use crate::bench::session::{Direction, Session};
 use crate::error::{Error, Result};
@@ -64,11 +64,12 @@ impl Repeats<'_> {
         let generation = format!("{}-{rep}", s.started.format("%Y%m%dT%H%M%S%.6f"));
         let r = match (method, op) {
             (CkptMethod::Flat | CkptMethod::Async, CkptOp::Save) => {
-                let buf = match method {
-                    CkptMethod::Async => bufs.snapshot.as_mut().expect("allocated for async saves"),
-                    _ => &mut bufs.flat,
+                // Async: training goes on after the snapshot, and its next step overwrites the state.
+                let (buf, step) = match method {
+                    CkptMethod::Async => (bufs.snapshot.as_mut().expect("allocated for async saves"), NextStep::AfterSnapshot),
+                    _ => (&mut bufs.flat, NextStep::None),
                 };
-                let r = save_flat(self.ctx, key, self.state, buf, &generation).await;
+                let r = save_flat(self.ctx, key, self.state, buf, &generation, step).await;
                 if r.is_err() {
                     // Never committed: its chunks are garbage (the previous generation stays).
                     let chunks = format!("{}.part", fmt::generation_prefix(key, &generation));
