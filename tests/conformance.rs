@@ -643,7 +643,7 @@ async fn local_reader_threads_put_every_byte_in_place() {
         assert!(load.timeline.hash_s > 0.0, "{io}: hashing is timed");
         for (i, src) in srcs.iter().enumerate() {
             let part = &src.as_host().unwrap()[13..];
-            let want: Vec<u64> = spans[i].iter().map(|r| xxhash_rust::xxh3::xxh3_64(&part[r.start as usize..r.end as usize])).collect();
+            let want: Vec<u64> = spans[i].iter().map(|r| twox_hash::XxHash3_64::oneshot(&part[r.start as usize..r.end as usize])).collect();
             assert_eq!(got.hashes[i], want, "{io}: f{i}'s spans as staged");
             assert_eq!(got.landing[i], s3rdma::mem::landing_checksum(part), "{io}: f{i}'s landing checksum as staged");
             assert_eq!(dsts[i].landing_checksum(8, part.len()).unwrap(), got.landing[i], "{io}: f{i} in device memory");

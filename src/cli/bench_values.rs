@@ -21,7 +21,7 @@ flag_values!(CkptOp {
 });
 
 flag_values!(ChunkChecksum {
-    Xxh3 => "xxh3", "xxh3-64 per chunk (xxhash-rust)";
+    Xxh3 => "xxh3", "xxh3-64 per chunk (twox-hash)";
     None => "none", "No checksums (restore still compares every tensor with the original)";
 });
 

@@ -79,7 +79,7 @@ pub struct TensorEntry {
 /// `checksums.algorithm`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChecksumAlgorithm {
-    /// `xxh3-64`: XXH3-64 of the chunk's bytes (the xxhash-rust crate), in lowercase hex.
+    /// `xxh3-64`: XXH3-64 of the chunk's bytes (the twox-hash crate), in lowercase hex.
     #[serde(rename = "xxh3-64")]
     Xxh3_64,
     /// `none`: no checksums were taken (`--checksum none`).
@@ -237,7 +237,7 @@ pub fn pack(specs: &[TensorSpec]) -> (Vec<TensorEntry>, u64) {
 
 /// xxh3-64 of `data` as 16 lowercase hex digits.
 pub fn xxh3_hex(data: &[u8]) -> String {
-    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(data))
+    format!("{:016x}", twox_hash::XxHash3_64::oneshot(data))
 }
 
 /// Named saved states.

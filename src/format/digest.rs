@@ -9,7 +9,7 @@
 //! "complete", "algorithm": "xxh3-64", "shards": {"<file name>":
 //! {"object_bytes": N, "tensors": {"<tensor>": {"dtype": "BF16", "shape":
 //! [..], "offsets": [start, end], "xxh3": "<16 hex digits>"}}}}}`; file names
-//! as the index's weight_map gives them. XXH3-64 is the xxhash-rust crate's,
+//! as the index's weight_map gives them. XXH3-64 is the twox-hash crate's,
 //! as for checkpoint chunks. A writer first puts a digest whose `state` is
 //! `writing` and no shards, and the complete one last: a write that stopped
 //! midway leaves a model every load refuses, never one half old, half new.
@@ -83,7 +83,8 @@ impl Digest {
     /// dtype, shape, place or bytes; a tensor only one side has), or one line
     /// naming the shard when the digest does not know it or its size differs.
     pub fn mismatches(&self, file: &str, layout: &ShardLayout, data: &[u8]) -> Vec<String> {
-        let hashes: Vec<u64> = layout.tensors.iter().map(|t| xxhash_rust::xxh3::xxh3_64(&data[t.offset as usize..(t.offset + t.nbytes) as usize])).collect();
+        let hashes: Vec<u64> =
+            layout.tensors.iter().map(|t| twox_hash::XxHash3_64::oneshot(&data[t.offset as usize..(t.offset + t.nbytes) as usize])).collect();
         self.mismatches_hashed(file, layout, &hashes)
     }
 
@@ -155,7 +156,7 @@ impl Digest {
 
 /// Every tensor of `layout`, its bytes in the data section `data`.
 fn tensor_digests(layout: &ShardLayout, data: &[u8]) -> BTreeMap<String, TensorDigest> {
-    let hashes: Vec<u64> = layout.tensors.iter().map(|t| xxhash_rust::xxh3::xxh3_64(&data[t.offset as usize..(t.offset + t.nbytes) as usize])).collect();
+    let hashes: Vec<u64> = layout.tensors.iter().map(|t| twox_hash::XxHash3_64::oneshot(&data[t.offset as usize..(t.offset + t.nbytes) as usize])).collect();
     digests_of(layout, &hashes)
 }
 

@@ -316,11 +316,11 @@ fn reader(
                     break;
                 }
                 let base = cx.parts[it.part].range.start;
-                let mut x = it.span.map(|_| xxhash_rust::xxh3::Xxh3::new());
+                let mut x = it.span.map(|_| twox_hash::XxHash3_64::new());
                 let mut run = h.landing[it.part].run(it.range.start);
                 let mut sink = |b: &[u8]| {
                     if let Some(x) = x.as_mut() {
-                        x.update(b);
+                        std::hash::Hasher::write(x, b);
                     }
                     run.feed(b);
                 };
@@ -331,7 +331,7 @@ fn reader(
                 }
                 drop(run);
                 if let (Some(x), Some(span)) = (x, it.span) {
-                    h.hashes.push((it.part, span, x.digest()));
+                    h.hashes.push((it.part, span, std::hash::Hasher::finish(&x)));
                 }
             }
             h.hash_s = tl.hash_s;

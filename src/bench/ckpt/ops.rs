@@ -92,15 +92,15 @@ pub(crate) fn hash_range(buf: &Buffer, at: usize, len: usize, scratch: Option<&m
         Buffer::Device(d) => {
             let s = scratch.ok_or("no staging buffer to hash device memory through")?;
             let h = s.as_host_mut().expect("staging is host memory");
-            let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+            let mut hasher = twox_hash::XxHash3_64::new();
             let mut off = 0;
             while off < len {
                 let m = (len - off).min(h.len());
                 d.read_back(at + off, &mut h[..m])?;
-                hasher.update(&h[..m]);
+                std::hash::Hasher::write(&mut hasher, &h[..m]);
                 off += m;
             }
-            Ok(format!("{:016x}", hasher.digest()))
+            Ok(format!("{:016x}", std::hash::Hasher::finish(&hasher)))
         }
         other => Ok(fmt::xxh3_hex(&other.as_host().expect("host")[at..at + len])),
     }

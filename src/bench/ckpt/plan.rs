@@ -35,7 +35,7 @@ pub enum CkptOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChunkChecksum {
-    /// xxh3-64 per chunk (xxhash-rust).
+    /// xxh3-64 per chunk (twox-hash).
     Xxh3,
     /// No checksums (restore still compares every tensor with the original).
     None,

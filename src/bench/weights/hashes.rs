@@ -13,7 +13,7 @@
 //! threads largest first, each to the least loaded thread (longest
 //! processing time first), so one 1 GB embedding does not finish last on a
 //! thread that also had the small ones. Each tensor is hashed as a stream
-//! (`xxhash_rust::xxh3::Xxh3`), the same value the one-shot hash gives.
+//! (`twox_hash::XxHash3_64` through `std::hash::Hasher`), the same value the one-shot hash gives.
 
 use std::time::Instant;
 
@@ -175,21 +175,21 @@ fn hash_units(layout: &[ShardLayout], bufs: &[Buffer], mine: &[Unit], mut rb: Op
         let h = match (&bufs[s], rb.as_deref_mut()) {
             (Buffer::Device(d), Some(rb)) => {
                 let chunk = rb.as_host_mut().expect("read-back buffers are host memory");
-                let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+                let mut hasher = twox_hash::XxHash3_64::new();
                 let mut off = 0usize;
                 while off < n as usize {
                     let len = chunk.len().min(n as usize - off);
                     d.read_back(start + off, &mut chunk[..len])?;
-                    hasher.update(&chunk[..len]);
+                    std::hash::Hasher::write(&mut hasher, &chunk[..len]);
                     off += len;
                 }
-                hasher.digest()
+                std::hash::Hasher::finish(&hasher)
             }
             (Buffer::Device(_), None) => return Err("no read-back buffer for device memory".into()),
             (other, _) => {
                 let h = other.as_host().expect("host or pinned");
                 let bytes = h.get(start..start + n as usize).ok_or_else(|| format!("tensor {t} of shard {s} runs past its {} byte buffer", h.len()))?;
-                xxhash_rust::xxh3::xxh3_64(bytes)
+                twox_hash::XxHash3_64::oneshot(bytes)
             }
         };
         out.push((s, t, h));
@@ -227,7 +227,7 @@ mod tests {
         d.write_from_host(0, &data).expect("copy in");
         let check = staged_check(&layout);
         let staged = StagedHashes {
-            hashes: vec![check.spans[0].iter().map(|r| xxhash_rust::xxh3::xxh3_64(&data[r.start as usize..r.end as usize])).collect()],
+            hashes: vec![check.spans[0].iter().map(|r| twox_hash::XxHash3_64::oneshot(&data[r.start as usize..r.end as usize])).collect()],
             landing: vec![crate::mem::landing_checksum(&data)],
             hash_s: 0.1,
             largest_share_bytes: n,
