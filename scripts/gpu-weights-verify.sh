@@ -47,12 +47,21 @@ for cache in ${CACHES:-pagecache tmpfs}; do
   # The verified runs' own records (stages, what was checked), and the
   # peers record, as each cache state ends (a run cut short keeps them).
   if [ -n "${OUT:-}" ]; then
-    ls -t "$ROOT"/records/weights-*.json 2>/dev/null | head -1 | xargs -r -I{} cp {} "$OUT/weights-verify-$cache.json"
+    # The last verified and the last unverified s3rdma record of this cache state.
+    python3 - "$ROOT/records" "$OUT" "$cache" <<'PY'
+import glob, json, os, shutil, sys
+last = {}
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "weights-*.json"))):
+    last["verify" if json.load(open(f))["results"].get("verified") else "default"] = f
+for kind, f in last.items():
+    shutil.copy(f, os.path.join(sys.argv[2], f"{os.path.basename(f)[:-5]}-{sys.argv[3]}-{kind}.json"))
+PY
     cp results/peers-weights-*gpu-verify-"$cache"* "$OUT/" 2>/dev/null
   fi
 done
 if [ -z "${SKIP_PROBE:-}" ]; then
   echo "== page-cache pages registered and copied by DMA, no CPU copy (scripts/probe_register.py)"
-  timeout 120 python3 scripts/probe_register.py /tmp/s3rdma-wv/s3rdma-bench/m/llama/*.safetensors 2>&1 | tail -8
+  # The smallest shard alone: registering a mapping pins every page, which may be slow.
+  timeout 90 python3 scripts/probe_register.py --rounds 1 "$(ls -S /tmp/s3rdma-wv/s3rdma-bench/m/llama/*.safetensors | tail -1)" 2>&1 | tail -8
 fi
 ls results/peers-weights-*gpu-verify-*
