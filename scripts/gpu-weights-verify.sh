@@ -12,7 +12,8 @@
 # conformance(.xz) (`cargo test --lib --no-run`, `--test conformance`, stripped); .whl holds
 # the instanttensor wheel (see the device README for fetching wheels).
 # Then scripts/probe_register.py on the page-cache copy (SKIP_PROBE=1: not).
-# Builds nothing. Env: ROUNDS (3), CACHES (pagecache,tmpfs), OUT (records copied there).
+# Builds nothing. Env: ROUNDS (3), CACHES (pagecache tmpfs), LOADERS (peers beside
+# s3rdma-verify), OUT (records copied there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 for f in .carry/*.xz; do [ -e "$f" ] && xz -dkf "$f" && chmod +x "${f%.xz}"; done
@@ -43,7 +44,7 @@ for cache in ${CACHES:-pagecache tmpfs}; do
   fi
   echo "== $cache ($ROOT: $(df -hT "$ROOT" | tail -1 | awk '{print $2}'))"
   python3 scripts/peers_weights.py --s3rdma "$S" --root "$ROOT" --model m/llama --rounds "$ROUNDS" --caches warm \
-    --loaders s3rdma-default,instanttensor-mmap,instanttensor-buffered --variant "verify=--verify" --tag "gpu-verify-$cache"
+    --loaders "${LOADERS:-s3rdma-default,instanttensor-mmap,instanttensor-buffered}" --variant "verify=--verify" --tag "gpu-verify-$cache"
   # The verified runs' own records (stages, what was checked), and the
   # peers record, as each cache state ends (a run cut short keeps them).
   if [ -n "${OUT:-}" ]; then
