@@ -200,7 +200,8 @@ pub struct RunArgs {
     /// Create the bucket and any missing or wrong-sized objects (fetch:
     /// pseudo-random bytes, a function of key and offset, that --verify checks);
     /// objects of the right size are reused. On by default only for the local
-    /// backend's own default directory (./s3rdma-data), which the tool owns.
+    /// backend's own default directory (./s3rdma-data) or a --root that does
+    /// not exist yet: both are created on first use.
     #[arg(long)]
     pub prepare: bool,
     /// Never create anything, even in the default local directory.
@@ -213,9 +214,9 @@ pub const DEFAULT_LOCAL_ROOT: &str = "./s3rdma-data";
 
 impl RunArgs {
     /// Whether to create missing buckets and objects: `--prepare`, or the
-    /// local backend on its own default directory unless `--no-prepare`.
+    /// local backend on a directory it may create ([`StoreArgs::owns_local_root`]) unless `--no-prepare`.
     pub fn prepare_for(&self, store: &StoreArgs) -> bool {
-        self.prepare || (!self.no_prepare && store.is_default_local_dir())
+        self.prepare || (!self.no_prepare && store.owns_local_root())
     }
 }
 

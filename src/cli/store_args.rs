@@ -128,9 +128,13 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
-    /// The local backend on its own default directory (`./s3rdma-data`), which the tool owns and may create things in.
-    pub fn is_default_local_dir(&self) -> bool {
-        self.backend == Backend::Local && self.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT)
+    /// The local backend on a directory the tool may create things in
+    /// unasked: its own default (`./s3rdma-data`), or a `--root` that does
+    /// not exist yet (nothing of anyone's is there). Either is created on
+    /// first use; a `--root` that exists is the user's, and the tool creates
+    /// nothing in it without `--prepare`.
+    pub fn owns_local_root(&self) -> bool {
+        self.backend == Backend::Local && (self.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT) || !self.root.exists())
     }
 
     /// For the http and rdma backends, resolve credentials, endpoint, region,

@@ -157,8 +157,18 @@ fn missing_bucket_without_prepare_fails_cleanly() {
     let o = s3rdma(&http_args(&s.endpoint, "never-created"), tmp.path());
     assert_fails(&o, 1, "bucket 'never-created' does not exist", &tmp.path().join("results"));
     assert!(stderr(&o).contains("--prepare"));
+    // A --root that exists is the user's: nothing is created in it unasked.
+    std::fs::create_dir(tmp.path().join("data")).unwrap();
     let o = s3rdma(&["fetch", "--root", "data", "--bucket", "never-created"], tmp.path());
     assert_fails(&o, 1, "bucket 'never-created' does not exist", &tmp.path().join("results"));
+    assert!(stderr(&o).contains("--prepare"));
+    // A --root that does not exist yet is created on first use, as the default directory is.
+    let o = s3rdma(&["fetch", "--root", "fresh/dir", "--sizes", "64KiB", "--iters", "1", "--warmup", "0s", "--results-dir", "fresh-results"], tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(tmp.path().join("fresh/dir/s3rdma-bench").is_dir());
+    let o = s3rdma(&["fetch", "--root", "fresh2", "--no-prepare"], tmp.path());
+    assert_fails(&o, 1, "bucket 's3rdma-bench' does not exist", &tmp.path().join("results"));
+    assert!(!tmp.path().join("fresh2").exists(), "--no-prepare creates nothing");
     // In the tool's own default directory --no-prepare still refuses to create.
     let o = s3rdma(&["fetch", "--no-prepare"], tmp.path());
     assert_fails(&o, 1, "bucket 's3rdma-bench' does not exist", &tmp.path().join("results"));

@@ -40,8 +40,9 @@ pub struct RunPlan {
     pub output: OutputConfig,
     /// How ranks meet (`None` for single-process benches: the defaults).
     pub group: Option<GroupConfig>,
-    /// The local backend on the directory the tool owns (`./s3rdma-data`),
-    /// where it may create buckets and objects unasked.
+    /// The local backend on a directory the tool may create buckets and
+    /// objects in unasked: its own default (`./s3rdma-data`), or a `--root`
+    /// that did not exist when the flags were read.
     pub default_local_dir: bool,
 }
 
