@@ -39,6 +39,13 @@ impl Pattern {
         Pattern { seed: XxHash3_64::oneshot(key.as_bytes()) }
     }
 
+    /// The splitmix64 state the object's words follow: word `i` is the
+    /// output for state `seed + (i + 1) * 0x9E3779B97F4A7C15` (module docs),
+    /// for checks made elsewhere (on the GPU: [`crate::mem::DeviceBuffer::first_word_off_sequence`]).
+    pub fn seed(self) -> u64 {
+        self.seed
+    }
+
     fn word(self, i: u64) -> [u8; 8] {
         mix(self.seed.wrapping_add(i.wrapping_add(1).wrapping_mul(GOLDEN))).to_le_bytes()
     }

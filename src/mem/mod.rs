@@ -20,6 +20,7 @@ mod gpu;
 mod host;
 mod kernels;
 mod landing;
+mod sequence;
 
 pub use config::MemConfig;
 pub use gpu::{CudaInfo, Gpu, bind_active_gpu, cuda_probe};

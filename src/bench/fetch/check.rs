@@ -7,8 +7,11 @@
 //! the buffer's own pinned bounce buffers (idle between GETs), one per
 //! thread, so one thread's piece is checked while another's is copied; a buffer with
 //! no bounce buffers (a transport that writes device memory itself) reads
-//! back through page-touched host chunks. What is checked is the bytes in
-//! their destination, not the bytes as staged.
+//! back through page-touched host chunks. Where the object's bytes start on
+//! a word boundary (whole objects, aligned windows) the GPU compares them
+//! with the pattern where they lie instead (`s3rdma_splitmix_diff`), and
+//! only the word it names crosses PCIe. Either way what is checked is the
+//! bytes in their destination, not the bytes as staged.
 
 use crate::format::pattern::Pattern;
 use crate::mem::Buffer;
@@ -68,7 +71,39 @@ fn host_difference(pattern: Pattern, offset: u64, bytes: &[u8], threads: usize) 
     })
 }
 
+/// Device memory: on the GPU where the object's bytes start on a word
+/// boundary ([`on_gpu`]), else (or when the GPU's kernel cannot run) read back.
 fn device_difference(pattern: Pattern, offset: u64, n: usize, buf: &mut Buffer, threads: usize) -> Result<Option<u64>, String> {
+    if offset.is_multiple_of(8)
+        && let Buffer::Device(d) = &*buf
+        && let Ok(found) = on_gpu(pattern, offset, n, d)
+    {
+        return Ok(found);
+    }
+    read_back_difference(pattern, offset, n, buf, threads)
+}
+
+/// The first difference of `n` bytes of `d` (the object's bytes from
+/// `offset`, a multiple of 8) from the pattern: whole words compared by the
+/// GPU where they lie, the word it names and the last partial word read back
+/// (at most 16 bytes cross PCIe).
+///
+/// Errors: the kernel's or a read-back's (the driver's message).
+fn on_gpu(pattern: Pattern, offset: u64, n: usize, d: &crate::mem::DeviceBuffer) -> Result<Option<u64>, String> {
+    let words = (n / 8) as u64;
+    if let Some(j) = d.first_word_off_sequence(0, words, pattern.seed(), offset / 8)? {
+        let mut w = [0u8; 8];
+        d.read_back(j as usize * 8, &mut w)?;
+        return Ok(pattern.first_difference(offset + j * 8, &w));
+    }
+    let whole = words as usize * 8;
+    let mut tail = [0u8; 8];
+    d.read_back(whole, &mut tail[..n - whole])?;
+    Ok(pattern.first_difference(offset + whole as u64, &tail[..n - whole]))
+}
+
+/// Device memory read back in chunks through pinned buffers, on `threads` threads.
+fn read_back_difference(pattern: Pattern, offset: u64, n: usize, buf: &mut Buffer, threads: usize) -> Result<Option<u64>, String> {
     let Buffer::Device(d) = buf else { unreachable!("called for device memory") };
     let mut lent = std::mem::take(&mut d.bounce);
     let mut scratch: Vec<Buffer> = Vec::new();
@@ -123,6 +158,32 @@ mod tests {
         let mut b = Buffer::host(n);
         Pattern::of(key).fill(offset, b.as_host_mut().unwrap());
         b
+    }
+
+    /// On a GPU: the kernel finds nothing in the pattern's bytes and the
+    /// exact first byte of a flipped one, aligned and in the tail word.
+    #[test]
+    fn device_memory_is_checked_on_the_gpu() {
+        let gpu = match crate::mem::Gpu::open(0) {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("skipping device_memory_is_checked_on_the_gpu: no GPU ({e})");
+                return;
+            }
+        };
+        let (key, offset, n) = ("obj/gpu", 4096u64 * 8, (8 << 20) + 5);
+        let host = filled(key, offset, n);
+        let mut d = Buffer::for_dest(crate::mem::Dest::Device, Some(&gpu), n, 0, 0).unwrap();
+        d.copy_from_host(0, host.as_host().unwrap()).unwrap();
+        let Buffer::Device(dev) = &d else { unreachable!() };
+        assert_eq!(on_gpu(Pattern::of(key), offset, n, dev).unwrap(), None);
+        assert_eq!(on_gpu(Pattern::of("obj/other"), offset, n, dev).unwrap(), Some(offset), "another object's bytes differ at once");
+        for at in [3_000_003usize, n - 2] {
+            let mut d2 = Buffer::for_dest(crate::mem::Dest::Device, Some(&gpu), n, 0, 0).unwrap();
+            d2.copy_from_host(0, host.as_host().unwrap()).unwrap();
+            d2.copy_from_host(at, &[host.as_host().unwrap()[at] ^ 4]).unwrap();
+            assert_eq!(first_difference(key, offset, n as u64, &mut d2, 4).unwrap(), Some(offset + at as u64), "a flip at {at}");
+        }
     }
 
     #[test]

@@ -406,7 +406,7 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     let dest = session.mem.dest;
     let gpu = session.gpu()?.map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
     let checked = if plan.verify {
-        "--verify: every byte read (warm-up included) matched what --prepare wrote"
+        "--verify: every byte read (warm-up included) matched what --prepare wrote (device memory compared on the GPU where the bytes start on a word boundary, else read back)"
     } else {
         "bytes not compared with what --prepare wrote (lengths and object versions are checked): pass --verify to compare every byte"
     };
