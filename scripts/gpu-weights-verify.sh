@@ -11,7 +11,9 @@
 # .carry holds s3rdma (or s3rdma.xz) and optionally libtests(.xz) and
 # conformance(.xz) (`cargo test --lib --no-run`, `--test conformance`, stripped); .whl holds
 # the instanttensor wheel (see the device README for fetching wheels).
-# Then scripts/probe_register.py on the page-cache copy (SKIP_PROBE=1: not).
+# Then fetch --verify beside plain fetch (SKIP_FETCH=1: not), ckpt flat and
+# async into device memory (SKIP_CKPT=1: not), and
+# scripts/probe_register.py on the page-cache copy (SKIP_PROBE=1: not).
 # Builds nothing. Env: ROUNDS (3), CACHES (pagecache tmpfs), LOADERS (peers beside
 # s3rdma-verify), OUT (records copied there).
 set -uo pipefail
@@ -60,9 +62,42 @@ PY
     cp results/peers-weights-*gpu-verify-"$cache"* "$OUT/" 2>/dev/null
   fi
 done
+if [ -z "${SKIP_FETCH:-}" ]; then
+  # fetch --verify beside plain fetch, same cell, interleaved: 16 objects of
+  # 256 MiB from the local backend (page cache), 16 streams, into device and
+  # host memory, FETCH_ROUNDS (2) rounds.
+  F=/tmp/s3rdma-fv
+  "$S" fetch --root "$F" --prepare --sizes 256MiB --concurrency 16 --iters 1 --warmup 0s --results-dir /tmp/fv-prep > /dev/null
+  for r in $(seq 1 "${FETCH_ROUNDS:-2}"); do
+    for dest in device host; do
+      for v in plain verify; do
+        "$S" fetch --root "$F" --sizes 256MiB --concurrency 16 --duration 3s --dest "$dest" $([ $v = verify ] && echo --verify) \
+          --tag "gpu-fetch-$dest-$v-r$r" > /dev/null 2>&1 || echo "fetch $dest $v FAILED"
+      done
+    done
+  done
+  echo "== fetch --verify against plain fetch, same cell (local, page cache, 16 x 256 MiB, 16 streams)"
+  python3 - <<'PY'
+import glob, json
+rows = {}
+for f in sorted(glob.glob("results/fetch-local-*gpu-fetch-*.json")):
+    r = json.load(open(f))
+    _, _, dest, v, rnd = r["tag"].split("-")
+    rows.setdefault((dest, rnd), {})[v] = r["results"][0]["summary"]["throughput_gbps"]["median"]
+for (dest, rnd), d in sorted(rows.items()):
+    if "plain" in d and "verify" in d:
+        print(f"{dest:6} {rnd}: plain {d['plain']:6.2f} GB/s, --verify {d['verify']:6.2f} GB/s = {d['verify'] / d['plain']:.2f}x")
+PY
+fi
 if [ -z "${SKIP_PROBE:-}" ]; then
   echo "== page-cache pages registered and copied by DMA, no CPU copy (scripts/probe_register.py)"
   # The smallest shard alone: registering a mapping pins every page, which may be slow.
   timeout 90 python3 scripts/probe_register.py --rounds 1 "$(ls -S /tmp/s3rdma-wv/s3rdma-bench/m/llama/*.safetensors | tail -1)" 2>&1 | tail -8
 fi
+if [ -z "${SKIP_CKPT:-}" ]; then
+  echo "== ckpt flat and async into device memory, 2 GiB (the async save's next step runs on the GPU)"
+  timeout 120 "$S" ckpt --root /tmp/s3rdma-ck --sizes 2GiB --methods flat,async --dest device --repeats 1 --tag gpu-async-step 2>&1 | tail -12
+fi
+# Every record of this run in one file ($OUT takes 8 files at most).
+[ -n "${OUT:-}" ] && tar czf "$OUT/records.tgz" results/fetch-local-*gpu-fetch-*.json results/ckpt-*gpu-async-step*.json 2>/dev/null
 ls results/peers-weights-*gpu-verify-*
