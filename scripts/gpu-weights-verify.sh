@@ -25,7 +25,7 @@ fi
 S=.carry/s3rdma
 if [ -x .carry/libtests ]; then
   echo "== the library's GPU tests"
-  .carry/libtests --test-threads 1 --nocapture mem:: bench::weights::hashes 2>&1 | grep -E "^test |skipping|panicked|test result" | tail -12
+  .carry/libtests --test-threads 1 --nocapture mem:: bench::weights::hashes bench::fetch::check 2>&1 | grep -E "^test |skipping|panicked|test result" | tail -12
 fi
 if [ -x .carry/conformance ]; then
   .carry/conformance --test-threads 1 --nocapture local_reader_threads_put_every_byte_in_place 2>&1 | grep -E "^test |SKIP|byte-exact|panicked|test result" | tail -8
