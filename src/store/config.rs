@@ -26,6 +26,9 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Every backend, in the order the CLI lists them.
+    pub const ALL: [Backend; 3] = [Backend::Local, Backend::Http, Backend::Rdma];
+
     /// The name used in records and file names.
     pub fn name(self) -> &'static str {
         match self {
@@ -33,6 +36,12 @@ impl Backend {
             Backend::Http => "http",
             Backend::Rdma => "rdma",
         }
+    }
+
+    /// The backend a record names ([`Backend::name`], any case); `None` for
+    /// a name this build does not know.
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name().eq_ignore_ascii_case(name))
     }
 }
 

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::{Expect, Verdict, WitnessReport, recheck};
+use crate::store::Backend;
 
 /// What a record's stored windows prove about its verdicts.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,11 +30,16 @@ pub enum Proof {
 /// overall verdict is the worst of them; a record without windows (written
 /// before schema 3, or hand-made) proves nothing beyond `NoClaim`.
 pub fn proof_of(record: &Value) -> Proof {
-    let backend = record["backend"].as_str().unwrap_or_default().to_ascii_lowercase();
-    let expect = match backend.as_str() {
-        "local" => return Proof::Local,
-        "http" => Expect::Http,
-        _ => Expect::Rdma,
+    let named = record["backend"].as_str().unwrap_or_default();
+    // A backend this build does not know is not judged as any it does (a
+    // new transport's records are not RDMA's).
+    let expect = match Backend::from_name(named) {
+        Some(Backend::Local) => return Proof::Local,
+        Some(Backend::Http) => Expect::Http,
+        Some(Backend::Rdma) => Expect::Rdma,
+        None => {
+            return Proof::Unproven(format!("the record's backend '{named}' is not one this build knows (local, http, rdma): its verdict cannot be judged"));
+        }
     };
     let w = &record["rdma_witness"];
     let stored = w["verdict"].as_str().unwrap_or("none");
@@ -105,6 +111,13 @@ mod tests {
         assert_eq!(proof_of(&rec), Proof::NoClaim);
         let rec = json!({"backend": "LOCAL", "rdma_witness": {"verdict": "rdma-verified"}});
         assert_eq!(proof_of(&rec), Proof::Local);
+        // A backend this build does not know is never judged as RDMA (or anything).
+        for b in ["gds", "", "rdma2"] {
+            let rec = json!({"backend": b, "rdma_witness": {"verdict": "rdma-verified", "windows": [window("a", M, MF, 0.0)]}});
+            assert!(matches!(proof_of(&rec), Proof::Unproven(m) if m.contains("not one this build knows")), "{b}");
+        }
+        let rec = json!({"rdma_witness": {"verdict": "unverified"}});
+        assert!(matches!(proof_of(&rec), Proof::Unproven(_)), "no backend at all");
     }
 
     #[test]
