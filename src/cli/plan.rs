@@ -29,7 +29,7 @@ fn run_plan(store: &StoreArgs, witness: &WitnessArgs, mem: Option<&MemArgs>, out
         mem: mem.map_or_else(crate::mem::MemConfig::host, MemArgs::config),
         output: output.config(),
         group: group.map(GroupArgs::config),
-        default_local_dir: store.owns_local_root(),
+        default_local_dir: store.is_default_local_dir(),
     }
 }
 

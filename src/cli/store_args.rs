@@ -134,7 +134,13 @@ impl StoreArgs {
     /// first use; a `--root` that exists is the user's, and the tool creates
     /// nothing in it without `--prepare`.
     pub fn owns_local_root(&self) -> bool {
-        self.backend == Backend::Local && (self.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT) || !self.root.exists())
+        self.is_default_local_dir() || (self.backend == Backend::Local && std::fs::symlink_metadata(&self.root).is_err())
+    }
+
+    /// The local backend on its own default directory (`./s3rdma-data`): the
+    /// only one a read-only bench (train) creates its bucket in.
+    pub fn is_default_local_dir(&self) -> bool {
+        self.backend == Backend::Local && self.root.as_path() == std::path::Path::new(DEFAULT_LOCAL_ROOT)
     }
 
     /// For the http and rdma backends, resolve credentials, endpoint, region,

@@ -433,7 +433,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
                         "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
                         "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
                         "alignment": fmt::ALIGNMENT,
-                        "async_next_step": plan.methods.contains(&CkptMethod::Async).then_some(
+                        "async_next_step": (plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save)).then_some(
                             "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time")});
     let after_commit = after_commit.into_inner().unwrap_or_else(|p| p.into_inner());
     let results = CkptResults { rows, aggregation: AGGREGATION, after_commit };

@@ -61,7 +61,9 @@ impl Repeats<'_> {
         let direct_before = cache::direct_counts(&[rctx.store.as_ref(), rctx.serial.as_ref()]);
         let window = s.open_window().await?;
         let sampler = Sampler::start();
-        let generation = format!("{}-{rep}", s.started.format("%Y%m%dT%H%M%S%.6f"));
+        // One generation per save: methods of one run saving to the same
+        // key never write the chunk names the live manifest points at.
+        let generation = format!("{}-{}-{rep}", s.started.format("%Y%m%dT%H%M%S%.6f"), format!("{method:?}").to_ascii_lowercase());
         let r = match (method, op) {
             (CkptMethod::Flat | CkptMethod::Async, CkptOp::Save) => {
                 // Async: training goes on after the snapshot, and its next step overwrites the state.

@@ -40,9 +40,8 @@ pub struct RunPlan {
     pub output: OutputConfig,
     /// How ranks meet (`None` for single-process benches: the defaults).
     pub group: Option<GroupConfig>,
-    /// The local backend on a directory the tool may create buckets and
-    /// objects in unasked: its own default (`./s3rdma-data`), or a `--root`
-    /// that did not exist when the flags were read.
+    /// The local backend on the directory the tool owns (`./s3rdma-data`),
+    /// where a read-only bench may create its bucket unasked.
     pub default_local_dir: bool,
 }
 
