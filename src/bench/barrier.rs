@@ -6,6 +6,7 @@
 //! and the requests, polls, bytes and listed keys the ranks' meeting cost
 //! the server, per rank per barrier.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
@@ -15,7 +16,7 @@ use super::Latency;
 use super::session::{Outcome, Session, SessionSpec, World};
 use crate::bench::session::RunPlan;
 use crate::error::{Error, Result};
-use crate::ranks::{Coordination, Rendezvous};
+use crate::ranks::{Coordination, Group, GroupConfig, Rank, Rendezvous};
 
 /// One rank's barriers: when it entered and left each (Unix ns, this host's
 /// clock), and what its meeting cost over the timed barriers.
@@ -89,6 +90,13 @@ pub struct BarrierPlan {
     pub barriers: u32,
     /// Untimed barriers first.
     pub warmup: u32,
+    /// Ranks each process runs as tasks (1: one process per rank, as a
+    /// launcher starts them). More than 1 simulates a world larger than one
+    /// host can start processes for: every rank still makes its own requests
+    /// to the store, but ranks of one process share its runtime and its
+    /// connection pool, so client CPU per request is lower than with a
+    /// process per rank.
+    pub ranks_per_process: u32,
 }
 
 /// Run `s3rdma barrier`.
@@ -100,23 +108,39 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
     }
     // 8 ranks by default when this process starts them; a launcher's count otherwise.
     let launched = crate::ranks::Rank::from_env(plan.run.run_id()).ok().flatten().is_some();
+    let per = plan.ranks_per_process.max(1);
     let ranks = if launched { plan.ranks } else { Some(plan.ranks.unwrap_or(8)) };
-    let spec = SessionSpec { world: World::Ranks(ranks), create_bucket: true, ..plan.run.spec("barrier") };
+    if let Some(n) = ranks.filter(|n| n % per != 0) {
+        return Err(Error::Usage(format!(
+            "{n} ranks do not split into processes of {per} ranks each: give a rank count that is a multiple of the ranks per process"
+        )));
+    }
+    let processes = if launched { None } else { ranks.map(|n| n / per) };
+    let spec = SessionSpec { world: World::Ranks(processes), create_bucket: true, ..plan.run.spec("barrier") };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
-    for i in 0..plan.warmup {
-        s.group.barrier(&format!("warmup{i}")).await?;
+    let group = plan.run.group.clone().unwrap_or_default();
+    let (all, tasks) = if per == 1 {
+        let mine = time_barriers(&s.group, &s.host, plan.warmup, plan.barriers).await?;
+        (s.gather("barriers", &mine).await?, Vec::new())
+    } else {
+        let tasks = join_tasks(&s, per as usize, &group).await?;
+        let runs = tasks.iter().map(|g| {
+            let (g, host) = (g.clone(), s.host.clone());
+            tokio::spawn(async move { time_barriers(&g, &host, plan.warmup, plan.barriers).await })
+        });
+        let mut mine = Vec::with_capacity(per as usize);
+        for r in futures::future::join_all(runs.collect::<Vec<_>>()).await {
+            mine.push(r.map_err(|e| Error::Runtime(format!("a simulated rank's task failed: {e}")))??);
+        }
+        // Every process's ranks have left their last barrier once rank 0 holds all figures.
+        let all: Vec<RankBarriers> = s.gather("barriers", &mine).await?.into_iter().flatten().collect();
+        (all, tasks)
+    };
+    for g in &tasks {
+        g.cleanup().await;
     }
-    let before = s.group.coordination();
-    let (mut enter_ns, mut leave_ns) = (Vec::new(), Vec::new());
-    for i in 0..plan.barriers {
-        enter_ns.push(now_ns());
-        s.group.barrier(&format!("b{i}")).await?;
-        leave_ns.push(now_ns());
-    }
-    let mine = RankBarriers { rank: s.me.rank, host: s.host.clone(), enter_ns, leave_ns, coordination: s.group.coordination().since(&before) };
-    let all = s.gather("barriers", &mine).await?;
     let results = if s.is_root() { Some(summarize(&all, plan.barriers, s.group.method())?) } else { None };
-    let params = serde_json::json!({"ranks": s.me.world, "barriers": plan.barriers, "warmup": plan.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": plan.run.group.clone().unwrap_or_default().barrier_timeout.as_secs_f64()});
+    let params = serde_json::json!({"ranks": s.me.world * per as usize, "processes": s.me.world, "ranks_per_process": per, "barriers": plan.barriers, "warmup": plan.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": group.barrier_timeout.as_secs_f64()});
     let mut outcome = Outcome::new(params, results.clone(), Vec::new());
     outcome.verdict_without_windows = Some("coordination only: no data moved, nothing for the witness to judge".into());
     let print = || {
@@ -125,6 +149,39 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
         }
     };
     s.finish(outcome, print).await
+}
+
+/// One rank's warm-up barriers, then its timed ones, back to back.
+///
+/// Errors: a barrier that times out or fails.
+async fn time_barriers(group: &Group, host: &str, warmup: u32, barriers: u32) -> Result<RankBarriers> {
+    for i in 0..warmup {
+        group.barrier(&format!("warmup{i}")).await?;
+    }
+    let before = group.coordination();
+    let (mut enter_ns, mut leave_ns) = (Vec::new(), Vec::new());
+    for i in 0..barriers {
+        enter_ns.push(now_ns());
+        group.barrier(&format!("b{i}")).await?;
+        leave_ns.push(now_ns());
+    }
+    Ok(RankBarriers { rank: group.me.rank, host: host.to_string(), enter_ns, leave_ns, coordination: group.coordination().since(&before) })
+}
+
+/// This process's `per` simulated ranks: ranks `p x per .. (p + 1) x per`
+/// of `world x per`, where `p` is this process's rank, meeting under their
+/// own run id (`<run id>-tasks`) in the session's store.
+///
+/// Errors: a rank 0 that publishes no epoch in time; the store's.
+async fn join_tasks(s: &Session, per: usize, group: &GroupConfig) -> Result<Vec<Arc<Group>>> {
+    let world = s.me.world * per;
+    let joins = (0..per).map(|i| {
+        let rank = s.me.rank * per + i;
+        let me =
+            Rank { rank, world, local_rank: rank, local_world: None, launcher: s.me.launcher, run_id: format!("{}-tasks", s.me.run_id), attempt: s.me.attempt };
+        Group::join(me, s.store.clone(), group.barrier_timeout, group.rendezvous)
+    });
+    futures::future::join_all(joins).await.into_iter().map(|g| g.map(Arc::new)).collect()
 }
 
 /// The record's results from every rank's barriers.

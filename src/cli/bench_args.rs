@@ -520,4 +520,11 @@ pub struct BarrierArgs {
     /// Untimed barriers first (they absorb the ranks' start-up skew).
     #[arg(long, default_value_t = 2)]
     pub warmup: u32,
+    /// Ranks each process runs as tasks: `--ranks 8192 --ranks-per-process
+    /// 64` starts 128 processes. Simulates worlds larger than one host can
+    /// start processes for; each rank still makes its own requests, but
+    /// ranks of one process share its runtime and connections (less client
+    /// CPU per request than a process per rank). Default 1.
+    #[arg(long, default_value_t = 1, value_parser = parse_positive)]
+    pub ranks_per_process: u32,
 }

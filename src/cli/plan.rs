@@ -180,6 +180,7 @@ impl BarrierArgs {
             ranks: self.ranks,
             barriers: self.barriers,
             warmup: self.warmup,
+            ranks_per_process: self.ranks_per_process,
         }
     }
 }

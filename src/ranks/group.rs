@@ -29,6 +29,7 @@ use serde_json::Value;
 
 use super::Rank;
 use super::markers::{remove_markers, remove_where};
+use super::poll::{GoWait, kind};
 use crate::error::{Error, Result, StoreError};
 use crate::mem::Buffer;
 use crate::store::{self, ObjectMeta, ObjectStore};
@@ -160,6 +161,8 @@ pub struct Group {
     method: Rendezvous,
     step: AtomicU64,
     counts: Counts,
+    /// What this rank's recent barriers of each kind made it wait for `go` ([`GoWait`]).
+    remembered: std::sync::Mutex<std::collections::HashMap<String, Duration>>,
     /// Set by [`Group::cleanup`]; a group dropped without it (a failed run) clears its markers in `Drop`.
     cleaned: AtomicBool,
 }
@@ -203,14 +206,6 @@ fn rank_of(key: &str) -> Option<usize> {
     key.rsplit('/').next()?.strip_prefix('r')?.parse().ok()
 }
 
-/// Longest pause between two polls of one key: `world x 0.25 ms`, so all
-/// waiting ranks together poll about 4,000 times a second whatever their
-/// number, clamped to 2–100 ms (a few ranks still answer within
-/// milliseconds; from 400 ranks the cluster polls up to `world / 0.1 s`).
-fn poll_cap(world: usize) -> Duration {
-    Duration::from_micros((world as u64 * 250).clamp(2_000, 100_000))
-}
-
 impl Group {
     /// Join the group of `me`, meeting under `s3rdma-ranks/<run_id>/<epoch>/`
     /// in `store`'s bucket. Rank 0 clears whatever an earlier run with the
@@ -233,6 +228,7 @@ impl Group {
             method,
             step: AtomicU64::new(0),
             counts: Counts::default(),
+            remembered: Default::default(),
             cleaned: Default::default(),
         };
         if g.me.world == 1 {
@@ -394,8 +390,15 @@ impl Group {
             self.put(&go, Vec::new()).await?;
             return Ok(Released { root: Some(root), before, after: self.coordination().since(&mark) });
         }
+        let plan = GoWait::new(self.me.world, self.remembered.lock().expect("remembered").get(&kind(name)).copied());
         let t0 = Instant::now();
-        let mut pause = Duration::from_millis(1);
+        let first = plan.first();
+        if !first.is_zero() {
+            let jittered = first.mul_f64(rand::rng().random_range(0.95..=1.0));
+            tokio::time::sleep(jittered).await;
+        }
+        let mut pause = plan.second();
+        let mut missed = None;
         let mut checked = Instant::now();
         loop {
             if checked.elapsed() > EPOCH_RECHECK {
@@ -406,8 +409,10 @@ impl Group {
                     self.put(&marker(&step, self.me.rank), Vec::new()).await?;
                 }
             }
+            let sent = t0.elapsed();
             if let Some(meta) = self.poll(&go).await? {
                 if meta.size == 0 {
+                    self.remembered.lock().expect("remembered").insert(kind(name), plan.learn(missed, t0.elapsed()));
                     let all = self.coordination().since(&entry);
                     return Ok(Released { root: None, before: all, after: all });
                 }
@@ -416,6 +421,7 @@ impl Group {
                 let why = serde_json::from_slice::<Value>(&b).ok().and_then(|v| v["message"].as_str().map(str::to_string));
                 return Err(Error::Runtime(format!("rank {}: rank 0 stopped the run: {}", self.me.rank, why.unwrap_or_else(|| format!("unreadable {go}")))));
             }
+            missed = Some(sent);
             // Rank 0 times out first and says who is missing; waiting longer
             // than it by FOLLOWER_GRACE lets its notice arrive.
             if t0.elapsed() > self.timeout + FOLLOWER_GRACE {
@@ -533,11 +539,11 @@ impl Group {
     }
 
     /// Sleep `pause` less up to half of it (jitter, so waiting ranks do not
-    /// poll in lock-step), and return the next pause (doubled, up to [`poll_cap`]).
+    /// poll in lock-step), and return the next pause ([`GoWait::after`]).
     async fn pause(&self, pause: Duration) -> Duration {
         let jitter = rand::rng().random_range(0.5..=1.0);
         tokio::time::sleep(pause.mul_f64(jitter)).await;
-        (pause * 2).min(poll_cap(self.me.world))
+        GoWait::new(self.me.world, None).after(pause)
     }
 
     /// HEAD one key: `Some` when it exists, `None` when not yet.
@@ -569,9 +575,11 @@ impl Group {
         Ok(())
     }
 
+    /// List `prefix`, counted as the requests S3 makes of it: one per page of
+    /// up to 1,000 keys (ListObjectsV2's `max-keys` limit), whatever the backend.
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
-        self.counts.requests.fetch_add(1, Ordering::Relaxed);
         let objs = self.store.list(prefix).await?;
+        self.counts.requests.fetch_add((objs.len() as u64).div_ceil(1000).max(1), Ordering::Relaxed);
         self.counts.keys_listed.fetch_add(objs.len() as u64, Ordering::Relaxed);
         Ok(objs)
     }

@@ -247,11 +247,3 @@ async fn list_barrier_meets_and_every_rank_lists() {
         g.cleanup().await;
     }
 }
-
-#[test]
-fn poll_pause_grows_with_the_world() {
-    assert_eq!(poll_cap(2), Duration::from_millis(2));
-    assert_eq!(poll_cap(40), Duration::from_millis(10));
-    assert_eq!(poll_cap(256), Duration::from_millis(64));
-    assert_eq!(poll_cap(100_000), Duration::from_millis(100));
-}

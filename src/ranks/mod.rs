@@ -15,6 +15,7 @@
 
 mod group;
 mod markers;
+mod poll;
 
 pub use group::{CLOCK_SLACK, Coordination, Group, GroupConfig, Released, Rendezvous};
 pub use markers::{CLEAR_BUDGET, clear_on_stop, remove_markers};

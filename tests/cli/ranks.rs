@@ -49,6 +49,22 @@ fn barrier_costs_o1_requests_per_rank_with_a_leader_and_o_n_keys_with_listing() 
         // Every rank lists until it sees all N markers: at least N x N keys per barrier.
         assert!(r["keys_listed_per_barrier"].as_f64().unwrap() >= (n * n) as f64, "{r}");
     }
+    // 8 ranks as 2 processes of 4 tasks: every rank meets, each process's
+    // tasks are ranks of one world, and nothing of them is left either.
+    let mut args = vec!["barrier", "--ranks", "8", "--ranks-per-process", "4", "--barriers", "4", "--json"];
+    args.extend(&http[..]);
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tasks: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (tasks["params"]["ranks"].as_u64(), tasks["params"]["processes"].as_u64(), tasks["params"]["ranks_per_process"].as_u64()),
+        (Some(8), Some(2), Some(4))
+    );
+    assert_eq!(tasks["results"]["ranks"], 8, "{}", tasks["results"]);
+    let p = &tasks["results"]["per_rank_per_barrier"];
+    assert!(p["requests"].as_f64().unwrap() >= 1.0 + 2.0 / 8.0 && p["polls"].as_f64().unwrap() >= 7.0 / 8.0, "{p}");
+    let o = s3rdma(&["barrier", "--ranks", "6", "--ranks-per-process", "4", "--results-dir", "r"], tmp.path());
+    assert_fails(&o, 2, "multiple of the ranks per process", &tmp.path().join("r"));
     // Nothing of the meetings is left, on either store.
     assert!(!tmp.path().join("s3rdma-data/s3rdma-bench/s3rdma-ranks").exists());
     fn files_under(p: &Path) -> usize {
