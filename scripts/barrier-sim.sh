@@ -5,7 +5,12 @@
 # server (examples/s3_test_server.rs, s3s-fs). One record per run in OUT_DIR,
 # a markdown table last.
 #
-# Usage: scripts/barrier-sim.sh BIN_DIR OUT_DIR [RANKS...]   (default: 8 64 256)
+# Usage: scripts/barrier-sim.sh BIN_DIR OUT_DIR [RANKS[:PER]...]   (default: 8 64 256)
+#   RANKS:PER runs RANKS ranks as RANKS/PER processes of PER ranks each
+#   (`--ranks-per-process`), for worlds one host cannot start processes for.
+#   SIM_RENDEZVOUS (default "leader list") and SIM_STORES (default
+#   "local http"; "rdma-mode" is the http backend against the server started
+#   with --rdma, its AIStor-like mode) pick the cells.
 # BIN_DIR holds s3rdma and s3_test_server (cargo build --release --example s3_test_server).
 set -euo pipefail
 BIN=$(cd "$1" && pwd)
@@ -16,39 +21,58 @@ RANKS=${*:-8 64 256}
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 W=$(mktemp -d)
 export AWS_ACCESS_KEY_ID=barrier-sim AWS_SECRET_ACCESS_KEY=barrier-sim-secret
-mkdir -p "$W/store/sim"
-"$BIN/s3_test_server" "$W/store" 0 > "$W/server.log" 2>&1 &
-trap 'kill %1 2>/dev/null || true; rm -rf "$W"' EXIT
-EP=
-for _ in $(seq 1 100); do EP=$(awk '/^endpoint /{print $2}' "$W/server.log"); [ -n "$EP" ] && break; sleep 0.1; done
-[ -n "$EP" ] || { echo "s3_test_server did not start: $(cat "$W/server.log")"; exit 1; }
+# One server per mode: plain s3s-fs, and the AIStor-like --rdma mode.
+start_server() { # VAR DIR [ARGS...]: the endpoint into VAR; the server stays this shell's job
+  local var=$1 d=$2; shift 2
+  mkdir -p "$d/store/sim"
+  "$BIN/s3_test_server" "$d/store" 0 "$@" > "$d/server.log" 2>&1 &
+  local ep=
+  for _ in $(seq 1 100); do ep=$(awk '/^endpoint /{print $2}' "$d/server.log"); [ -n "$ep" ] && break; sleep 0.1; done
+  [ -n "$ep" ] || { echo "s3_test_server did not start: $(cat "$d/server.log")" >&2; exit 1; }
+  printf -v "$var" '%s' "$ep"
+}
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
+STORES=${SIM_STORES:-local http}
+EP= EP_RDMA=
+case " $STORES " in *" http "*) start_server EP "$W/plain";; esac
+case " $STORES " in *" rdma-mode "*) start_server EP_RDMA "$W/aistor" --rdma;; esac
 cd "$W"
-for n in $RANKS; do
-  for how in leader list; do
+for cell in $RANKS; do
+  n=${cell%%:*} per=1
+  [ "$cell" != "$n" ] && per=${cell#*:}
+  for how in ${SIM_RENDEZVOUS:-leader list}; do
     # The listing barrier at 256 ranks takes seconds per barrier: fewer of them.
     b=20
     if [ "$how" = list ] && [ "$n" -ge 256 ]; then b=5; fi
-    common=(barrier --ranks "$n" --barriers "$b" --rendezvous "$how" --barrier-timeout 3m --results-dir "$OUT")
+    common=(barrier --ranks "$n" --ranks-per-process "$per" --barriers "$b" --rendezvous "$how" --barrier-timeout 3m --results-dir "$OUT")
     # Each run bounded (SIM_RUN_TIMEOUT seconds, default 240), so one slow cell cannot eat the table.
     t=(timeout "${SIM_RUN_TIMEOUT:-240}")
-    "${t[@]}" "$BIN/s3rdma" "${common[@]}" --root "$W/local" --tag "sim-local-$how-$n" > "$OUT/local-$how-$n.txt" 2>&1 \
-      || echo "local $how $n failed: $(tail -2 "$OUT/local-$how-$n.txt")"
-    "${t[@]}" "$BIN/s3rdma" "${common[@]}" --backend http --endpoint "$EP" --bucket sim --tag "sim-http-$how-$n" > "$OUT/http-$how-$n.txt" 2>&1 \
-      || echo "http $how $n failed: $(tail -2 "$OUT/http-$how-$n.txt")"
+    for store in $STORES; do
+      name="$store-$how-$n-x$per"
+      case $store in
+        local) args=(--root "$W/local");;
+        http) args=(--backend http --endpoint "$EP" --bucket sim);;
+        rdma-mode) args=(--backend http --endpoint "$EP_RDMA" --bucket sim);;
+        *) echo "unknown store $store (local, http, rdma-mode)" >&2; exit 2;;
+      esac
+      "${t[@]}" "$BIN/s3rdma" "${common[@]}" "${args[@]}" --tag "sim-$name" > "$OUT/$name.txt" 2>&1 \
+        || echo "$name failed: $(tail -2 "$OUT/$name.txt")"
+    done
   done
 done
 python3 - "$OUT" <<'PY'
-import json, pathlib, sys
+import json, pathlib, re, sys
 rows = []
 for f in sorted(pathlib.Path(sys.argv[1]).glob("barrier-*.json")):
     r = json.loads(f.read_text())
     x, p = r["results"], r["results"]["per_rank_per_barrier"]
-    rows.append((r["backend"], x["ranks"], x["rendezvous"], x["barriers"], x["latency"]["p50_ms"], x["latency"]["p99_ms"],
+    tag = r.get("tag") or ""
+    rows.append((re.sub(r"^sim-(.*?)-(leader|list)-.*$", r"\1", tag) if tag.startswith("sim-") else r["backend"], x["ranks"], r["params"].get("ranks_per_process", 1), x["rendezvous"], x["barriers"], x["latency"]["p50_ms"], x["latency"]["p99_ms"],
                  x["release"]["p50_ms"], x["release"]["p99_ms"], p["requests_besides_polls"], p["polls"], x["keys_listed_per_barrier"],
                  x["requests_per_barrier"], f.name))
-rows.sort(key=lambda t: (t[0], t[1], t[2]))
-print("| backend | ranks | rendezvous | barriers | latency p50 ms | p99 ms | release p50 ms | p99 ms | requests/rank/barrier besides polls | polls/rank/barrier | keys listed/barrier | requests/barrier | record |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+rows.sort(key=lambda t: (t[0], t[1], t[2], t[3]))
+print("| store | ranks | ranks/process | rendezvous | barriers | latency p50 ms | p99 ms | release p50 ms | p99 ms | requests/rank/barrier besides polls | polls/rank/barrier | keys listed/barrier | requests/barrier | record |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in rows:
-    print("| %s | %d | %s | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %.0f | %s |" % t)
+    print("| %s | %d | %d | %s | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %.0f | %s |" % t)
 PY
