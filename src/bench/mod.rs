@@ -61,7 +61,7 @@ impl Latency {
 }
 
 /// Median and range of one figure over repeats.
-#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct Spread {
     /// Median (mean of the two middle values for an even count).
     pub median: f64,

@@ -87,6 +87,24 @@ pub struct CkptArgs {
     /// Short for --restore-cache cold.
     #[arg(long, conflicts_with = "restore_cache")]
     pub cold: bool,
+    /// Run a training load beside every save, as a job would: each rank
+    /// steps a fixed GEMM in a loop (cuBLAS SGEMM on its GPU; a CPU stand-in
+    /// without one), paused while the save blocks; the record and a second
+    /// table give the steps before, during persistence and after, and the
+    /// seconds the save cost training (blocked seconds) against a run with no save.
+    #[arg(long)]
+    pub train_load: bool,
+    /// The training load's GEMM side N (an N x N x N SGEMM per step; f32
+    /// matrices of 4 N^2 bytes each). Default: 8192 on a GPU, 512 on the CPU stand-in.
+    #[arg(long, requires = "train_load", value_parser = parse_gemm_side)]
+    pub train_gemm: Option<usize>,
+}
+
+fn parse_gemm_side(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=65536).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}': a GEMM side is a whole number from 1 to 65536 (e.g. 8192)")),
+    }
 }
 
 pub(crate) fn parse_chunk(s: &str) -> Result<u64, String> {

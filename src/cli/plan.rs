@@ -8,7 +8,7 @@ use super::{
     TrainArgs, VerifyArgs, WeightsArgs, WitnessArgs,
 };
 use crate::bench::barrier::BarrierPlan;
-use crate::bench::ckpt::{CkptPlan, RestoreCache};
+use crate::bench::ckpt::{CkptPlan, RestoreCache, TrainLoadPlan};
 use crate::bench::fetch::{FetchPlan, Timing};
 use crate::bench::session::RunPlan;
 use crate::bench::tokens::TokensPlan;
@@ -71,6 +71,7 @@ impl CkptArgs {
             ranks: self.ranks,
             keep: self.keep,
             restore_cache: if self.cold { RestoreCache::Cold } else { self.restore_cache },
+            train_load: self.train_load.then_some(TrainLoadPlan { gemm_side: self.train_gemm }),
         }
     }
 }

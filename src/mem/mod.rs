@@ -16,6 +16,7 @@ use std::sync::Arc;
 use cudarc::driver::{result, sys};
 
 mod config;
+mod gemm;
 mod gpu;
 mod host;
 mod kernels;
@@ -23,6 +24,7 @@ mod landing;
 mod sequence;
 
 pub use config::MemConfig;
+pub use gemm::Gemm;
 pub use gpu::{CudaInfo, Gpu, bind_active_gpu, cuda_probe};
 pub use host::{HostBuffer, PinnedBuffer};
 pub use landing::{Landing, Run, checksum as landing_checksum};

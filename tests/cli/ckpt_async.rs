@@ -53,6 +53,56 @@ fn an_async_save_stalls_for_its_snapshot_and_restores_verified() {
     }
 }
 
+/// `--train-load` (the CPU stand-in here): every save's record carries the
+/// steps around it, a sync save blocks training for all of it and steps
+/// only after, an async one steps while it persists; restores have no
+/// training view; a training load without a save is refused.
+#[test]
+fn a_training_load_beside_saves_measures_what_they_block() {
+    let s = common::server();
+    std::fs::create_dir_all(s.root.join("ckpt-train")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let flags = ["--sizes", "48MiB", "--chunk", "4MiB", "--repeats", "2", "--methods", "flat,async", "--train-load", "--train-gemm", "96", "--json"];
+    let mut local = vec!["ckpt"];
+    local.extend(flags);
+    let mut http = http_args(&s.endpoint, "ckpt-train");
+    http[0] = "ckpt";
+    http.extend(flags);
+    for args in [local, http] {
+        let rec = record(&s3rdma(&args, tmp.path()));
+        let tl = &rec["params"]["train_load"];
+        assert_eq!(tl["gemm_side"], 96);
+        assert!(tl["device"].as_str().unwrap().starts_with("cpu stand-in"), "{tl}");
+        for m in ["flat", "async"] {
+            let save = row(&rec, m, "save");
+            for f in per_rank(save) {
+                let t = &f["train"];
+                let (stall, wall) = (t["stall_s"].as_f64().unwrap(), f["wall_s"].as_f64().unwrap());
+                assert!(t["steps_before"].as_u64().unwrap() >= 10 && t["steps_after"].as_u64().unwrap() >= 10, "{t}");
+                assert!(t["reference_step_s"].as_f64().unwrap() > 0.0 && t["blocked_s"].as_f64().unwrap() >= 0.0, "{t}");
+                let steps = t["steps"].as_u64().unwrap();
+                assert!(steps >= t["steps_before"].as_u64().unwrap() + t["steps_after"].as_u64().unwrap() + t["steps_during_persistence"].as_u64().unwrap());
+                if m == "flat" {
+                    // Training waits for the whole save, and steps only once it is durable.
+                    assert!(stall >= wall, "flat: stall {stall} s covers the save's {wall} s");
+                    assert_eq!(t["steps_during_persistence"], 0, "{t}");
+                } else {
+                    // Training resumes at the snapshot, before the save is durable.
+                    assert!(stall < wall, "async: stall {stall} s, durable after {wall} s");
+                }
+            }
+            assert!(save["train"]["blocked_s"]["median"].as_f64().is_some(), "{save}");
+            assert!(row(&rec, m, "restore").get("train").is_none(), "a restore has no training view");
+        }
+    }
+    let o = s3rdma(&["ckpt", "--train-load", "--ops", "restore", "--results-dir", "r"], tmp.path());
+    assert_fails(&o, 2, "add save to --ops", &tmp.path().join("r"));
+    let o = s3rdma(&["ckpt", "--train-gemm", "64", "--results-dir", "r"], tmp.path());
+    assert_fails(&o, 2, "--train-load", &tmp.path().join("r"));
+    let o = s3rdma(&["ckpt", "--train-load", "--train-gemm", "0", "--results-dir", "r"], tmp.path());
+    assert_fails(&o, 2, "from 1 to 65536", &tmp.path().join("r"));
+}
+
 /// Killed while persisting (after the snapshot, with chunks in flight): no
 /// manifest, so a restore refuses the checkpoint as incomplete.
 #[test]

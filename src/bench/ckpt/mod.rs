@@ -59,11 +59,14 @@ mod repeat;
 mod results;
 #[cfg(test)]
 mod step_tests;
+mod train_load;
+mod train_view;
 pub use cache::CacheFigures;
 pub(crate) use ops::{Ctx, State, StateSpec, serial_key, verify};
-pub use plan::{ChunkChecksum, CkptMethod, CkptOp, CkptPlan, RestoreCache};
+pub use plan::{ChunkChecksum, CkptMethod, CkptOp, CkptPlan, RestoreCache, TrainLoadPlan};
 pub use results::{AGGREGATION, CkptResults, OpFigures, RepeatRow, Row, Verified};
 pub(crate) use results::{print_table, summarize};
+pub use train_view::{TrainFigures, TrainRow};
 
 /// Bytes compared or hashed per step when device memory is read back.
 const WINDOW: usize = 64 << 20;
@@ -172,6 +175,9 @@ fn check_plan(plan: &mut CkptPlan) -> Result<()> {
         ranks::check_run_id(id)?;
     }
     let asked = plan.restore_cache;
+    if plan.train_load.is_some() && !plan.ops.contains(&CkptOp::Save) {
+        return Err(Error::Usage("--train-load runs training beside saves, and --ops has none: add save to --ops (e.g. --ops save,restore)".into()));
+    }
     if asked != RestoreCache::Warm && !plan.ops.contains(&CkptOp::Restore) {
         return Err(Error::Usage(format!(
             "--restore-cache {} (or --cold) says how restores read, and --ops has none: add restore to --ops (e.g. --ops save,restore)",
@@ -357,6 +363,14 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
         None
     };
 
+    // The training load beside saves: one loop per rank, on its GPU (a CPU stand-in without one).
+    let load = match plan.train_load {
+        Some(t) => {
+            let side = t.gemm_side.unwrap_or(if gpu.is_some() { TrainLoadPlan::GPU_SIDE } else { TrainLoadPlan::CPU_SIDE });
+            Some(blocking(|| train_load::TrainLoad::start(gpu.clone(), side))?)
+        }
+        None => None,
+    };
     let mut rows: Vec<Row> = Vec::new();
     let mut mismatch: Option<String> = None;
     // The store counters' growth over every timed window (the record's in_windows).
@@ -376,6 +390,11 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
             seed: plan.seed,
             staging: Arc::new(tokio::sync::Mutex::new(staging)),
         };
+        // The no-save reference of this state's saves, taken before them.
+        let reference = match &load {
+            Some(l) => Some(l.reference(3 * train_load::STEPS_AROUND).await?),
+            None => None,
+        };
         let direct_ctx = direct.as_ref().map(|(d, serial)| Ctx { store: d.clone(), serial: serial.clone(), staging: ctx.staging.clone(), ..ctx });
         let repeats = repeat::Repeats {
             s: &s,
@@ -387,6 +406,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
             ctx: &ctx,
             direct_ctx: direct_ctx.as_ref(),
             after_commit: &after_commit,
+            load: load.as_ref().zip(reference),
         };
         for &method in &plan.methods {
             let mut views: Option<Vec<TensorEntry>> = None;
@@ -433,6 +453,8 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
                         "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
                         "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
                         "alignment": fmt::ALIGNMENT,
+                        "train_load": load.as_ref().map(|l| json!({"gemm_side": l.side, "device": l.device,
+                            "steps_around": train_load::STEPS_AROUND, "seconds_around": train_load::SECONDS_AROUND})),
                         "async_next_step": (plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save)).then_some(
                             "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time")});
     let after_commit = after_commit.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -441,7 +463,15 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     outcome.failure = mismatch.map(Error::Mismatch);
     outcome.stats = in_windows;
     let (backend, location) = (store.backend().name(), store.location());
-    s.finish(outcome, || print_table(&results.rows, backend, &location, dest, me.world)).await
+    let train = load.as_ref().map(|l| (l.device, l.side));
+    drop(load);
+    s.finish(outcome, || {
+        print_table(&results.rows, backend, &location, dest, me.world);
+        if let Some((device, side)) = train {
+            train_view::print_train_table(&results.rows, device, side);
+        }
+    })
+    .await
 }
 
 /// A missing bucket: ckpt writes into an existing one (the default local directory excepted).

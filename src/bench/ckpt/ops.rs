@@ -1,6 +1,7 @@
 //! The checkpoint operations of one rank: the live state, flat save and restore (chunks + manifest), serialize-then-put save and restore, and the comparison with the originals.
 
 use super::plan::ChunkChecksum;
+use super::train_load::TrainLoad;
 use super::{OpFigures, Verified, WINDOW};
 use crate::bench::{fanout, now_unix};
 use crate::error::{Error, Result, StoreError};
@@ -157,8 +158,18 @@ fn step_state(state: &State) -> std::result::Result<(), String> {
 /// `flat`, and a pinned host buffer for `async`, where that copy is the
 /// snapshot training waits for and the chunks then leave from host memory.
 /// `step` says what training does meanwhile ([`NextStep`]); the step is
-/// undone before this returns, whatever the save's outcome.
-pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, generation: &str, step: NextStep) -> Result<OpFigures> {
+/// undone before this returns, whatever the save's outcome. With `step`
+/// after the snapshot, `load` (a training load, paused for the save) is told
+/// to run again as soon as the snapshot is taken.
+pub(crate) async fn save_flat(
+    ctx: &Ctx,
+    key: &str,
+    state: &State,
+    flat: &mut Buffer,
+    generation: &str,
+    step: NextStep,
+    load: Option<&TrainLoad>,
+) -> Result<OpFigures> {
     let t0 = Instant::now();
     let start_unix_s = now_unix();
     let stepped = |e: String| Error::Runtime(format!("the training step after the snapshot: {e}"));
@@ -174,6 +185,12 @@ pub(crate) async fn save_flat(ctx: &Ctx, key: &str, state: &State, flat: &mut Bu
     })
     .map_err(|e| Error::Runtime(format!("flattening the state: {e}")))?;
     let flatten_s = t0.elapsed().as_secs_f64();
+    // The stall is over: training steps again while the save persists.
+    if step == NextStep::AfterSnapshot
+        && let Some(l) = load
+    {
+        l.run();
+    }
     // The next step runs beside the persistence, on views of the state
     // (SAFETY as in step_state: the save reads only its snapshot from here on).
     let views: Vec<Buffer> = state.tensors.iter().map(|t| unsafe { t.view(0..t.len()) }).collect();
@@ -276,6 +293,7 @@ pub(crate) fn figures_base() -> OpFigures {
         client_cpu_cores: 0.0,
         host_cpu_cores: 0.0,
         restore_cache: None,
+        train: None,
     }
 }
 

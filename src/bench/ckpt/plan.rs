@@ -86,4 +86,20 @@ pub struct CkptPlan {
     pub keep: bool,
     /// Where each restore reads from (`--cold` already folded in).
     pub restore_cache: RestoreCache,
+    /// A training load beside every save (`None`: none).
+    pub train_load: Option<TrainLoadPlan>,
+}
+
+/// The training load run beside saves (`train_load.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainLoadPlan {
+    /// The GEMM's side (`None`: [`TrainLoadPlan::GPU_SIDE`] on a GPU, [`TrainLoadPlan::CPU_SIDE`] without).
+    pub gemm_side: Option<usize>,
+}
+
+impl TrainLoadPlan {
+    /// Default side on a GPU: 1.1 TFLOP per step (about 20 ms of f32 SGEMM on an H100 or H200).
+    pub const GPU_SIDE: usize = 8192;
+    /// Default side on the CPU stand-in: 0.27 GFLOP per step (milliseconds on one core).
+    pub const CPU_SIDE: usize = 512;
 }

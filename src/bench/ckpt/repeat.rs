@@ -6,6 +6,8 @@
 
 use super::cache;
 use super::ops::{Ctx, NextStep, State, StateSpec, restore_flat, restore_serialized, save_flat, save_serialized};
+use super::train_load::{SECONDS_AROUND, STEPS_AROUND, TrainLoad};
+use super::train_view::TrainFigures;
 use super::{Buffers, CkptMethod, CkptOp, CkptPlan, RepeatRow, collect_old_generations, delete_prefix};
 use crate::bench::session::{Direction, Session};
 use crate::error::{Error, Result};
@@ -28,6 +30,8 @@ pub(super) struct Repeats<'a> {
     pub(super) direct_ctx: Option<&'a Ctx>,
     /// What failed after a save committed ([`super::after_commit`]), for the record.
     pub(super) after_commit: &'a std::sync::Mutex<Vec<String>>,
+    /// The training load beside saves, and its seconds per step with no save.
+    pub(super) load: Option<(&'a TrainLoad, f64)>,
 }
 
 impl Repeats<'_> {
@@ -59,7 +63,19 @@ impl Repeats<'_> {
             cache_figures = Some(f);
         }
         let direct_before = cache::direct_counts(&[rctx.store.as_ref(), rctx.serial.as_ref()]);
+        // A save with a training load: steps run first, and the save begins at a step boundary.
+        let load = self.load.filter(|_| op == CkptOp::Save);
+        if let Some((l, _)) = load {
+            l.take_steps();
+            let since = l.now();
+            l.run();
+            l.wait_steps(since, STEPS_AROUND, SECONDS_AROUND).await?;
+        }
         let window = s.open_window().await?;
+        let paused = match load {
+            Some((l, _)) => l.pause().await?,
+            None => 0.0,
+        };
         let sampler = Sampler::start();
         // One generation per save: methods of one run saving to the same
         // key never write the chunk names the live manifest points at.
@@ -71,7 +87,7 @@ impl Repeats<'_> {
                     CkptMethod::Async => (bufs.snapshot.as_mut().expect("allocated for async saves"), NextStep::AfterSnapshot),
                     _ => (&mut bufs.flat, NextStep::None),
                 };
-                let r = save_flat(self.ctx, key, self.state, buf, &generation, step).await;
+                let r = save_flat(self.ctx, key, self.state, buf, &generation, step, load.map(|l| l.0)).await;
                 if r.is_err() {
                     // Never committed: its chunks are garbage (the previous generation stays).
                     let chunks = format!("{}.part", fmt::generation_prefix(key, &generation));
@@ -90,6 +106,9 @@ impl Repeats<'_> {
         };
         let smp = sampler.finish();
         let mut fig = r?;
+        if let Some((l, reference)) = load {
+            fig.train = Some(train_after(l, method, paused, reference).await?);
+        }
         fig.rank = s.me.rank;
         fig.host = s.host.clone();
         // Training waits for the whole operation, except for an async save's persistence.
@@ -117,4 +136,19 @@ impl Repeats<'_> {
         }
         Ok((RepeatRow::of(rep, closed.ranks, closed.witness), closed.stats))
     }
+}
+
+/// The training view of a save that has just become durable: a sync save's
+/// training resumes now (an async one resumed at its snapshot), the loop
+/// steps on for the steps after, then pauses and its steps are split.
+///
+/// Errors: the loop's.
+async fn train_after(l: &TrainLoad, method: CkptMethod, paused: f64, reference: f64) -> Result<TrainFigures> {
+    let durable = l.now();
+    if method != CkptMethod::Async {
+        l.run();
+    }
+    l.wait_steps(durable, STEPS_AROUND, SECONDS_AROUND).await?;
+    l.pause().await?;
+    Ok(TrainFigures::of(&l.take_steps(), paused, l.resumed_at(), durable, reference))
 }

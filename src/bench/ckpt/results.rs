@@ -3,6 +3,7 @@
 use super::StateSpec;
 use super::cache::CacheFigures;
 use super::plan::{CkptMethod, CkptOp, CkptPlan};
+use super::train_view::{TrainFigures, TrainRow};
 use crate::bench::{Spread, host_cores};
 use crate::mem::Dest;
 use crate::witness::WitnessReport;
@@ -47,6 +48,9 @@ pub struct OpFigures {
     /// A restore: how it met the page cache (warm or cold, and how it was made cold).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restore_cache: Option<CacheFigures>,
+    /// A save with a training load beside it: the steps around it and the seconds it blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train: Option<TrainFigures>,
 }
 
 /// How the figures of several ranks make one repeat's (MLPerf Storage's
@@ -125,6 +129,9 @@ pub struct Row {
     /// A restore on the local backend: the bytes of the checkpoint's files
     /// (chunks and manifest, or the blob), all ranks; `None` elsewhere.
     pub file_bytes: Option<u64>,
+    /// A save with a training load: the training view over repeats (`None` otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train: Option<TrainRow>,
     /// Every timed repeat's figures.
     pub repeats: Vec<RepeatRow>,
 }
@@ -329,6 +336,7 @@ pub(crate) fn summarize(
         cached_bytes,
         // Every repeat restores the same files: the first one's, all ranks.
         file_bytes: reps.first().and_then(|r| r.per_rank.iter().map(|f| f.restore_cache.as_ref().filter(|c| c.files > 0).map(|c| c.file_bytes)).sum()),
+        train: TrainRow::of(&reps),
         repeats: reps,
     }
 }

@@ -35,7 +35,7 @@ async fn save_and_check(step: NextStep) -> (Verified, bool) {
         staging: Arc::new(tokio::sync::Mutex::new(Vec::new())),
     };
     let mut snapshot = Buffer::host(state.total as usize);
-    save_flat(&ctx, "ck/rank00000", &state, &mut snapshot, "g1", step).await.unwrap();
+    save_flat(&ctx, "ck/rank00000", &state, &mut snapshot, "g1", step, None).await.unwrap();
     let back = state.tensors.iter().zip(&original).all(|(b, o)| b.as_host().unwrap() == &o[..]);
     let mut restored = Buffer::host(state.total as usize);
     let (_, views) = restore_flat(&ctx, "ck/rank00000", &mut restored).await.unwrap();
