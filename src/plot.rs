@@ -1,6 +1,8 @@
 //! `s3rdma report --plot out.svg`: fetch throughput vs concurrency, one line per
 //! (backend, size); GB/s over time instead when the records carry
-//! `fetch --series`; the other benchmarks as bars per row with min–max error
+//! `fetch --series`; for `ckpt --train-load` records, the seconds a save
+//! blocked training against the checkpoint's size, one line per (backend,
+//! method, run); the other benchmarks as bars per row with min–max error
 //! bars. SVG through `plotters` (its SVG backend needs no font files; PNG
 //! would need a font rasteriser, so it is refused with the conversion to use).
 
@@ -33,8 +35,11 @@ pub fn draw(rows: &[Row], path: &Path) -> Result<()> {
     let tmp = path.with_extension("svg.tmp");
     let fetch: Vec<&Row> = rows.iter().filter(|r| r.benchmark == "fetch" && r.dims.contains_key("concurrency")).collect();
     let timed: Vec<&Row> = fetch.iter().copied().filter(|r| r.series.as_ref().is_some_and(|s| !s.is_empty())).collect();
+    let blocked: Vec<&Row> = rows.iter().filter(|r| r.blocked.is_some()).collect();
     let drawn = if !timed.is_empty() {
         series(&timed, &tmp)
+    } else if fetch.is_empty() && !blocked.is_empty() {
+        blocked_by_size(&blocked, &tmp)
     } else if fetch.is_empty() {
         let mut metrics: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
         metrics.sort();
@@ -92,6 +97,45 @@ fn lines(rows: &[&Row], path: &Path) -> Result<()> {
             .map_err(err)?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart.draw_series(pts.iter().map(|p| ErrorBar::new_vertical(p.0, p.2, p.1, p.3, color.filled(), 6))).map_err(err)?;
+    }
+    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// `ckpt --train-load`: blocked seconds against checkpoint size (GB), one
+/// line per (backend, method, dest, run), min–max error bars over repeats.
+fn blocked_by_size(rows: &[&Row], path: &Path) -> Result<()> {
+    let mut lines: std::collections::BTreeMap<String, Vec<(f64, f64, f64, f64)>> = Default::default();
+    for r in rows {
+        let Some((bytes, b)) = r.blocked else { continue };
+        let run = r.tag.clone().unwrap_or_else(|| r.file.trim_end_matches(".json").to_string());
+        let dim = |k: &str| r.dims.get(k).cloned().unwrap_or_default();
+        let name = format!("{} {} {} [{run}]{}", r.backend, dim("method"), dim("dest"), if r.unproven_rdma() { " NOT RDMA-VERIFIED" } else { "" });
+        lines.entry(name).or_default().push((bytes as f64 / 1e9, b.median, b.min, b.max));
+    }
+    let xmax = rows.iter().filter_map(|r| r.blocked.map(|b| b.0 as f64 / 1e9)).fold(1e-9, f64::max) * 1.05;
+    let ymax = rows.iter().filter_map(|r| r.blocked.map(|b| b.1.max)).fold(0.0, f64::max) * 1.1 + 1e-9;
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("ckpt: seconds a save blocks training vs checkpoint size", ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..xmax, 0f64..ymax)
+        .map_err(err)?;
+    chart.configure_mesh().x_desc("checkpoint size, GB (1e9 B), all ranks").y_desc("blocked seconds (stall + slower steps)").draw().map_err(err)?;
+    for (i, (name, mut pts)) in lines.into_iter().enumerate() {
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color.stroke_width(2)))
+            .map_err(err)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        chart.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 4, color.filled()))).map_err(err)?;
         chart.draw_series(pts.iter().map(|p| ErrorBar::new_vertical(p.0, p.2, p.1, p.3, color.filled(), 6))).map_err(err)?;
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(err)?;

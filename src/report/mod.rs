@@ -71,6 +71,11 @@ pub struct Row {
     /// local disk, or records that cannot tell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+    /// A checkpoint save with a training load (`ckpt --train-load`): its
+    /// size in bytes and the seconds it blocked training (median and range
+    /// over repeats), what `--plot` draws against each other.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<(u64, Spread)>,
 }
 
 impl Row {

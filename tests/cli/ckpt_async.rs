@@ -95,6 +95,19 @@ fn a_training_load_beside_saves_measures_what_they_block() {
             assert!(row(&rec, m, "restore").get("train").is_none(), "a restore has no training view");
         }
     }
+    // report --plot draws blocked seconds against the checkpoint size, a line per (backend, method).
+    let recs: Vec<String> = results_in(&tmp.path().join("results")).iter().map(|p| p.to_str().unwrap().to_string()).collect();
+    assert_eq!(recs.len(), 2, "{recs:?}");
+    let svg = tmp.path().join("blocked.svg");
+    let mut args = vec!["report", "--plot", svg.to_str().unwrap()];
+    args.extend(recs.iter().map(String::as_str));
+    let o = s3rdma(&args, tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(svg).unwrap();
+    assert!(svg.contains("seconds a save blocks training vs checkpoint size"), "{svg}");
+    for line in ["local flat", "local async", "http flat", "http async"] {
+        assert!(svg.contains(line), "no line {line}");
+    }
     let o = s3rdma(&["ckpt", "--train-load", "--ops", "restore", "--results-dir", "r"], tmp.path());
     assert_fails(&o, 2, "add save to --ops", &tmp.path().join("r"));
     let o = s3rdma(&["ckpt", "--train-gemm", "64", "--results-dir", "r"], tmp.path());

@@ -37,6 +37,16 @@ struct CkptRow {
     client_cpu_cores: Option<Figure>,
     witness_verdict: Option<String>,
     verified: Option<Verified>,
+    /// The state's size, all ranks (absent in the oldest records).
+    size_bytes: Option<u64>,
+    /// A save's training view (`--train-load`).
+    train: Option<TrainView>,
+}
+
+/// `results.rows[].train`: what the report plots of it.
+#[derive(Deserialize)]
+struct TrainView {
+    blocked_s: Option<Figure>,
 }
 
 impl ReportRows for CkptRecord {
@@ -63,6 +73,7 @@ impl ReportRows for CkptRecord {
                 r.verdict = w.clone();
             }
             r.data_mismatch = Verified::failed(&row.verified);
+            r.blocked = row.size_bytes.zip(row.train.as_ref().and_then(|t| spread(&t.blocked_s)));
             out.push((r, Windows::Run));
         }
         Ok(out)

@@ -163,6 +163,7 @@ impl Head<'_> {
             data_mismatch: false,
             series: None,
             server: self.server.clone(),
+            blocked: None,
         }
     }
 
