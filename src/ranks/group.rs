@@ -29,7 +29,7 @@ use serde_json::Value;
 
 use super::Rank;
 use super::markers::{remove_markers, remove_where};
-use super::poll::{GoWait, kind};
+use super::poll::{GoWait, Memory};
 use crate::error::{Error, Result, StoreError};
 use crate::mem::Buffer;
 use crate::store::{self, ObjectMeta, ObjectStore};
@@ -161,8 +161,8 @@ pub struct Group {
     method: Rendezvous,
     step: AtomicU64,
     counts: Counts,
-    /// What this rank's recent barriers of each kind made it wait for `go` ([`GoWait`]).
-    remembered: std::sync::Mutex<std::collections::HashMap<String, Duration>>,
+    /// What this rank's recent barriers made it wait for `go` ([`GoWait`]).
+    remembered: std::sync::Mutex<Memory>,
     /// Set by [`Group::cleanup`]; a group dropped without it (a failed run) clears its markers in `Drop`.
     cleaned: AtomicBool,
 }
@@ -390,7 +390,7 @@ impl Group {
             self.put(&go, Vec::new()).await?;
             return Ok(Released { root: Some(root), before, after: self.coordination().since(&mark) });
         }
-        let plan = GoWait::new(self.me.world, self.remembered.lock().expect("remembered").get(&kind(name)).copied());
+        let plan = GoWait::new(self.me.world, self.remembered.lock().unwrap_or_else(|p| p.into_inner()).get(name));
         let t0 = Instant::now();
         let first = plan.first();
         if !first.is_zero() {
@@ -412,7 +412,7 @@ impl Group {
             let sent = t0.elapsed();
             if let Some(meta) = self.poll(&go).await? {
                 if meta.size == 0 {
-                    self.remembered.lock().expect("remembered").insert(kind(name), plan.learn(missed, t0.elapsed()));
+                    self.remembered.lock().unwrap_or_else(|p| p.into_inner()).set(name, plan.learn(missed, t0.elapsed()));
                     let all = self.coordination().since(&entry);
                     return Ok(Released { root: None, before: all, after: all });
                 }

@@ -47,6 +47,31 @@ pub(super) fn kind(name: &str) -> String {
     name.chars().filter(|c| !c.is_ascii_digit()).collect()
 }
 
+/// What one rank remembers of its barriers' waits: per kind ([`kind`]),
+/// and the last wait of any kind, which a kind seen for the first time
+/// starts from (a run's first timed barrier after its warm-up ones, a
+/// checkpoint's first close after the windows' barriers): a wait of the
+/// same group and world is a better first guess than none, and a wrong one
+/// is corrected within a few barriers ([`GoWait::learn`]).
+#[derive(Debug, Default)]
+pub(super) struct Memory {
+    by_kind: std::collections::HashMap<String, Duration>,
+    last: Option<Duration>,
+}
+
+impl Memory {
+    /// The wait to plan barrier `name` from: its kind's, else the last of any kind.
+    pub(super) fn get(&self, name: &str) -> Option<Duration> {
+        self.by_kind.get(&kind(name)).copied().or(self.last)
+    }
+
+    /// Remember `wait` for barrier `name`'s kind, and as the last wait.
+    pub(super) fn set(&mut self, name: &str, wait: Duration) {
+        self.by_kind.insert(kind(name), wait);
+        self.last = Some(wait);
+    }
+}
+
 /// One rank's poll plan for one barrier: nominal pauses before each poll
 /// (before jitter), from what its earlier barriers took.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -120,6 +145,18 @@ mod tests {
             polls += 1;
         }
         (polls, missed, t)
+    }
+
+    #[test]
+    fn a_new_kind_starts_from_the_last_wait_and_keeps_its_own_after() {
+        let mut m = Memory::default();
+        assert_eq!(m.get("b0"), None);
+        m.set("warmup1", Duration::from_millis(400));
+        assert_eq!(m.get("b0"), Some(Duration::from_millis(400)), "the first timed barrier starts from the warm-up's wait");
+        m.set("b0", Duration::from_millis(300));
+        m.set("close7", Duration::from_millis(50));
+        assert_eq!(m.get("b1"), Some(Duration::from_millis(300)), "its own kind's wait wins");
+        assert_eq!(m.get("open1"), Some(Duration::from_millis(50)), "an unseen kind takes the last");
     }
 
     #[test]
