@@ -112,7 +112,8 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
     let ranks = if launched { plan.ranks } else { Some(plan.ranks.unwrap_or(8)) };
     if let Some(n) = ranks.filter(|n| n % per != 0) {
         return Err(Error::Usage(format!(
-            "{n} ranks do not split into processes of {per} ranks each: give a rank count that is a multiple of the ranks per process"
+            "--ranks {n} does not split into processes of --ranks-per-process {per} ranks each: give --ranks as a multiple of --ranks-per-process{}",
+            if per > n { format!(" (at most {n} ranks per process here)") } else { String::new() }
         )));
     }
     let processes = if launched { None } else { ranks.map(|n| n / per) };
@@ -169,8 +170,10 @@ async fn time_barriers(group: &Group, host: &str, warmup: u32, barriers: u32) ->
 }
 
 /// This process's `per` simulated ranks: ranks `p x per .. (p + 1) x per`
-/// of `world x per`, where `p` is this process's rank, meeting under their
-/// own run id (`<run id>-tasks`) in the session's store.
+/// of `world x per`, where `p` is this process's rank, meeting under
+/// `<run id>/tasks` in the session's store: inside the run's own prefix, so
+/// what clears the run's meeting objects (its end, a failed run, a signal
+/// to rank 0) clears theirs too.
 ///
 /// Errors: a rank 0 that publishes no epoch in time; the store's.
 async fn join_tasks(s: &Session, per: usize, group: &GroupConfig) -> Result<Vec<Arc<Group>>> {
@@ -178,7 +181,7 @@ async fn join_tasks(s: &Session, per: usize, group: &GroupConfig) -> Result<Vec<
     let joins = (0..per).map(|i| {
         let rank = s.me.rank * per + i;
         let me =
-            Rank { rank, world, local_rank: rank, local_world: None, launcher: s.me.launcher, run_id: format!("{}-tasks", s.me.run_id), attempt: s.me.attempt };
+            Rank { rank, world, local_rank: rank, local_world: None, launcher: s.me.launcher, run_id: format!("{}/tasks", s.me.run_id), attempt: s.me.attempt };
         Group::join(me, s.store.clone(), group.barrier_timeout, group.rendezvous)
     });
     futures::future::join_all(joins).await.into_iter().map(|g| g.map(Arc::new)).collect()

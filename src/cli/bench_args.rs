@@ -100,6 +100,13 @@ pub struct CkptArgs {
     pub train_gemm: Option<usize>,
 }
 
+fn parse_ranks_per_process(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n) if (1..=1024).contains(&n) => Ok(n),
+        _ => Err(format!("'{s}': ranks per process is a whole number from 1 to 1024 (e.g. 64 for --ranks 8192 as 128 processes)")),
+    }
+}
+
 fn parse_gemm_side(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(n) if (1..=65536).contains(&n) => Ok(n),
@@ -542,7 +549,8 @@ pub struct BarrierArgs {
     /// 64` starts 128 processes. Simulates worlds larger than one host can
     /// start processes for; each rank still makes its own requests, but
     /// ranks of one process share its runtime and connections (less client
-    /// CPU per request than a process per rank). Default 1.
-    #[arg(long, default_value_t = 1, value_parser = parse_positive)]
+    /// CPU per request than a process per rank). `--ranks` must be a
+    /// multiple of it; 1 to 1024. Default 1.
+    #[arg(long, default_value_t = 1, value_parser = parse_ranks_per_process)]
     pub ranks_per_process: u32,
 }

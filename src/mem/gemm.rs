@@ -47,7 +47,21 @@ impl Gemm {
             return Err(format!("a GEMM of side {n}: give a side from 1 to 65536"));
         }
         let on = match gpu {
-            None => On::Cpu { a: vec![FILL; n * n], b: vec![FILL; n * n], c: vec![0.0; n * n] },
+            None => {
+                // Three n x n f32 matrices: refuse what would push the host into swap or the OOM killer.
+                let need = 3 * (n as u64).pow(2) * 4;
+                let mut sys = sysinfo::System::new();
+                sys.refresh_memory();
+                let avail = sys.available_memory();
+                if avail > 0 && need > avail / 2 {
+                    return Err(format!(
+                        "its three {n} x {n} f32 matrices need {:.1} GB of host memory, more than half the {:.1} GB available: give a smaller side",
+                        need as f64 / 1e9,
+                        avail as f64 / 1e9
+                    ));
+                }
+                On::Cpu { a: vec![FILL; n * n], b: vec![FILL; n * n], c: vec![0.0; n * n] }
+            }
             Some(g) => {
                 // cudarc panics when it cannot load the library: ask first.
                 // SAFETY: only probes the dynamic loader.
@@ -159,6 +173,9 @@ mod tests {
             let e = Gemm::new(None, n).err().unwrap();
             assert!(e.contains("from 1 to 65536"), "{e}");
         }
+        // 48 GiB of matrices: more than half of what any test host has free.
+        let e = Gemm::new(None, 65536).err().unwrap();
+        assert!(e.contains("give a smaller side") && e.contains("51.5 GB"), "{e}");
     }
 
     #[test]

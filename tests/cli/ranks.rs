@@ -64,7 +64,7 @@ fn barrier_costs_o1_requests_per_rank_with_a_leader_and_o_n_keys_with_listing() 
     let p = &tasks["results"]["per_rank_per_barrier"];
     assert!(p["requests"].as_f64().unwrap() >= 1.0 + 2.0 / 8.0 && p["polls"].as_f64().unwrap() >= 7.0 / 8.0, "{p}");
     let o = s3rdma(&["barrier", "--ranks", "6", "--ranks-per-process", "4", "--results-dir", "r"], tmp.path());
-    assert_fails(&o, 2, "multiple of the ranks per process", &tmp.path().join("r"));
+    assert_fails(&o, 2, "give --ranks as a multiple of --ranks-per-process", &tmp.path().join("r"));
     // Nothing of the meetings is left, on either store.
     assert!(!tmp.path().join("s3rdma-data/s3rdma-bench/s3rdma-ranks").exists());
     fn files_under(p: &Path) -> usize {

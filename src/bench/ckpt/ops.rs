@@ -160,7 +160,9 @@ fn step_state(state: &State) -> std::result::Result<(), String> {
 /// `step` says what training does meanwhile ([`NextStep`]); the step is
 /// undone before this returns, whatever the save's outcome. With `step`
 /// after the snapshot, `load` (a training load, paused for the save) is told
-/// to run again as soon as the snapshot is taken.
+/// to run again as soon as the snapshot is taken; either way it is told when
+/// the save became durable (before the step is undone, benchmark work no
+/// job does).
 pub(crate) async fn save_flat(
     ctx: &Ctx,
     key: &str,
@@ -202,6 +204,9 @@ pub(crate) async fn save_flat(
     });
     let persisted = persist(ctx, key, state, flat, generation).await;
     let wall_s = t0.elapsed().as_secs_f64();
+    if let Some(l) = load {
+        l.mark_durable();
+    }
     let ran = match next {
         Some(h) => h.await.map_err(|e| format!("it panicked: {e}")).and_then(|r| r).map(|_| true),
         None => Ok(step != NextStep::None),

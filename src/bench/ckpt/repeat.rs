@@ -67,6 +67,7 @@ impl Repeats<'_> {
         let load = self.load.filter(|_| op == CkptOp::Save);
         if let Some((l, _)) = load {
             l.take_steps();
+            l.take_durable();
             let since = l.now();
             l.run();
             l.wait_steps(since, STEPS_AROUND, SECONDS_AROUND).await?;
@@ -144,7 +145,8 @@ impl Repeats<'_> {
 ///
 /// Errors: the loop's.
 async fn train_after(l: &TrainLoad, method: CkptMethod, paused: f64, reference: f64) -> Result<TrainFigures> {
-    let durable = l.now();
+    // A flat or async save marks when its manifest committed; serialize-then-put is durable as it returns.
+    let durable = l.take_durable().unwrap_or_else(|| l.now());
     if method != CkptMethod::Async {
         l.run();
     }

@@ -21,6 +21,8 @@ use crate::mem::{Gemm, Gpu};
 pub(crate) const STEPS_AROUND: usize = 10;
 /// Seconds (at least) timed before each save, and after it has persisted.
 pub(crate) const SECONDS_AROUND: f64 = 0.5;
+/// A first step longer than this gets a note: the run will take minutes more.
+const SLOW_STEP_S: f64 = 0.5;
 
 /// What the loop thread is told to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +43,8 @@ struct Inner {
     resumed_at: f64,
     /// The loop's error, which ended it.
     error: Option<String>,
+    /// When the save being measured became durable (seconds since `origin`), if marked.
+    durable_at: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -77,19 +81,22 @@ impl TrainLoad {
     /// Errors: the GEMM's ([`Gemm::new`], its first step); no thread.
     pub(crate) fn start(gpu: Option<Arc<Gpu>>, side: usize) -> Result<Self> {
         let shared = Arc::new(Shared {
-            m: Mutex::new(Inner { cmd: Cmd::Pause, idle: true, steps: Vec::new(), resumed_at: 0.0, error: None }),
+            m: Mutex::new(Inner { cmd: Cmd::Pause, idle: true, steps: Vec::new(), resumed_at: 0.0, error: None, durable_at: None }),
             cv: Condvar::new(),
             origin: Instant::now(),
         });
-        let (tx, rx) = std::sync::mpsc::channel::<std::result::Result<&'static str, String>>();
+        let (tx, rx) = std::sync::mpsc::channel::<std::result::Result<(&'static str, f64), String>>();
         let sh = shared.clone();
         let thread = std::thread::Builder::new()
             .name("train-load".into())
             .spawn(move || {
-                let made = Gemm::new(gpu.as_ref(), side).and_then(|mut g| g.step().map(|_| g));
+                let made = Gemm::new(gpu.as_ref(), side).and_then(|mut g| {
+                    let t = Instant::now();
+                    g.step().map(|_| (g, t.elapsed().as_secs_f64()))
+                });
                 let mut g = match made {
-                    Ok(g) => {
-                        let _ = tx.send(Ok(g.device()));
+                    Ok((g, first_s)) => {
+                        let _ = tx.send(Ok((g.device(), first_s)));
                         g
                     }
                     Err(e) => {
@@ -100,10 +107,16 @@ impl TrainLoad {
                 step_loop(&sh, &mut g);
             })
             .map_err(|e| Error::Runtime(format!("cannot start the training-load thread: {e}")))?;
-        let device = rx
+        let (device, first_s) = rx
             .recv()
             .map_err(|_| Error::Runtime("the training-load thread ended before its first step".into()))?
-            .map_err(|e| Error::Runtime(format!("the training load's GEMM ({side} x {side}): {e}")))?;
+            .map_err(|e| Error::Runtime(format!("the training load's GEMM ({side} x {side}, the --train-gemm side): {e}")))?;
+        if first_s > SLOW_STEP_S {
+            eprintln!(
+                "note: one step of the training load ({side} x {side} x {side} GEMM, {device}) took {first_s:.1} s; each save is timed with at least {STEPS_AROUND} steps before and after it and the reference runs {} steps, so this run takes minutes more (a smaller --train-gemm side keeps it short)",
+                3 * STEPS_AROUND
+            );
+        }
         Ok(TrainLoad { shared, thread: Some(thread), device, side })
     }
 
@@ -120,6 +133,17 @@ impl TrainLoad {
             g.resumed_at = self.shared.now();
         }
         self.shared.cv.notify_all();
+    }
+
+    /// Mark now as when the save being measured became durable (its manifest committed).
+    pub(crate) fn mark_durable(&self) {
+        let now = self.shared.now();
+        self.shared.lock().durable_at = Some(now);
+    }
+
+    /// When the save was marked durable, clearing the mark; `None` if unmarked.
+    pub(crate) fn take_durable(&self) -> Option<f64> {
+        self.shared.lock().durable_at.take()
     }
 
     /// When the loop was last told to run (seconds since its origin).

@@ -43,7 +43,7 @@ pub(super) async fn find_rank(spec: &SessionSpec, group_args: &GroupConfig) -> R
             };
             if world > MAX_LOCAL_RANKS {
                 return Err(Error::Usage(format!(
-                    "{world} ranks on this one host: at most {MAX_LOCAL_RANKS} are started here; run more under a launcher across hosts"
+                    "{world} rank processes on this one host: at most {MAX_LOCAL_RANKS} are started here; run more under a launcher across hosts (barrier: or simulate them as tasks with --ranks-per-process)"
                 )));
             }
             if world > 1 {
