@@ -169,6 +169,9 @@ async fn time_barriers(group: &Group, host: &str, warmup: u32, barriers: u32) ->
     Ok(RankBarriers { rank: group.me.rank, host: host.to_string(), enter_ns, leave_ns, coordination: group.coordination().since(&before) })
 }
 
+/// Simulated ranks of one process joining at a time.
+const JOIN_CONCURRENCY: usize = 8;
+
 /// This process's `per` simulated ranks: ranks `p x per .. (p + 1) x per`
 /// of `world x per`, where `p` is this process's rank, meeting under
 /// `<run id>/tasks` in the session's store: inside the run's own prefix, so
@@ -184,7 +187,12 @@ async fn join_tasks(s: &Session, per: usize, group: &GroupConfig) -> Result<Vec<
             Rank { rank, world, local_rank: rank, local_world: None, launcher: s.me.launcher, run_id: format!("{}/tasks", s.me.run_id), attempt: s.me.attempt };
         Group::join(me, s.store.clone(), group.barrier_timeout, group.rendezvous)
     });
-    futures::future::join_all(joins).await.into_iter().map(|g| g.map(Arc::new)).collect()
+    // A few joins at a time per process: thousands of simulated ranks asking
+    // for the epoch at once would meet the server's connection and file limits
+    // (s3s-fs answered 500 to 8,192 at once), which no launcher's start produces.
+    use futures::StreamExt;
+    let joined: Vec<Result<Group>> = futures::stream::iter(joins).buffered(JOIN_CONCURRENCY).collect().await;
+    joined.into_iter().map(|g| g.map(Arc::new)).collect()
 }
 
 /// The record's results from every rank's barriers.

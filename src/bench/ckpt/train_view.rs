@@ -199,7 +199,7 @@ pub(crate) fn print_train_table(rows: &[Row], device: &str, side: usize) {
         ]);
     }
     println!(
-        "training view: a {side} x {side} x {side} GEMM step in a loop beside each save ({device}); worst rank per repeat; blocked s = run time less the same steps with no save"
+        "training view: a {side} x {side} x {side} GEMM step in a loop beside each save ({device}); worst rank per repeat; blocked s = run time less the same steps at the rate before and after the save"
     );
     println!("{t}");
 }
