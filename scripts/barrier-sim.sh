@@ -11,7 +11,8 @@
 #   SIM_RENDEZVOUS (default "leader list") and SIM_STORES (default
 #   "local http"; "rdma-mode" is the http backend against the server started
 #   with --rdma, its AIStor-like mode) pick the cells; SIM_BARRIERS (20) and
-#   SIM_WARMUP (2) the timed and untimed barriers per run.
+#   SIM_WARMUP (2) the timed and untimed barriers per run; SIM_BARRIER_TIMEOUT
+#   (3m) the --barrier-timeout.
 # BIN_DIR holds s3rdma and s3_test_server (cargo build --release --example s3_test_server).
 set -euo pipefail
 BIN=$(cd "$1" && pwd)
@@ -45,7 +46,7 @@ for cell in $RANKS; do
     # The listing barrier at 256 ranks takes seconds per barrier: fewer of them.
     b=${SIM_BARRIERS:-20}
     if [ "$how" = list ] && [ "$n" -ge 256 ]; then b=5; fi
-    common=(barrier --ranks "$n" --ranks-per-process "$per" --barriers "$b" --warmup "${SIM_WARMUP:-2}" --rendezvous "$how" --barrier-timeout 3m --results-dir "$OUT")
+    common=(barrier --ranks "$n" --ranks-per-process "$per" --barriers "$b" --warmup "${SIM_WARMUP:-2}" --rendezvous "$how" --barrier-timeout "${SIM_BARRIER_TIMEOUT:-3m}" --results-dir "$OUT")
     # Each run bounded (SIM_RUN_TIMEOUT seconds, default 240), so one slow cell cannot eat the table.
     t=(timeout "${SIM_RUN_TIMEOUT:-240}")
     for store in $STORES; do

@@ -61,7 +61,7 @@ pub fn draw(rows: &[Row], path: &Path) -> Result<()> {
 
 fn lines(rows: &[&Row], path: &Path) -> Result<()> {
     // One series per (backend, size[, procs], file tag), points by concurrency.
-    let mut series: std::collections::BTreeMap<String, Vec<(f64, f64, f64, f64)>> = Default::default();
+    let mut series: std::collections::BTreeMap<String, Vec<Point>> = Default::default();
     for r in rows {
         let c: f64 = r.dims["concurrency"].parse().unwrap_or(0.0);
         // One line per run and (backend, size, procs): two files never share a line.
@@ -77,19 +77,29 @@ fn lines(rows: &[&Row], path: &Path) -> Result<()> {
         );
         series.entry(name).or_default().push((c, r.value.median, r.value.min, r.value.max));
     }
-    let xmax = rows.iter().filter_map(|r| r.dims["concurrency"].parse::<f64>().ok()).fold(1.0, f64::max);
-    let ymax = rows.iter().map(|r| r.value.max).fold(0.0, f64::max) * 1.1 + 1e-9;
+    let xmax = rows.iter().filter_map(|r| r.dims["concurrency"].parse::<f64>().ok()).fold(1.0, f64::max) * 1.05;
+    draw_lines(path, ["fetch: throughput vs concurrency", "concurrent streams", "GB/s (1e9 B/s)"], xmax, series, false)
+}
+
+/// One point of a line: x, and the median, min and max of y.
+type Point = (f64, f64, f64, f64);
+
+/// Named lines of points with min–max error bars (and a dot per point
+/// when `dots`), over x from 0 to `xmax` and y from 0 to 1.1x the largest
+/// max; `titles`: caption, x label, y label.
+fn draw_lines(path: &Path, titles: [&str; 3], xmax: f64, lines: std::collections::BTreeMap<String, Vec<Point>>, dots: bool) -> Result<()> {
+    let ymax = lines.values().flatten().map(|p| p.3).fold(0.0, f64::max) * 1.1 + 1e-9;
     let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("fetch: throughput vs concurrency", ("sans-serif", 22))
+        .caption(titles[0], ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..xmax * 1.05, 0f64..ymax)
+        .build_cartesian_2d(0f64..xmax.max(1e-9), 0f64..ymax)
         .map_err(err)?;
-    chart.configure_mesh().x_desc("concurrent streams").y_desc("GB/s (1e9 B/s)").draw().map_err(err)?;
-    for (i, (name, mut pts)) in series.into_iter().enumerate() {
+    chart.configure_mesh().x_desc(titles[1]).y_desc(titles[2]).draw().map_err(err)?;
+    for (i, (name, mut pts)) in lines.into_iter().enumerate() {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         let color = Palette99::pick(i).to_rgba();
         chart
@@ -97,6 +107,9 @@ fn lines(rows: &[&Row], path: &Path) -> Result<()> {
             .map_err(err)?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        if dots {
+            chart.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 4, color.filled()))).map_err(err)?;
+        }
         chart.draw_series(pts.iter().map(|p| ErrorBar::new_vertical(p.0, p.2, p.1, p.3, color.filled(), 6))).map_err(err)?;
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(err)?;
@@ -107,7 +120,7 @@ fn lines(rows: &[&Row], path: &Path) -> Result<()> {
 /// `ckpt --train-load`: blocked seconds against checkpoint size (GB), one
 /// line per (backend, method, dest, run), min–max error bars over repeats.
 fn blocked_by_size(rows: &[&Row], path: &Path) -> Result<()> {
-    let mut lines: std::collections::BTreeMap<String, Vec<(f64, f64, f64, f64)>> = Default::default();
+    let mut lines: std::collections::BTreeMap<String, Vec<Point>> = Default::default();
     for r in rows {
         let Some((bytes, b)) = r.blocked else { continue };
         let run = r.tag.clone().unwrap_or_else(|| r.file.trim_end_matches(".json").to_string());
@@ -116,31 +129,9 @@ fn blocked_by_size(rows: &[&Row], path: &Path) -> Result<()> {
         lines.entry(name).or_default().push((bytes as f64 / 1e9, b.median, b.min, b.max));
     }
     let xmax = rows.iter().filter_map(|r| r.blocked.map(|b| b.0 as f64 / 1e9)).fold(1e-9, f64::max) * 1.05;
-    let ymax = rows.iter().filter_map(|r| r.blocked.map(|b| b.1.max)).fold(0.0, f64::max) * 1.1 + 1e-9;
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption("ckpt: seconds a save blocks training vs checkpoint size", ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..xmax, 0f64..ymax)
-        .map_err(err)?;
-    chart.configure_mesh().x_desc("checkpoint size, GB (1e9 B), all ranks").y_desc("blocked seconds (stall + slower steps)").draw().map_err(err)?;
-    for (i, (name, mut pts)) in lines.into_iter().enumerate() {
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), color.stroke_width(2)))
-            .map_err(err)?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart.draw_series(pts.iter().map(|p| Circle::new((p.0, p.1), 4, color.filled()))).map_err(err)?;
-        chart.draw_series(pts.iter().map(|p| ErrorBar::new_vertical(p.0, p.2, p.1, p.3, color.filled(), 6))).map_err(err)?;
-    }
-    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(err)?;
-    root.present().map_err(err)?;
-    Ok(())
+    let titles =
+        ["ckpt: seconds a save blocks training vs checkpoint size", "checkpoint size, GB (1e9 B), all ranks", "blocked seconds (stall + slower steps)"];
+    draw_lines(path, titles, xmax, lines, true)
 }
 
 /// `fetch --series`: GB/s over time, one line per cell and run.

@@ -146,7 +146,7 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
     outcome.verdict_without_windows = Some("coordination only: no data moved, nothing for the witness to judge".into());
     let print = || {
         if let Some(r) = &results {
-            print_table(r);
+            print_table(r, per);
         }
     };
     s.finish(outcome, print).await
@@ -239,7 +239,8 @@ pub fn summarize(all: &[RankBarriers], barriers: u32, rendezvous: Rendezvous) ->
     })
 }
 
-fn print_table(r: &BarrierResults) {
+/// The terminal table; `per`: ranks per process (more than 1: the ranks ran as tasks, said above the table).
+fn print_table(r: &BarrierResults, per: u32) {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header([
@@ -269,6 +270,13 @@ fn print_table(r: &BarrierResults) {
         format!("{:.2}", p.polls),
         format!("{:.0}", r.keys_listed_per_barrier),
     ]);
+    if per > 1 {
+        println!(
+            "{} ranks as {} processes of {per} tasks each (simulated: a process's ranks share its runtime and connections)",
+            r.ranks,
+            r.ranks / per as usize
+        );
+    }
     println!("{t}");
 }
 

@@ -94,8 +94,10 @@ pub struct CkptArgs {
     /// seconds the save cost training (blocked seconds) against a run with no save.
     #[arg(long)]
     pub train_load: bool,
-    /// The training load's GEMM side N (an N x N x N SGEMM per step; f32
-    /// matrices of 4 N^2 bytes each). Default: 8192 on a GPU, 512 on the CPU stand-in.
+    /// With --train-load: the GEMM side N (an N x N x N SGEMM per step;
+    /// three f32 matrices of 4 N^2 bytes each), 1 to 65536. Default: 8192 on
+    /// a GPU (about 20 ms a step on an H100), 512 on the CPU stand-in (a step
+    /// there grows as N^3: 8192 takes seconds).
     #[arg(long, requires = "train_load", value_parser = parse_gemm_side)]
     pub train_gemm: Option<usize>,
 }
