@@ -125,14 +125,19 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
         (s.gather("barriers", &mine).await?, Vec::new())
     } else {
         let tasks = join_tasks(&s, per as usize, &group).await?;
-        let runs = tasks.iter().map(|g| {
+        let mut runs = tokio::task::JoinSet::new();
+        for g in &tasks {
             let (g, host) = (g.clone(), s.host.clone());
-            tokio::spawn(async move { time_barriers(&g, &host, plan.warmup, plan.barriers).await })
-        });
+            runs.spawn(async move { time_barriers(&g, &host, plan.warmup, plan.barriers).await });
+        }
+        // The first simulated rank that fails ends the process's run at once
+        // (dropping the set aborts the others): its error is the one to say,
+        // not the others' timeouts waiting for it.
         let mut mine = Vec::with_capacity(per as usize);
-        for r in futures::future::join_all(runs.collect::<Vec<_>>()).await {
+        while let Some(r) = runs.join_next().await {
             mine.push(r.map_err(|e| Error::Runtime(format!("a simulated rank's task failed: {e}")))??);
         }
+        mine.sort_by_key(|m| m.rank);
         // Every process's ranks have left their last barrier once rank 0 holds all figures.
         let all: Vec<RankBarriers> = s.gather("barriers", &mine).await?.into_iter().flatten().collect();
         (all, tasks)
