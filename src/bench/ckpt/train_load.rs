@@ -14,6 +14,7 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use super::train_view::span;
 use crate::error::{Error, Result};
 use crate::mem::{Gemm, Gpu};
 
@@ -260,14 +261,6 @@ fn step_loop(sh: &Shared, gemm: &mut Gemm) {
         }
         g.steps.push((t0, t1));
         sh.cv.notify_all();
-    }
-}
-
-/// First start to last end of `steps`, seconds (0 for none).
-pub(super) fn span(steps: &[(f64, f64)]) -> f64 {
-    match (steps.first(), steps.last()) {
-        (Some(a), Some(b)) => b.1 - a.0,
-        _ => 0.0,
     }
 }
 

@@ -19,15 +19,21 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
 use super::results::{RepeatRow, Row, method_name};
-use super::train_load::span;
 use crate::bench::Spread;
+
+/// First start to last end of `steps` (start, end; seconds), 0 for none.
+pub(super) fn span<T: std::borrow::Borrow<(f64, f64)>>(steps: &[T]) -> f64 {
+    match (steps.first(), steps.last()) {
+        (Some(a), Some(b)) => b.borrow().1 - a.borrow().0,
+        _ => 0.0,
+    }
+}
 
 /// Milliseconds per step over `steps`: the first start to the last end over
 /// the count, so the time between steps counts as it does in the reference
 /// (a step loop that is descheduled loses that time too); `None` for none.
 fn per_step_ms(steps: &[&(f64, f64)]) -> Option<f64> {
-    let (first, last) = (steps.first()?, steps.last()?);
-    Some((last.1 - first.0) * 1e3 / steps.len() as f64)
+    (!steps.is_empty()).then(|| span(steps) * 1e3 / steps.len() as f64)
 }
 
 /// One rank's training view of one save.
@@ -77,8 +83,7 @@ impl TrainFigures {
         let (b, d) = (per_step_ms(&before), per_step_ms(&during));
         let run_s = span(steps);
         let counted = before.len() + after.len();
-        let around = |v: &[&(f64, f64)]| v.first().zip(v.last()).map_or(0.0, |(a, b)| b.1 - a.0);
-        let around_step_s = if counted > 0 { (around(&before) + around(&after)) / counted as f64 } else { reference_step_s };
+        let around_step_s = if counted > 0 { (span(&before) + span(&after)) / counted as f64 } else { reference_step_s };
         TrainFigures {
             reference_step_s,
             steps_before: before.len(),
