@@ -22,6 +22,7 @@ RANKS=${*:-8 64 256}
 # N ranks hold N+ connections to the server.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 W=$(mktemp -d)
+[ -z "${SIM_KEEP:-}" ] || echo "SIM_KEEP: servers and their logs kept in $W" >&2
 export AWS_ACCESS_KEY_ID=barrier-sim AWS_SECRET_ACCESS_KEY=barrier-sim-secret
 # One server per mode: plain s3s-fs, and the AIStor-like --rdma mode.
 start_server() { # VAR DIR [ARGS...]: the endpoint into VAR; the server stays this shell's job
@@ -33,7 +34,7 @@ start_server() { # VAR DIR [ARGS...]: the endpoint into VAR; the server stays th
   [ -n "$ep" ] || { echo "s3_test_server did not start: $(cat "$d/server.log")" >&2; exit 1; }
   printf -v "$var" '%s' "$ep"
 }
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; [ -n "${SIM_KEEP:-}" ] || rm -rf "$W"' EXIT
 STORES=${SIM_STORES:-local http}
 EP= EP_RDMA=
 case " $STORES " in *" http "*) start_server EP "$W/plain";; esac

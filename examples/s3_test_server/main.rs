@@ -1,5 +1,6 @@
 //! A standalone S3 server for `scripts/smoke.sh` on machines without MinIO:
-//! s3s + s3s-fs (the integration tests' server) on 127.0.0.1, plus MinIO's v3
+//! s3s + s3s-fs (the integration tests' server; its listing scoped to the
+//! prefix's directory, [`listing`]) on 127.0.0.1, plus MinIO's v3
 //! request-traffic metrics at `/minio/metrics/v3/api/requests`
 //! (`minio_api_requests_traffic_sent_bytes` / `_received_bytes`, labelled
 //! `server="<host:port>"`), served only to a bearer JWT signed as
@@ -7,7 +8,7 @@
 //! the access key); anything else gets MinIO's 403. So the smoke run checks the
 //! witness's JWT and its counter arithmetic here as it does against MinIO.
 //!
-//! Usage: `s3_test_server <root-dir> [port] [--rdma [--fault MODE]...]`
+//! Usage: `s3_test_server <root-dir> [port] [--requests-max N] [--rdma [--fault MODE]...]`
 //! (port 0 or none: any free port). Credentials from `AWS_ACCESS_KEY_ID` /
 //! `AWS_SECRET_ACCESS_KEY`. Prints `endpoint http://127.0.0.1:<port>` once
 //! listening; serves until killed.
@@ -19,6 +20,7 @@
 //! on one fault mode for the run (see [`aistor::Faults::add`]).
 
 mod aistor;
+mod listing;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -72,6 +74,13 @@ struct Args {
     /// A fault mode for this run (with --rdma): decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS[@N], http-for=SUBSTRING.
     #[arg(long, requires = "rdma")]
     fault: Vec<String>,
+    /// S3 requests handled at once; the rest wait their turn, as MinIO's
+    /// `api requests_max` makes them (https://min.io/docs/minio/linux/reference/minio-server/settings/core.html).
+    /// Keeps thousands of simultaneous requests (a barrier of 8,192
+    /// simulated ranks) within the process's open-file limit: each request
+    /// s3s-fs serves holds files open while it runs.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    requests_max: u32,
 }
 
 fn metrics(t: &Traffic, rdma: Option<&aistor::RdmaCounters>, server: &str, path: &str, ok: bool) -> Reply {
@@ -98,6 +107,9 @@ fn metrics(t: &Traffic, rdma: Option<&aistor::RdmaCounters>, server: &str, path:
 
 fn main() {
     let args = Args::parse();
+    // s3s and s3s-fs say why a request failed (an answer of 500 carries no body to a HEAD) at RUST_LOG=s3s=error and up.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
     let mut faults = aistor::Faults::default();
     for f in &args.fault {
         if let Err(e) = faults.add(f) {
@@ -114,7 +126,7 @@ fn main() {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     rt.block_on(async move {
-        let mut b = S3ServiceBuilder::new(s3s_fs::FileSystem::new(&root).expect("s3s-fs root"));
+        let mut b = S3ServiceBuilder::new(listing::Store::new(&root).expect("s3s-fs root"));
         b.set_auth(SimpleAuth::from_single(access.clone(), secret.clone()));
         let rdma = args.rdma.then(|| Arc::new(aistor::RdmaCounters::default()));
         if let Some(c) = &rdma {
@@ -132,12 +144,13 @@ fn main() {
         println!("endpoint http://{addr}");
         let traffic = Arc::new(Traffic::default());
         let (server, creds) = (Arc::new(addr.to_string()), Arc::new((access, secret)));
+        let admitted = Arc::new(tokio::sync::Semaphore::new(args.requests_max as usize));
         let http = ConnBuilder::new(TokioExecutor::new());
         loop {
             let Ok((socket, peer)) = listener.accept().await else { continue };
-            let (svc, t, rdma, server, creds) = (service.clone(), traffic.clone(), rdma.clone(), server.clone(), creds.clone());
+            let (svc, t, rdma, server, creds, admitted) = (service.clone(), traffic.clone(), rdma.clone(), server.clone(), creds.clone(), admitted.clone());
             let handler = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                let (svc, t, rdma, server, creds) = (svc.clone(), t.clone(), rdma.clone(), server.clone(), creds.clone());
+                let (svc, t, rdma, server, creds, admitted) = (svc.clone(), t.clone(), rdma.clone(), server.clone(), creds.clone(), admitted.clone());
                 async move {
                     let path = req.uri().path().to_string();
                     if path.starts_with("/minio/metrics/") {
@@ -149,6 +162,7 @@ fn main() {
                     let received = header_u64(h, "x-amz-decoded-content-length").or_else(|| header_u64(h, "content-length")).unwrap_or(0);
                     // A HEAD answer names the object's length but carries no body.
                     let head = req.method() == hyper::Method::HEAD;
+                    let _turn = admitted.acquire().await.expect("never closed");
                     let resp = hyper::service::Service::call(&svc, req).await?;
                     let sent = if head { 0 } else { header_u64(resp.headers(), "content-length").or_else(|| resp.body().size_hint().exact()).unwrap_or(0) };
                     t.sent.fetch_add(sent, Ordering::SeqCst);

@@ -425,7 +425,14 @@ impl Group {
             // Rank 0 times out first and says who is missing; waiting longer
             // than it by FOLLOWER_GRACE lets its notice arrive.
             if t0.elapsed() > self.timeout + FOLLOWER_GRACE {
-                let keys = self.list(&format!("{step}/")).await.unwrap_or_default();
+                // A listing that fails says so, not that every rank (this one too) is missing.
+                let keys = self.list(&format!("{step}/")).await.map_err(|e| {
+                    Error::Runtime(format!(
+                        "rank {}: rank 0 released no rank from step '{name}' within {}, and listing who is there failed: {e}",
+                        self.me.rank,
+                        humantime::format_duration(self.timeout)
+                    ))
+                })?;
                 let missing = Self::absent(&keys, self.me.world);
                 let mut msg = self.missing_message(&missing, name);
                 if missing.is_empty() {
@@ -498,6 +505,7 @@ impl Group {
         loop {
             // A gather's step holds no object of rank 0 (it keeps its own), so `want` is world - 1 there.
             let mut objs: Vec<ObjectMeta> = self.list(&format!("{step}/")).await?.into_iter().filter(|o| rank_of(&o.key).is_some()).collect();
+            tracing::debug!(rank = self.me.rank, step, listed = objs.len(), want, waited_ms = t0.elapsed().as_millis() as u64, "markers listed");
             if objs.len() >= want {
                 objs.sort_by_key(|o| rank_of(&o.key));
                 return Ok(Ok(objs));
@@ -571,7 +579,9 @@ impl Group {
     async fn put(&self, key: &str, body: Vec<u8>) -> Result<()> {
         self.counts.requests.fetch_add(1, Ordering::Relaxed);
         self.counts.bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
+        let t0 = Instant::now();
         store::put_bytes(self.store.as_ref(), key, body).await?;
+        tracing::debug!(rank = self.me.rank, key, ms = t0.elapsed().as_millis() as u64, "meeting object written");
         Ok(())
     }
 
