@@ -497,15 +497,28 @@ impl Group {
         }
     }
 
-    /// List `step/` until `want` markers are there (back-off 1 ms to 20 ms):
+    /// List `step/` until `want` markers are there (back-off from 1 ms to
+    /// 20 ms, or to as long as the last listing took when that is longer:
+    /// a listing of many pages is not repeated back to back, so rank 0 holds
+    /// at most half of a connection's time):
     /// `Ok(Ok(markers))` in rank order, or `Ok(Err(missing ranks))` after the timeout.
     async fn wait_markers(&self, step: &str, want: usize) -> Result<std::result::Result<Vec<ObjectMeta>, Vec<usize>>> {
         let t0 = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
             // A gather's step holds no object of rank 0 (it keeps its own), so `want` is world - 1 there.
+            let listing = Instant::now();
             let mut objs: Vec<ObjectMeta> = self.list(&format!("{step}/")).await?.into_iter().filter(|o| rank_of(&o.key).is_some()).collect();
-            tracing::debug!(rank = self.me.rank, step, listed = objs.len(), want, waited_ms = t0.elapsed().as_millis() as u64, "markers listed");
+            let took = listing.elapsed();
+            tracing::debug!(
+                rank = self.me.rank,
+                step,
+                listed = objs.len(),
+                want,
+                took_ms = took.as_millis() as u64,
+                waited_ms = t0.elapsed().as_millis() as u64,
+                "markers listed"
+            );
             if objs.len() >= want {
                 objs.sort_by_key(|o| rank_of(&o.key));
                 return Ok(Ok(objs));
@@ -518,7 +531,7 @@ impl Group {
                 return Ok(Err(missing));
             }
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_millis(20));
+            pause = (pause * 2).min(Duration::from_millis(20).max(took));
         }
     }
 
