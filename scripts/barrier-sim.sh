@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The rendezvous simulation behind docs/scaling.md: `s3rdma barrier` with N
 # ranks on this host, the leader rendezvous (default) against the listing
-# barrier it replaced, on the local backend and against the in-process S3
-# server (examples/s3_test_server.rs, s3s-fs). One record per run in OUT_DIR,
-# a markdown table last.
+# barrier it replaced, on the local backend and against the project's S3
+# test server (examples/s3_test_server/, s3s-fs), started here as a process
+# of its own. One record per run in OUT_DIR, and a markdown table last of
+# every barrier record in OUT_DIR (give each run a fresh OUT_DIR). Exits 1
+# when any run failed, 2 on bad arguments.
 #
 # Usage: scripts/barrier-sim.sh BIN_DIR OUT_DIR [RANKS[:PER]...]   (default: 8 64 256)
 #   RANKS:PER runs RANKS ranks as RANKS/PER processes of PER ranks each
@@ -13,12 +15,34 @@
 #   with --rdma, its AIStor-like mode) pick the cells; SIM_BARRIERS (20) and
 #   SIM_WARMUP (2) the timed and untimed barriers per run; SIM_BARRIER_TIMEOUT
 #   (3m) the --barrier-timeout.
-# BIN_DIR holds s3rdma and s3_test_server (cargo build --release --example s3_test_server).
+# BIN_DIR holds s3rdma, and s3_test_server in BIN_DIR/examples (where
+# `cargo build --release --example s3_test_server` puts it) or in BIN_DIR.
 set -euo pipefail
+usage() { echo "usage: scripts/barrier-sim.sh BIN_DIR OUT_DIR [RANKS[:PER]...]  (e.g. target/release out 8 64 1024:16)" >&2; exit 2; }
+[ $# -ge 2 ] || usage
+[ -d "$1" ] || { echo "BIN_DIR '$1' is not a directory: give the one holding s3rdma (target/release)" >&2; exit 2; }
 BIN=$(cd "$1" && pwd)
 OUT=$(mkdir -p "$2" && cd "$2" && pwd)
 shift 2
 RANKS=${*:-8 64 256}
+for cell in $RANKS; do
+  [[ $cell =~ ^[1-9][0-9]*(:[1-9][0-9]*)?$ ]] || { echo "'$cell' is not RANKS or RANKS:PER (positive whole numbers, e.g. 1024 or 8192:64)" >&2; exit 2; }
+done
+for how in ${SIM_RENDEZVOUS:-leader list}; do
+  case $how in leader|list) ;; *) echo "SIM_RENDEZVOUS: unknown rendezvous '$how' (leader, list)" >&2; exit 2;; esac
+done
+for store in ${SIM_STORES:-local http}; do
+  case $store in local|http|rdma-mode) ;; *) echo "SIM_STORES: unknown store '$store' (local, http, rdma-mode)" >&2; exit 2;; esac
+done
+[ -x "$BIN/s3rdma" ] || { echo "no s3rdma in $BIN: cargo build --release, then give target/release" >&2; exit 2; }
+SERVER=$BIN/examples/s3_test_server
+[ -x "$SERVER" ] || SERVER=$BIN/s3_test_server
+case " ${SIM_STORES:-local http} " in
+  *" http "*|*" rdma-mode "*)
+    [ -x "$SERVER" ] || { echo "no s3_test_server in $BIN/examples or $BIN: cargo build --release --example s3_test_server" >&2; exit 2; }
+    echo "server: $SERVER ($(date -r "$SERVER" -u +%FT%TZ))" >&2;;
+esac
+FAILED=0
 # N ranks hold N+ connections to the server.
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 W=$(mktemp -d)
@@ -28,7 +52,7 @@ export AWS_ACCESS_KEY_ID=barrier-sim AWS_SECRET_ACCESS_KEY=barrier-sim-secret
 start_server() { # VAR DIR [ARGS...]: the endpoint into VAR; the server stays this shell's job
   local var=$1 d=$2; shift 2
   mkdir -p "$d/store/sim"
-  "$BIN/s3_test_server" "$d/store" 0 "$@" > "$d/server.log" 2>&1 &
+  "$SERVER" "$d/store" 0 "$@" > "$d/server.log" 2>&1 &
   local ep=
   for _ in $(seq 1 100); do ep=$(awk '/^endpoint /{print $2}' "$d/server.log"); [ -n "$ep" ] && break; sleep 0.1; done
   [ -n "$ep" ] || { echo "s3_test_server did not start: $(cat "$d/server.log")" >&2; exit 1; }
@@ -56,10 +80,12 @@ for cell in $RANKS; do
         local) args=(--root "$W/local");;
         http) args=(--backend http --endpoint "$EP" --bucket sim);;
         rdma-mode) args=(--backend http --endpoint "$EP_RDMA" --bucket sim);;
-        *) echo "unknown store $store (local, http, rdma-mode)" >&2; exit 2;;
       esac
-      "${t[@]}" "$BIN/s3rdma" "${common[@]}" "${args[@]}" --tag "sim-$name" > "$OUT/$name.txt" 2>&1 \
-        || echo "$name failed: $(tail -2 "$OUT/$name.txt")"
+      if ! "${t[@]}" "$BIN/s3rdma" "${common[@]}" "${args[@]}" --tag "sim-$name" > "$OUT/$name.txt" 2>&1; then
+        FAILED=1
+        echo "$name failed (whole output: $OUT/$name.txt):" >&2
+        grep -v ' DEBUG \| TRACE ' "$OUT/$name.txt" | grep -m 3 -i 'error\|timed out\|killed' >&2 || tail -3 "$OUT/$name.txt" >&2
+      fi
     done
   done
 done
@@ -79,3 +105,4 @@ print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in rows:
     print("| %s | %d | %d | %s | %d | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f | %.0f | %.0f | %s |" % t)
 PY
+exit $FAILED

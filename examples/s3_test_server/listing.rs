@@ -50,14 +50,17 @@ fn start_dir(prefix: &str) -> Option<&str> {
 
 /// Every file under `bucket_root/dir` whose key (its path under
 /// `bucket_root`, `/`-separated) starts with `prefix`, sorted by key. A
-/// missing directory lists nothing.
+/// directory that is missing, or that the path cannot name (a part of it is
+/// an object, a part is too long), lists nothing.
 fn walk(bucket_root: &Path, dir: &str, prefix: &str) -> std::io::Result<Vec<Listed>> {
     let mut out = Vec::new();
     let mut queue = vec![bucket_root.join(dir)];
     while let Some(d) = queue.pop() {
         let entries = match std::fs::read_dir(&d) {
             Ok(e) => e,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            // No such directory, a path through an object (ENOTDIR), a name
+            // no file can have (ENAMETOOLONG): no key has this prefix.
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory | std::io::ErrorKind::InvalidFilename) => continue,
             Err(e) => return Err(e),
         };
         for entry in entries {
@@ -110,14 +113,18 @@ fn internal(e: impl std::fmt::Display) -> S3Error {
 impl S3 for Store {
     async fn list_objects_v2(&self, req: S3Request<ListObjectsV2Input>) -> S3Result<S3Response<ListObjectsV2Output>> {
         let prefix = req.input.prefix.clone().unwrap_or_default();
-        let served = req.input.delimiter.is_none() && !req.input.bucket.contains(['/', '\\']) && !req.input.bucket.starts_with('.');
+        // A max-keys of 0 or below, like a delimiter, is s3s-fs's to answer.
+        let served = req.input.delimiter.is_none()
+            && req.input.max_keys.is_none_or(|m| m > 0)
+            && !req.input.bucket.contains(['/', '\\'])
+            && !req.input.bucket.starts_with('.');
         let Some(dir) = start_dir(&prefix).filter(|_| served).map(str::to_string) else { return said("list_objects_v2", self.fs.list_objects_v2(req).await) };
         let input = req.input;
         let bucket_root = self.root.join(&input.bucket);
         if !bucket_root.is_dir() {
             return Err(S3Error::new(S3ErrorCode::NoSuchBucket));
         }
-        let max_keys = input.max_keys.unwrap_or(1000).max(0);
+        let max_keys = input.max_keys.unwrap_or(1000);
         let p = prefix.clone();
         let all = tokio::task::spawn_blocking(move || walk(&bucket_root, &dir, &p)).await.map_err(internal)?.map_err(internal)?;
         // s3s-fs resumes after the larger of the token and start-after.
@@ -245,5 +252,10 @@ mod tests {
         assert_eq!(second.iter().map(|o| o.0.as_str()).collect::<Vec<_>>(), ["p/r00002", "p/sub/x"]);
         assert_eq!(walk(&b, "", "p").unwrap().len(), 5, "pz too: a prefix is not a directory");
         assert!(walk(&b, "nope", "nope/").unwrap().is_empty());
+        // Through an object, or a name too long for any file: nothing, not an error.
+        assert!(walk(&b, "pz", "pz/").unwrap().is_empty());
+        assert!(walk(&b, "p/r00000/x", "p/r00000/x/").unwrap().is_empty());
+        let long = "x".repeat(300);
+        assert!(walk(&b, &long, &format!("{long}/")).unwrap().is_empty());
     }
 }

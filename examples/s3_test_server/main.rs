@@ -75,10 +75,13 @@ struct Args {
     #[arg(long, requires = "rdma")]
     fault: Vec<String>,
     /// S3 requests handled at once; the rest wait their turn, as MinIO's
-    /// `api requests_max` makes them (https://min.io/docs/minio/linux/reference/minio-server/settings/core.html).
-    /// Keeps thousands of simultaneous requests (a barrier of 8,192
-    /// simulated ranks) within the process's open-file limit: each request
-    /// s3s-fs serves holds files open while it runs.
+    /// `api requests_max` makes them (https://min.io/docs/minio/linux/reference/minio-server/settings/core.html),
+    /// but with no deadline (MinIO's `requests_deadline` answers 503): one
+    /// client that stalls mid-request holds its turn until its connection
+    /// closes. A turn ends when the answer's headers are ready, so a GET's
+    /// body streams outside it. Keeps thousands of simultaneous requests (a
+    /// barrier of 8,192 simulated ranks) within the process's open-file
+    /// limit: each request s3s-fs serves holds files open while it runs.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     requests_max: u32,
 }
