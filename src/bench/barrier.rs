@@ -178,12 +178,13 @@ async fn time_barriers(group: &Group, host: &str, warmup: u32, barriers: u32) ->
 const JOIN_CONCURRENCY: usize = 8;
 
 /// This process's `per` simulated ranks: ranks `p x per .. (p + 1) x per`
-/// of `world x per`, where `p` is this process's rank, meeting under their
-/// own run id (`<run id>-tasks`) in the session's store. Not under the
-/// run's own prefix: rank 0 of the run clears stale objects there, which
-/// would take the tasks' markers with them. So a run stopped by a signal
-/// leaves the tasks' meeting objects (the run's own are cleared); a finished
-/// or failed run removes them ([`Group::cleanup`]).
+/// of `world x per`, where `p` is this process's rank, meeting under run id
+/// `<run id>/tasks`: inside the run's own prefix (`s3rdma-ranks/<run id>/`),
+/// so whatever clears the run's meeting objects (the rank supervisor after
+/// a failure or a signal, rank 0 at the end) clears the tasks' too. Rank 0
+/// of the run clears that prefix when it joins, before any process's tasks
+/// can join (they wait for the run's epoch first). A finished run's tasks
+/// remove their own ([`Group::cleanup`]).
 ///
 /// Errors: a rank 0 that publishes no epoch in time; the store's.
 async fn join_tasks(s: &Session, per: usize, group: &GroupConfig) -> Result<Vec<Arc<Group>>> {
@@ -191,7 +192,7 @@ async fn join_tasks(s: &Session, per: usize, group: &GroupConfig) -> Result<Vec<
     let joins = (0..per).map(|i| {
         let rank = s.me.rank * per + i;
         let me =
-            Rank { rank, world, local_rank: rank, local_world: None, launcher: s.me.launcher, run_id: format!("{}-tasks", s.me.run_id), attempt: s.me.attempt };
+            Rank { rank, world, local_rank: rank, local_world: None, launcher: s.me.launcher, run_id: format!("{}/tasks", s.me.run_id), attempt: s.me.attempt };
         Group::join(me, s.store.clone(), group.barrier_timeout, group.rendezvous)
     });
     // A few joins at a time per process: thousands of simulated ranks asking

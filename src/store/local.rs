@@ -452,6 +452,11 @@ impl ObjectStore for LocalStore {
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         let path = self.path(key)?;
         self.bucket_exists()?;
+        // Dead writers' temporaries would keep the directory (below) alive:
+        // a run whose writers were killed mid-PUT is cleared by deletes.
+        if let Some(parent) = path.parent() {
+            sweep_stale_temporaries(parent);
+        }
         match fs::remove_file(&path) {
             Ok(()) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => {}

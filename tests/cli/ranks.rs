@@ -164,4 +164,16 @@ fn sigterm_and_sigint_stop_a_run_and_its_ranks_within_a_second() {
             }
         }
     }
+    // Ranks run as tasks of fewer processes meet inside the run's prefix, so
+    // the supervisor's clearing after a signal takes their objects too.
+    let tasks = ["barrier", "--ranks", "8", "--ranks-per-process", "4", "--barriers", "1000000", "--warmup", "0"];
+    let (code, _, err, _) = stopped_by(&tasks, tmp.path(), std::time::Duration::from_millis(1500), libc::SIGTERM);
+    assert_eq!(code, Some(143), "{err}");
+    let left: Vec<_> = walk(&tmp.path().join("s3rdma-data/s3rdma-bench/s3rdma-ranks"));
+    assert!(left.is_empty(), "meeting objects left after SIGTERM: {:?}", &left[..left.len().min(5)]);
+}
+
+/// Every file under `p` (none when `p` is missing).
+fn walk(p: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(p).map_or(Vec::new(), |rd| rd.map(|e| e.unwrap().path()).flat_map(|p| if p.is_dir() { walk(&p) } else { vec![p] }).collect())
 }
