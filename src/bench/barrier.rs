@@ -117,7 +117,14 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
         )));
     }
     let processes = if launched { None } else { ranks.map(|n| n / per) };
-    let spec = SessionSpec { world: World::Ranks(processes), create_bucket: true, ..plan.run.spec("barrier") };
+    // As ckpt: a bucket directory is made for the local backend; a missing S3
+    // bucket is refused (a typo must not create a bucket in the account).
+    let spec = SessionSpec {
+        world: World::Ranks(processes),
+        create_bucket: plan.run.store.backend == crate::store::Backend::Local,
+        no_bucket: crate::bench::session::create_bucket_first,
+        ..plan.run.spec("barrier")
+    };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
     let group = plan.run.group.clone().unwrap_or_default();
     let (all, tasks) = if per == 1 {

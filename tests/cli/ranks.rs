@@ -63,6 +63,12 @@ fn barrier_costs_o1_requests_per_rank_with_a_leader_and_o_n_keys_with_listing() 
     assert_eq!(tasks["results"]["ranks"], 8, "{}", tasks["results"]);
     let p = &tasks["results"]["per_rank_per_barrier"];
     assert!(p["requests"].as_f64().unwrap() >= 1.0 + 2.0 / 8.0 && p["polls"].as_f64().unwrap() >= 7.0 / 8.0, "{p}");
+    // A server's missing bucket is refused, never created (a typo would make one in the account).
+    let mut args = vec!["barrier", "--ranks", "2", "--results-dir", "r"];
+    args.extend(&http[..http.len() - 1]);
+    args.push("never-made");
+    assert_fails(&s3rdma(&args, tmp.path()), 1, "bucket 'never-made' does not exist", &tmp.path().join("r"));
+    assert!(!s.root.join("never-made").exists());
     let o = s3rdma(&["barrier", "--ranks", "6", "--ranks-per-process", "4", "--results-dir", "r"], tmp.path());
     assert_fails(&o, 2, "give --ranks as a multiple of --ranks-per-process", &tmp.path().join("r"));
     // Nothing of the meetings is left, on either store.

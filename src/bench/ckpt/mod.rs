@@ -43,7 +43,7 @@ use serde_json::json;
 
 use super::dedup;
 use super::session::{Outcome, Session, SessionSpec, World};
-use crate::error::{Error, Result, StoreError};
+use crate::error::{Error, Result};
 use crate::format::ckpt::{self as fmt, Manifest, TensorEntry};
 use crate::mem::{Buffer, Dest};
 use crate::ranks::{self, Rank};
@@ -308,7 +308,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
         // created like any directory a save writes into (a fresh --root needs no mkdir by hand);
         // a server's bucket stays the operator's to create.
         create_bucket: plan.run.store.backend == crate::store::Backend::Local,
-        no_bucket,
+        no_bucket: crate::bench::session::create_bucket_first,
         ..plan.run.spec("ckpt")
     };
     // How restores meet the page cache: the local backend's files are under
@@ -475,15 +475,6 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
 }
 
 /// A missing bucket: ckpt writes into an existing one (the default local directory excepted).
-fn no_bucket(e: StoreError) -> Error {
-    match e {
-        StoreError::NoSuchBucket { bucket, location } => {
-            Error::Runtime(format!("bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for --backend local)"))
-        }
-        e => e.into(),
-    }
-}
-
 /// Delete every object whose key starts with `prefix`, best effort, within
 /// `budget` in all: clean-up after a failed save gets one short budget (the
 /// `--read-timeout`), never a new round of attempts per request, so a save

@@ -148,3 +148,14 @@ pub(super) fn watch_local_server(store: &dyn ObjectStore) -> Option<String> {
 pub fn store_error(e: StoreError) -> Error {
     e.into()
 }
+
+/// [`SessionSpec::no_bucket`] of a bench with no preparing step of its own
+/// (`ckpt`, `barrier`): a missing bucket is the operator's to create.
+pub fn create_bucket_first(e: StoreError) -> Error {
+    match e {
+        StoreError::NoSuchBucket { bucket, location } => {
+            Error::Runtime(format!("bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for --backend local)"))
+        }
+        e => e.into(),
+    }
+}
