@@ -94,6 +94,12 @@ def whole(files, dst):
     return off, {"map_s": t_map - t0, "register_s": t_reg - t_map, "copy_s": t_copy - t_reg, "unregister_s": t_end - t_copy, "total_s": t_end - t0}
 
 
+def take(lock, work):
+    """The next piece of the shared list `work`, or None when it is empty."""
+    with lock:
+        return work.pop(0) if work else None
+
+
 def chunked(files, dst, chunk, threads):
     ctx = ctypes.c_void_p()
     ok(cuda.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
@@ -113,11 +119,8 @@ def chunked(files, dst, chunk, threads):
         s = [stream(), stream()]
         held = [None, None]
         turn = 0
-        while True:
-            with lock:
-                if not work:
-                    break
-                a, n, d = work.pop(0)
+        while (piece := take(lock, work)) is not None:
+            a, n, d = piece
             i = turn % 2
             turn += 1
             if held[i]:
@@ -170,11 +173,8 @@ def register_pipeline(work, ctx, threads, done, errors):
         cuda.cuCtxSetCurrent(ctx)
         ss = [stream() for _ in range(4)]
         k = 0
-        while True:
-            with lock:
-                if not work:
-                    break
-                a, n, d = work.pop(0)
+        while (piece := take(lock, work)) is not None:
+            a, n, d = piece
             rc = cuda.cuMemHostRegister_v2(a, n, READ_ONLY)
             if rc:
                 errors.append(rc)
@@ -202,11 +202,8 @@ def pread_pipeline(files, work, ctx, bufs):
         views = [memoryview(b.numpy()) for b in bufs[t]]
         busy = [False, False]
         k = 0
-        while True:
-            with lock:
-                if not work:
-                    break
-                fi, o, n, d = work.pop(0)
+        while (piece := take(lock, work)) is not None:
+            fi, o, n, d = piece
             i = k % 2
             k += 1
             if busy[i]:
