@@ -16,7 +16,7 @@ pub mod error;
 pub mod format;
 pub mod ingest;
 pub mod mem;
-pub mod plot;
+pub mod rank_env;
 pub mod ranks;
 pub mod record;
 pub mod report;

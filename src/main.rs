@@ -1,7 +1,7 @@
 //! Thin binary: parse, set up logging, run, map the error to an exit code.
 
 /// Environment variables the flags fall back to (`env = ...` in `src/cli/`)
-/// and those the AWS settings are resolved from (`src/store/aws.rs`).
+/// and those the AWS settings are resolved from (`src/store/http/aws.rs`).
 const FLAG_ENV: [&str; 14] = [
     "AWS_ACCESS_KEY_ID",
     "AWS_CA_BUNDLE",

@@ -8,8 +8,6 @@ pub mod fetch;
 pub mod session;
 pub mod tokens;
 pub mod train;
-#[cfg(feature = "train")]
-pub mod train_model;
 pub mod verify;
 pub mod weights;
 
@@ -86,11 +84,6 @@ impl Spread {
     }
 }
 
-/// Now, Unix seconds (wall clock: comparable across processes and hosts).
-pub fn now_unix() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// Drop repeated list entries, keeping the first of each (a cell or an operation runs once).
 pub fn dedup<T: PartialEq + Copy>(v: &mut Vec<T>) {
     let mut seen = Vec::new();
@@ -111,25 +104,6 @@ pub fn host_cores<'a>(per_process: impl IntoIterator<Item = (&'a str, f64)>) -> 
         *e = e.max(c);
     }
     hosts.values().sum()
-}
-
-/// Refuse to allocate `bytes` of host memory when the host has less available
-/// (sysinfo's available memory): an allocation failure aborts the process, and
-/// the out-of-memory killer gives no message at all.
-///
-/// Errors: [`crate::error::Error::Usage`] naming `what`, both sizes and `fix`.
-pub fn check_host_memory(what: &str, bytes: u64, fix: &str) -> crate::error::Result<()> {
-    let mut sys = sysinfo::System::new();
-    sys.refresh_memory();
-    let avail = sys.available_memory();
-    if avail > 0 && bytes > avail {
-        return Err(crate::error::Error::Usage(format!(
-            "{what} needs {} of host memory and this host has {} available: {fix}",
-            crate::units::size_approx(bytes),
-            crate::units::size_approx(avail)
-        )));
-    }
-    Ok(())
 }
 
 /// Read `range` of `key` into `buf` (from its start) in `window`-sized ranged

@@ -263,7 +263,7 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
     // No more buffers than runs to fill them.
     let workers = (plan.fetch_workers as usize).min(timed_runs.len().max(warm_runs.len())) as u32;
     if dest != crate::mem::Dest::Device {
-        super::check_host_memory(&format!("{workers} run buffers of {run_cap} bytes"), workers as u64 * run_cap, "lower --fetch-workers or --run-bytes")?;
+        crate::mem::check_host_memory(&format!("{workers} run buffers of {run_cap} bytes"), workers as u64 * run_cap, "lower --fetch-workers or --run-bytes")?;
     }
     let mut bufs: Vec<Buffer> = (0..workers).map(|_| s.buffer(run_cap as usize)).collect::<std::result::Result<_, _>>().map_err(|e| {
         Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", plan.fetch_workers, dest.name()))

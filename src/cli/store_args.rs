@@ -120,7 +120,7 @@ pub struct StoreArgs {
     /// The AWS settings resolved from these flags, the environment and the
     /// profile files ([`StoreArgs::resolve_aws`]); `None` until then.
     #[arg(skip)]
-    pub aws: Option<std::sync::Arc<crate::store::aws::AwsSetup>>,
+    pub aws: Option<std::sync::Arc<crate::store::http::aws::AwsSetup>>,
     /// Why resolving them failed: reported when the store is opened, after
     /// the bench has checked its flags.
     #[arg(skip)]
@@ -144,7 +144,7 @@ impl StoreArgs {
     }
 
     /// For the http and rdma backends, resolve credentials, endpoint, region,
-    /// CA bundle and addressing as the AWS CLI does ([`crate::store::aws`]),
+    /// CA bundle and addressing as the AWS CLI does ([`crate::store::http::aws`]),
     /// once, before [`StoreArgs::config`]; nothing for the local backend.
     ///
     /// A failure is kept ([`StoreArgs::aws_error`]) and reported when the
@@ -153,7 +153,7 @@ impl StoreArgs {
         if self.backend == Backend::Local || self.aws.is_some() {
             return;
         }
-        let explicit = crate::store::aws::AwsExplicit {
+        let explicit = crate::store::http::aws::AwsExplicit {
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
             access_key: self.access_key.clone(),
@@ -162,7 +162,7 @@ impl StoreArgs {
             profile: self.profile.clone(),
             ca_bundle: self.ca_bundle.clone(),
         };
-        match crate::store::aws::AwsSetup::resolve(&explicit).await {
+        match crate::store::http::aws::AwsSetup::resolve(&explicit).await {
             Ok(a) => self.aws = Some(std::sync::Arc::new(a)),
             Err(e) => {
                 let m = e.to_string();

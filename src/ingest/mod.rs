@@ -65,7 +65,7 @@ fn bar(len: u64, what: String) -> ProgressBar {
 
 /// A shard is built in memory twice over (the pieces and the packed object).
 fn check_shard_memory(what: &str, bytes: u64, fix: &str) -> Result<()> {
-    crate::bench::check_host_memory(&format!("{what} (built in memory twice over)"), bytes.saturating_mul(2), fix)
+    crate::mem::check_host_memory(&format!("{what} (built in memory twice over)"), bytes.saturating_mul(2), fix)
 }
 
 // ---------------------------------------------------------------- tokens

@@ -195,3 +195,22 @@ impl std::fmt::Debug for HostBuffer {
         f.debug_struct("HostBuffer").field("len", &self.len).field("cap", &self.cap).finish()
     }
 }
+
+/// Refuse to allocate `bytes` of host memory when the host has less available
+/// (sysinfo's available memory): an allocation failure aborts the process, and
+/// the out-of-memory killer gives no message at all.
+///
+/// Errors: [`crate::error::Error::Usage`] naming `what`, both sizes and `fix`.
+pub fn check_host_memory(what: &str, bytes: u64, fix: &str) -> crate::error::Result<()> {
+    let mut sys = sysinfo::System::new();
+    sys.refresh_memory();
+    let avail = sys.available_memory();
+    if avail > 0 && bytes > avail {
+        return Err(crate::error::Error::Usage(format!(
+            "{what} needs {} of host memory and this host has {} available: {fix}",
+            crate::units::size_approx(bytes),
+            crate::units::size_approx(avail)
+        )));
+    }
+    Ok(())
+}

@@ -26,7 +26,7 @@ mod sequence;
 pub use config::MemConfig;
 pub use gemm::Gemm;
 pub use gpu::{CudaInfo, Gpu, bind_active_gpu, cuda_probe};
-pub use host::{HostBuffer, PinnedBuffer};
+pub use host::{HostBuffer, PinnedBuffer, check_host_memory};
 pub use landing::{Landing, Run, checksum as landing_checksum};
 
 /// Alignment of host buffers in bytes: one 4 KiB page, which is what O_DIRECT

@@ -38,7 +38,7 @@ use crate::store::{self, ObjectMeta, ObjectStore};
 pub const CLOCK_SLACK: Duration = Duration::from_secs(60);
 
 /// When this process started (Unix seconds), for the epoch freshness check.
-static PROCESS_START: std::sync::LazyLock<f64> = std::sync::LazyLock::new(crate::bench::now_unix);
+static PROCESS_START: std::sync::LazyLock<f64> = std::sync::LazyLock::new(crate::clock::now_unix);
 
 /// How long a rank waits at a barrier before it looks whether rank 0 has
 /// published a newer epoch (a relaunched rank 0: torchrun's restarts reuse the run id).
@@ -239,7 +239,7 @@ impl Group {
             let removed = remove_markers(g.store.as_ref(), &g.me.run_id).await;
             g.counts.requests.fetch_add(removed, Ordering::Relaxed);
             let epoch = format!("{:x}{:08x}", now_unix_ns(), std::process::id());
-            let created = crate::bench::now_unix();
+            let created = crate::clock::now_unix();
             let body = serde_json::to_vec(&serde_json::json!({"epoch": epoch, "created_unix_s": created, "attempt": g.me.attempt})).expect("encodes");
             g.put(&epoch_key, body).await?;
             *g.prefix.lock().expect("prefix") = (format!("{base}/{epoch}"), created);

@@ -148,7 +148,7 @@ async fn a_missing_rank_is_named_to_every_waiting_rank() {
 async fn a_rank_that_took_a_killed_runs_epoch_moves_to_the_new_one() {
     let dir = tempfile::tempdir().unwrap();
     let store = local(dir.path());
-    let stale = serde_json::json!({"epoch": "dead0001", "created_unix_s": crate::bench::now_unix() - 1.0});
+    let stale = serde_json::json!({"epoch": "dead0001", "created_unix_s": crate::clock::now_unix() - 1.0});
     store::put_bytes(store.as_ref(), "s3rdma-ranks/t/epoch.json", serde_json::to_vec(&stale).unwrap()).await.unwrap();
     let follower = Group::join(rank(1, 2), store.clone(), Duration::from_secs(20), Rendezvous::Leader).await.unwrap();
     assert!(follower.prefix.lock().unwrap().0.ends_with("/dead0001"));
@@ -175,7 +175,7 @@ async fn a_restarted_attempt_never_joins_the_killed_attempts_epoch() {
     let dir = tempfile::tempdir().unwrap();
     let store = local(dir.path());
     let attempt = |r: usize, a: u64| Rank { attempt: Some(a), ..rank(r, 2) };
-    let stale = serde_json::json!({"epoch": "dead0001", "created_unix_s": crate::bench::now_unix() - 1.0, "attempt": 0});
+    let stale = serde_json::json!({"epoch": "dead0001", "created_unix_s": crate::clock::now_unix() - 1.0, "attempt": 0});
     store::put_bytes(store.as_ref(), "s3rdma-ranks/t/epoch.json", serde_json::to_vec(&stale).unwrap()).await.unwrap();
     store::put_bytes(store.as_ref(), "s3rdma-ranks/t/dead0001/00000-open/go", Vec::new()).await.unwrap();
     let st = store.clone();
@@ -203,7 +203,7 @@ async fn a_restarted_attempt_never_joins_the_killed_attempts_epoch() {
 async fn a_rank_past_the_first_step_of_a_dead_epoch_stops_naming_the_relaunch() {
     let dir = tempfile::tempdir().unwrap();
     let store = local(dir.path());
-    let stale = serde_json::json!({"epoch": "dead0002", "created_unix_s": crate::bench::now_unix() - 1.0});
+    let stale = serde_json::json!({"epoch": "dead0002", "created_unix_s": crate::clock::now_unix() - 1.0});
     store::put_bytes(store.as_ref(), "s3rdma-ranks/t/epoch.json", serde_json::to_vec(&stale).unwrap()).await.unwrap();
     store::put_bytes(store.as_ref(), "s3rdma-ranks/t/dead0002/00000-open/go", Vec::new()).await.unwrap();
     let follower = Group::join(rank(1, 2), store.clone(), Duration::from_secs(20), Rendezvous::Leader).await.unwrap();

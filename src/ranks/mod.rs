@@ -28,14 +28,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
-/// Our own rank variables, set by [`spawn_local`] on each child.
-pub const ENV_RANK: &str = "S3RDMA_RANK";
-/// World size set by [`spawn_local`].
-pub const ENV_WORLD: &str = "S3RDMA_WORLD_SIZE";
-/// Rank on this host set by [`spawn_local`].
-pub const ENV_LOCAL: &str = "S3RDMA_LOCAL_RANK";
-/// Run id shared by the ranks of one run (their meeting prefix in the store).
-pub const ENV_RUN: &str = "S3RDMA_RUN_ID";
+use crate::rank_env::{ENV_LOCAL, ENV_RANK, ENV_RUN, ENV_WORLD};
 
 /// This process's place in a group.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]

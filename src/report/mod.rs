@@ -19,6 +19,7 @@
 //! [`run`].
 
 mod load;
+mod plot;
 mod render;
 mod rows;
 
@@ -158,7 +159,7 @@ pub async fn run(plan: ReportPlan) -> Result<()> {
         }
     }
     if let Some(p) = &plan.plot {
-        crate::plot::draw(&rows, p)?;
+        plot::draw(&rows, p)?;
         eprintln!("wrote {}", p.display());
     }
     let mut text = render(&rows, &plan);

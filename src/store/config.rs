@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::aws;
+use super::http::aws;
 
 // The flag values of `--backend`, `--response-checksums` and `--http-get`
 // are these enums: one definition, owned by the store (the CLI spells them,

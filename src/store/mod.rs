@@ -8,7 +8,6 @@
 //! returns a [`Transfer`] saying how many bytes moved and over which path, so
 //! the benches can report (and the witness can check) what carried the bytes.
 
-pub mod aws;
 mod config;
 pub mod counted;
 pub mod credentials;

@@ -3,7 +3,8 @@
 use super::plan::ChunkChecksum;
 use super::train_load::TrainLoad;
 use super::{OpFigures, Verified, WINDOW};
-use crate::bench::{fanout, now_unix};
+use crate::bench::fanout;
+use crate::clock::now_unix;
 use crate::error::{Error, Result, StoreError};
 use crate::format::ckpt::{self as fmt, ChecksumAlgorithm, Checksums, Manifest, TensorEntry, TensorSpec};
 use crate::mem::{Buffer, Dest, Gpu};

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
+use super::dedup;
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
-use super::{dedup, now_unix};
+use crate::clock::now_unix;
 use crate::error::{Error, Result, StoreError};
 use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};

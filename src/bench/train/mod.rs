@@ -39,6 +39,8 @@ use crate::store;
 use crate::witness::WitnessReport;
 
 mod loader;
+#[cfg(feature = "train")]
+mod model;
 mod plan;
 mod sets;
 mod steps;
@@ -171,7 +173,7 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
 /// Errors: [`Error::Usage`] naming the flags that shrink them.
 fn check_jpeg_memory(plan: &TrainPlan) -> Result<()> {
     let per = plan.batch_size as u64 * (plan.crop as u64).pow(2) * 3;
-    super::check_host_memory(
+    crate::mem::check_host_memory(
         &format!("{} batch buffers of {} x {} x {} x 3", plan.prefetch_batches, plan.batch_size, plan.crop, plan.crop),
         (plan.prefetch_batches as u64) * per * 11 / 10,
         "lower --batch-size, --crop or --prefetch-batches",
@@ -217,7 +219,7 @@ fn make_stepper(plan: &TrainPlan, _gpu: Option<&Arc<Gpu>>, _dest: Dest, _classes
 
 #[cfg(feature = "train")]
 fn make_stepper(plan: &TrainPlan, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i64, device_batch: Option<Buffer>) -> Result<Box<dyn Stepper>> {
-    Ok(Box::new(super::train_model::Trainer::new(plan, gpu, dest, classes, device_batch)?))
+    Ok(Box::new(model::Trainer::new(plan, gpu, dest, classes, device_batch)?))
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ pub(super) async fn start_raw_set(session: &Session, plan: &TrainPlan, prefix: &
     let samples_mine = mine.iter().map(|l| l.meta.samples).sum::<u64>();
     let cap = mine.iter().map(|l| l.meta.data_bytes()).max().expect("non-empty") as usize;
     if dest != Dest::Device {
-        crate::bench::check_host_memory(
+        crate::mem::check_host_memory(
             &format!("{} shard buffers of {cap} bytes", plan.fetch_workers),
             plan.fetch_workers as u64 * cap as u64,
             "lower --fetch-workers",

@@ -119,7 +119,7 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     let sizes: Vec<String> = plan.sizes.iter().map(|&b| size_name(b)).collect();
     // Each probe holds the bytes, a source and a destination in host memory at once.
     let largest = plan.sizes.iter().copied().max().unwrap_or(0);
-    super::check_host_memory(&format!("a {} probe", size_name(largest)), largest.saturating_mul(3), "lower the largest --sizes entry")?;
+    crate::mem::check_host_memory(&format!("a {} probe", size_name(largest)), largest.saturating_mul(3), "lower the largest --sizes entry")?;
     if !quiet {
         println!("s3rdma verify: backend {}, bucket '{}', sizes {}", backend.name(), plan.run.store.bucket, sizes.join(", "));
     }

@@ -213,7 +213,7 @@ impl DirectGet {
     /// its provider shortly before they expire). `attempts` counts tries per
     /// request for connect failures and 5xx answers (1 = no retry).
     /// Errors: the endpoint is not plain `http://`.
-    pub fn new(endpoint: &str, aws: &crate::store::aws::AwsSetup, connect_timeout: Duration, read_timeout: Duration, attempts: u32) -> Result<Self, String> {
+    pub fn new(endpoint: &str, aws: &super::aws::AwsSetup, connect_timeout: Duration, read_timeout: Duration, attempts: u32) -> Result<Self, String> {
         let url = reqwest::Url::parse(endpoint).map_err(|e| format!("endpoint '{endpoint}': {e}"))?;
         if url.scheme() != "http" {
             return Err(format!("--http-get direct reads plain http:// only, not '{endpoint}': use --http-get sdk for https"));

@@ -1,6 +1,6 @@
 //! Tests of the direct GET against scripted servers: body into the buffer, connection reuse, and every malformed or stalled answer.
 use super::*;
-use crate::store::aws::{AwsExplicit, AwsSetup};
+use crate::store::http::aws::{AwsExplicit, AwsSetup};
 
 /// Explicit keys (and token) only, as a library caller hands them over.
 fn keys(ak: &str, sk: &str, token: Option<&str>, region: &str) -> AwsSetup {

@@ -13,6 +13,7 @@
 //! CRC32 trailers to every PUT, which several stores reject); response
 //! checksum validation per `--response-checksums`.
 
+pub mod aws;
 pub mod direct;
 mod errors;
 mod multipart;
@@ -38,8 +39,8 @@ use serde_json::json;
 use super::{ObjectMeta, ObjectStore, ObjectVersion, Transfer, TransferPath, check_capacity, check_key, check_source, check_version, resolve_range};
 use crate::error::{AuthProblem, StoreError, root_cause};
 use crate::mem::Buffer;
-use crate::store::aws::AwsSetup;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
+use aws::AwsSetup;
 use direct::{DirectError, DirectGet};
 use served::{Served, Version};
 

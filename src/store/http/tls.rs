@@ -7,7 +7,7 @@ use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider:
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 
 use crate::error::StoreError;
-use crate::store::aws::CaBundle;
+use crate::store::http::aws::CaBundle;
 
 /// The SDK's own HTTPS client (rustls on aws-lc), trusting `ca` as well as the
 /// system's roots (which `SSL_CERT_FILE` replaces, as rustls-native-certs reads it).

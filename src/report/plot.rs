@@ -10,8 +10,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use super::Row;
 use crate::error::{Error, Result};
-use crate::report::Row;
 
 fn err(e: impl std::fmt::Display) -> Error {
     Error::Runtime(format!("--plot: {e}"))
@@ -20,7 +20,7 @@ fn err(e: impl std::fmt::Display) -> Error {
 /// Draw `rows` into `path` (.svg).
 ///
 /// Errors: a path not ending in .svg (usage), or a drawing/write failure.
-pub fn draw(rows: &[Row], path: &Path) -> Result<()> {
+pub(super) fn draw(rows: &[Row], path: &Path) -> Result<()> {
     if path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() != Some("svg") {
         return Err(Error::Usage(format!(
             "--plot {}: give a file name ending in .svg (PNG and PDF are not written: they need fonts this build does not carry; convert with `rsvg-convert out.svg > out.png`)",

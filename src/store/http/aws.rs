@@ -103,7 +103,7 @@ pub struct AwsSetup {
     pub profile: Option<String>,
     /// What the refreshes did (sets fetched, shortest lifetime, latest
     /// expiry); `None` for static keys.
-    pub refreshes: Option<std::sync::Arc<super::credentials::RefreshLog>>,
+    pub refreshes: Option<std::sync::Arc<crate::store::credentials::RefreshLog>>,
 }
 
 impl std::fmt::Debug for AwsSetup {
@@ -157,7 +157,7 @@ fn env_var(name: &str) -> Option<String> {
 /// Said once on the terminal when the original suite's variable is used (by
 /// the process that started the run, not again by each rank it starts).
 fn note_seed(name: &str, what: &str) {
-    if std::env::var_os(crate::ranks::ENV_RANK).is_some() {
+    if std::env::var_os(crate::rank_env::ENV_RANK).is_some() {
         return;
     }
     eprintln!("note: {what} from {name} (the original Python suite's variable; the AWS ones win when set)");
@@ -196,7 +196,7 @@ impl AwsSetup {
 
         let (endpoint, endpoint_source) = endpoint_of(explicit, &env, &profiles);
         if let Some(e) = &endpoint {
-            super::http::check_endpoint(e).map_err(|e| StoreError::Config(format!("{e} (endpoint from {endpoint_source})")))?;
+            super::check_endpoint(e).map_err(|e| StoreError::Config(format!("{e} (endpoint from {endpoint_source})")))?;
         }
         let (path_style, addressing_source) = addressing_of(&profiles, &profile_label, endpoint.is_some())?;
 
@@ -385,7 +385,7 @@ async fn credentials_of(
     profile: Option<&str>,
     region: &str,
     imds: aws_config::imds::Client,
-) -> Result<(SharedCredentialsProvider, Credentials, Option<std::sync::Arc<super::credentials::RefreshLog>>), StoreError> {
+) -> Result<(SharedCredentialsProvider, Credentials, Option<std::sync::Arc<crate::store::credentials::RefreshLog>>), StoreError> {
     if let Some(c) = static_keys(explicit)? {
         return Ok((SharedCredentialsProvider::new(c.clone()), c, None));
     }
@@ -419,8 +419,8 @@ async fn credentials_of(
             Named("instance metadata", aws_config::imds::credentials::ImdsCredentialsProvider::builder().configure(&conf).imds_client(imds).build()),
         );
     // Refreshed by the credentials' lifetime on every path (src/store/credentials.rs).
-    let log = std::sync::Arc::new(super::credentials::RefreshLog::default());
-    let provider = SharedCredentialsProvider::new(super::credentials::RefreshByLifetime::new(SharedCredentialsProvider::new(chain), log.clone()));
+    let log = std::sync::Arc::new(crate::store::credentials::RefreshLog::default());
+    let provider = SharedCredentialsProvider::new(crate::store::credentials::RefreshByLifetime::new(SharedCredentialsProvider::new(chain), log.clone()));
     match provider.provide_credentials().await {
         Ok(c) => {
             if c.get_property::<Source>().is_some_and(|s| s.0 == SEED_ACCESS_KEY) {
@@ -449,7 +449,7 @@ async fn credentials_of(
                 ),
                 aws_credential_types::provider::error::CredentialsError::ProviderTimedOut(_) => format!(
                     "needs credentials: the source of {profile} (a credential_process, SSO, metadata) did not answer within {} s; it was stopped: run it by hand to see where it waits",
-                    super::credentials::PROVIDER_TIMEOUT.as_secs()
+                    crate::store::credentials::PROVIDER_TIMEOUT.as_secs()
                 ),
                 // A source that is configured but failed (credential_process exited
                 // non-zero, an SSO token expired, STS refused): what it said.

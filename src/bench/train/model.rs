@@ -19,8 +19,7 @@ use std::time::Instant;
 use serde_json::json;
 use tch::{Device, Kind, Tensor, nn, nn::ModuleT, nn::OptimizerConfig};
 
-use super::train::{Amp, TrainPlan};
-use super::train::{Batch, Pixels, StepTimes, Stepper};
+use super::{Amp, Batch, Pixels, StepTimes, Stepper, TrainPlan};
 use crate::error::{Error, Result};
 use crate::mem::{Buffer, Dest, Gpu};
 
