@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Rank;
-use super::markers::{remove_markers, remove_where};
+use super::markers::{GATHER_CONCURRENCY, remove_markers, remove_where};
 use super::poll::{GoWait, Memory};
 use crate::error::{Error, Result, StoreError};
 use crate::mem::Buffer;
@@ -47,9 +47,6 @@ const EPOCH_RECHECK: Duration = Duration::from_secs(2);
 /// How much longer than rank 0 the other ranks wait for `go`, so that rank
 /// 0's notice of who is missing reaches them before their own timeout.
 const FOLLOWER_GRACE: Duration = Duration::from_secs(2);
-
-/// Rank 0's GETs of the ranks' objects in flight at once (a gather).
-pub(super) const GATHER_CONCURRENCY: usize = 16;
 
 fn now_unix_ns() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())

@@ -8,8 +8,13 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use super::Rank;
+
 use crate::signals;
 use crate::store::{ObjectMeta, ObjectStore};
+
+/// Requests in flight at once when rank 0 reads or removes the ranks'
+/// objects (a gather, a clearing).
+pub(super) const GATHER_CONCURRENCY: usize = 16;
 
 /// Remove every meeting object of run `run_id` (`s3rdma-ranks/<run_id>/`)
 /// from `store`, best effort, with bounded concurrency; returns the requests made.
@@ -55,7 +60,7 @@ pub(super) async fn remove_where(store: &dyn ObjectStore, run_id: &str, remove: 
     objs.retain(|o| remove(o));
     let n = objs.len() as u64;
     futures::stream::iter(objs)
-        .for_each_concurrent(super::group::GATHER_CONCURRENCY, |o| async move {
+        .for_each_concurrent(GATHER_CONCURRENCY, |o| async move {
             let _ = store.delete(&o.key).await;
         })
         .await;

@@ -60,6 +60,7 @@ mod results;
 #[cfg(test)]
 mod step_tests;
 mod train_load;
+mod train_table;
 mod train_view;
 pub use cache::CacheFigures;
 pub(crate) use ops::{Ctx, State, StateSpec, serial_key, verify};
@@ -468,7 +469,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     s.finish(outcome, || {
         print_table(&results.rows, backend, &location, dest, me.world);
         if let Some((device, side)) = train {
-            train_view::print_train_table(&results.rows, device, side);
+            train_table::print_train_table(&results.rows, device, side);
         }
     })
     .await

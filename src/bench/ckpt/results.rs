@@ -336,7 +336,7 @@ pub(crate) fn summarize(
         cached_bytes,
         // Every repeat restores the same files: the first one's, all ranks.
         file_bytes: reps.first().and_then(|r| r.per_rank.iter().map(|f| f.restore_cache.as_ref().filter(|c| c.files > 0).map(|c| c.file_bytes)).sum()),
-        train: TrainRow::of(&reps),
+        train: TrainRow::of(&reps.iter().map(|r| r.per_rank.iter().map(|p| p.train.as_ref()).collect()).collect::<Vec<_>>()),
         repeats: reps,
     }
 }

@@ -1,7 +1,7 @@
 //! The training view of a save ([`TrainFigures`], per rank; [`TrainRow`],
 //! per state and method over repeats and ranks) and its table: the steps of
 //! a training load (`train_load.rs`) split at the save's pause, training's
-//! resumption and the save becoming durable.
+//! resumption and the save becoming durable (its table: `train_table.rs`).
 //!
 //! **Blocked seconds** = the run's wall time from its first step to its
 //! last, less what the same number of steps take with no save: at the rate
@@ -15,10 +15,8 @@
 //! step after an async snapshot about 10x slower (its issue #3131,
 //! <https://github.com/NVIDIA-NeMo/Automodel/issues/3131>).
 
-use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
-use super::results::{RepeatRow, Row, method_name};
 use crate::bench::Spread;
 
 /// First start to last end of `steps` (start, end; seconds), 0 for none.
@@ -130,18 +128,15 @@ pub struct TrainRow {
 }
 
 impl TrainRow {
-    /// From every repeat's per-rank figures; `None` when no rank ran a training load.
-    pub fn of(reps: &[RepeatRow]) -> Option<TrainRow> {
+    /// From every repeat's per-rank figures (`reps[repeat][rank]`, `None`
+    /// where a rank ran no training load); `None` when a repeat lacks a figure.
+    pub fn of(reps: &[Vec<Option<&TrainFigures>>]) -> Option<TrainRow> {
         let worst = |f: &dyn Fn(&TrainFigures) -> Option<f64>| -> Option<Spread> {
-            let per_rep: Option<Vec<f64>> = reps
-                .iter()
-                .map(|r| r.per_rank.iter().map(|p| p.train.as_ref().and_then(f)).collect::<Option<Vec<f64>>>().map(|v| v.into_iter().fold(f64::MIN, f64::max)))
-                .collect();
+            let per_rep: Option<Vec<f64>> =
+                reps.iter().map(|r| r.iter().map(|p| p.and_then(f)).collect::<Option<Vec<f64>>>().map(|v| v.into_iter().fold(f64::MIN, f64::max))).collect();
             per_rep.and_then(Spread::of)
         };
-        let fewest = Spread::of(
-            reps.iter().map(|r| r.per_rank.iter().filter_map(|p| p.train.as_ref()).map(|t| t.steps_during_persistence as f64).fold(f64::MAX, f64::min)),
-        );
+        let fewest = Spread::of(reps.iter().map(|r| r.iter().flatten().map(|t| t.steps_during_persistence as f64).fold(f64::MAX, f64::min)));
         Some(TrainRow {
             reference_step_s: worst(&|t| Some(t.reference_step_s))?,
             around_step_s: worst(&|t| Some(t.around_step_s))?,
@@ -155,58 +150,6 @@ impl TrainRow {
             blocked_s: worst(&|t| Some(t.blocked_s))?,
         })
     }
-}
-
-/// `median (min–max)`, or the median alone when the repeats agree; `-` for none.
-fn cell(s: Option<&Spread>, digits: usize) -> String {
-    match s {
-        None => "-".into(),
-        Some(s) if s.max > s.min => format!("{:.d$} ({:.d$}–{:.d$})", s.median, s.min, s.max, d = digits),
-        Some(s) => format!("{:.d$}", s.median, d = digits),
-    }
-}
-
-/// The training view's table, after ckpt's own: one line per save with a training load.
-pub(crate) fn print_train_table(rows: &[Row], device: &str, side: usize) {
-    let saves: Vec<(&Row, &TrainRow)> = rows.iter().filter_map(|r| r.train.as_ref().map(|t| (r, t))).collect();
-    if saves.is_empty() {
-        return;
-    }
-    let mut t = Table::new();
-    t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
-        "state",
-        "method",
-        "step ms (no-save run)",
-        "step ms before",
-        "stall s",
-        "steps while persisting",
-        "step ms while persisting",
-        "slowdown",
-        "first step ms after stall",
-        "step ms after",
-        "blocked s",
-    ]);
-    for (r, x) in saves {
-        let ref_ms = Spread { median: x.reference_step_s.median * 1e3, min: x.reference_step_s.min * 1e3, max: x.reference_step_s.max * 1e3 };
-        t.add_row([
-            r.state.clone(),
-            method_name(r.method).to_string(),
-            cell(Some(&ref_ms), 2),
-            cell(Some(&x.step_before_ms), 2),
-            cell(Some(&x.stall_s), 3),
-            cell(Some(&x.steps_during_persistence), 0),
-            cell(x.step_during_persistence_ms.as_ref(), 2),
-            x.persistence_slowdown.as_ref().map_or("-".into(), |s| format!("{}x", cell(Some(s), 2))),
-            cell(x.first_step_after_stall_ms.as_ref(), 2),
-            cell(x.step_after_ms.as_ref(), 2),
-            cell(Some(&x.blocked_s), 3),
-        ]);
-    }
-    println!(
-        "training view: a {side} x {side} x {side} GEMM step in a loop beside each save ({device}); worst rank per repeat; blocked s = run time less the same steps at the rate before and after the save"
-    );
-    println!("{t}");
 }
 
 #[cfg(test)]

@@ -24,11 +24,11 @@ use crate::error::{Error, Result};
 use crate::mem::{Buffer, Dest, Gpu};
 
 /// ImageNet channel mean and standard deviation (torchvision's normalisation), on 0..1 pixels.
-pub const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
-pub const STD: [f64; 3] = [0.229, 0.224, 0.225];
+pub(super) const MEAN: [f64; 3] = [0.485, 0.456, 0.406];
+pub(super) const STD: [f64; 3] = [0.229, 0.224, 0.225];
 
 /// ResNet-50 + SGD on one device, or the GPU augmentation alone (`--loader-only`).
-pub struct Trainer {
+pub(super) struct Trainer {
     device: Device,
     kind: Kind,
     crop: i64,
@@ -47,7 +47,7 @@ impl Trainer {
     ///
     /// Errors: a GPU was asked for but libtorch sees no CUDA (run with
     /// `LD_PRELOAD` of the matching `libtorch_cuda.so`, docs/03-training-benchmark.md).
-    pub fn new(plan: &TrainPlan, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i64, device_batch: Option<Buffer>) -> Result<Self> {
+    pub(super) fn new(plan: &TrainPlan, gpu: Option<&Arc<Gpu>>, dest: Dest, classes: i64, device_batch: Option<Buffer>) -> Result<Self> {
         let device = match (gpu, dest) {
             (Some(g), Dest::Device | Dest::Pinned) => {
                 if !tch::Cuda::is_available() {
