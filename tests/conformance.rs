@@ -11,7 +11,7 @@ use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use s3rdma::cli::StoreArgs;
 use s3rdma::error::StoreError;
 use s3rdma::mem::Buffer;
-use s3rdma::store::{self, Backend, ObjectStore, TransferPath};
+use s3rdma::store::{self, ObjectStore, TransferPath};
 
 #[derive(Parser)]
 struct Wrap {
@@ -157,8 +157,8 @@ async fn a_replaced_object_is_never_read_as_the_pinned_version(s: &dyn ObjectSto
     s.put_from("pinned/obj", &random(n, 11)).await.unwrap();
     let mut dst = Buffer::host(n);
     let t = s.get_into("pinned/obj", Some(0..4096), &mut dst).await.unwrap();
-    if matches!(s.backend(), Backend::Local | Backend::Http) {
-        assert!(t.version.is_some(), "{:?} names no version", s.backend());
+    if s.capabilities().versioned_reads {
+        assert!(t.version.is_some(), "{} names no version", s.capabilities().name);
     }
     let Some(v) = t.version else { return };
     let again = s.get_into_version("pinned/obj", None, &mut dst, 0, &v).await.unwrap();
@@ -559,7 +559,7 @@ async fn device_and_pinned_reads_are_byte_exact_on_every_backend() {
     for (name, s, bounce) in stores {
         // A store that cannot write device memory itself (the rdma backend
         // whose library reports RDMA unavailable) is read through bounce buffers.
-        let bounce = if bounce == 0 && !s.writes_device() { 2 } else { bounce };
+        let bounce = if bounce == 0 && !s.capabilities().device_writes { 2 } else { bounce };
         s.ensure_bucket(true).await.unwrap();
         let src = random(5 * MIB + 12345, 42);
         let want = src.as_host().unwrap();

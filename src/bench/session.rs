@@ -236,7 +236,7 @@ impl Session {
                     params: Value::Null,
                     results: Value::Null,
                     rdma_witness: json!({"verdict": Verdict::Unverified, "reason": reason, "config": witness.describe()}),
-                    ..RunRecord::new(spec.bench, store.backend().name(), started, spec.output.tag.clone())
+                    ..RunRecord::new(spec.bench, store.capabilities().name, started, spec.output.tag.clone())
                 };
                 let print = || println!("witness: {} ({reason})", Verdict::Unverified.as_str());
                 return conclude(&record, &spec.output, started, print, None, true, Verdict::Unverified, &reason).map(|()| None);
@@ -298,7 +298,7 @@ impl Session {
     /// [`Session::buffer`] with `bounce` bounce buffers when the store stages.
     fn buffer_with(&self, len: usize, bounce: usize) -> std::result::Result<Buffer, String> {
         let gpu = self.gpu().map_err(|e| e.to_string())?;
-        let bounce = if self.store.writes_device() { 0 } else { bounce };
+        let bounce = if self.store.capabilities().device_writes { 0 } else { bounce };
         Buffer::for_dest(self.mem.dest, gpu.as_ref(), len, bounce, self.mem.chunk_bytes.0 as usize)
     }
 
@@ -478,7 +478,7 @@ impl Session {
 
     /// The environment every record carries: memory, store, witness, ranks.
     fn environment(&self) -> Value {
-        let mut env = self.mem.describe(self.gpu.get().cloned().flatten().as_ref(), self.store.writes_device());
+        let mut env = self.mem.describe(self.gpu.get().cloned().flatten().as_ref(), self.store.capabilities().device_writes);
         if let Some(path) = &self.device_path
             && !env["device_path"].is_null()
         {
@@ -569,7 +569,7 @@ impl Session {
             params: encode("params", serde_json::to_value(&o.params))?,
             results: encode("results", serde_json::to_value(&o.results))?,
             rdma_witness,
-            ..RunRecord::new(self.bench, self.store.backend().name(), self.started, self.output.tag.clone())
+            ..RunRecord::new(self.bench, self.store.capabilities().name, self.started, self.output.tag.clone())
         };
         let stats_line = self.store.stats_summary(&o.stats);
         let print = || {

@@ -324,7 +324,7 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
     };
     let mut outcome = Outcome::new(params, &results, windows);
     outcome.stats = stats;
-    let (backend, location) = (store.backend().name(), store.location());
+    let (backend, location) = (store.capabilities().name, store.location());
     s.finish(outcome, || print_table(&results, &plan, (backend, &location), dest, worst, run_cap)).await
 }
 

@@ -93,7 +93,7 @@ async fn load(
     concurrency: usize,
     check: Option<&crate::store::StagedCheck>,
 ) -> Result<Loaded> {
-    if !store.writes_device() && !bufs.is_empty() && bufs.iter().all(|b| matches!(b, Buffer::Device(_))) {
+    if !store.capabilities().device_writes && !bufs.is_empty() && bufs.iter().all(|b| matches!(b, Buffer::Device(_))) {
         return load_pooled(store, layout, bufs, check).await;
     }
     let tasks: Vec<_> = layout
@@ -332,7 +332,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     // How the load was read (see `load`): the same rule, said in the record.
     let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
         "the store's own: reader threads (--io-threads), each with its bounce buffers and copy streams, chunks in file order"
-    } else if dest == Dest::Device && !store.writes_device() {
+    } else if dest == Dest::Device && !store.capabilities().device_writes {
         "staged: one pipeline, the shards' bounce buffers pooled, reads in file order"
     } else {
         "one task per shard, --concurrency at once"
@@ -368,7 +368,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     let mut outcome = Outcome::new(params, &results, windows);
     outcome.stats = stats;
     outcome.failure = failure;
-    let (backend, location) = (store.backend().name(), store.location());
+    let (backend, location) = (store.capabilities().name, store.location());
     s.finish(outcome, || print_table(&results, &plan.model, backend, &location, dest, worst)).await
 }
 

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 
-use super::{Backend, ObjectMeta, ObjectStore, StoreStats, Transfer, TransferPath};
+use super::{Capabilities, ObjectMeta, ObjectStore, StoreStats, Transfer, TransferPath, Transport};
 use crate::error::StoreError;
 use crate::mem::Buffer;
 
@@ -70,17 +70,14 @@ impl Counted {
 
 #[async_trait]
 impl ObjectStore for Counted {
-    fn backend(&self) -> Backend {
-        self.inner.backend()
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
     }
     fn bucket(&self) -> &str {
         self.inner.bucket()
     }
     fn location(&self) -> String {
         self.inner.location()
-    }
-    fn describe(&self) -> serde_json::Value {
-        self.inner.describe()
     }
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
         self.control(self.inner.ensure_bucket(create).await)
@@ -113,6 +110,12 @@ impl ObjectStore for Counted {
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.control(self.inner.delete(key).await)
     }
+}
+
+impl Transport for Counted {
+    fn describe(&self) -> serde_json::Value {
+        self.inner.describe()
+    }
     fn preflight(&self, object_size: u64) -> Vec<String> {
         self.inner.preflight(object_size)
     }
@@ -144,15 +147,6 @@ impl ObjectStore for Counted {
     }
     fn rdma_engine(&self) -> Option<super::rdma::RdmaEngine> {
         self.inner.rdma_engine()
-    }
-    fn read_window(&self) -> Option<u64> {
-        self.inner.read_window()
-    }
-    fn writes_device(&self) -> bool {
-        self.inner.writes_device()
-    }
-    fn direct_alignment(&self) -> Option<u64> {
-        self.inner.direct_alignment()
     }
     /// Each part's transfer counts as one read, as a staged read of it would.
     fn read_to_device(

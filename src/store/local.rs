@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use serde_json::json;
 
-use super::{ObjectMeta, ObjectStore, StoreStats, Transfer, TransferPath, blocking, check_capacity, check_key, check_source, resolve_range};
+use super::{
+    Capabilities, ObjectMeta, ObjectStore, StoreStats, Transfer, TransferPath, Transport, blocking, check_capacity, check_key, check_source, resolve_range,
+};
 use crate::error::StoreError;
 use crate::mem::{Buffer, HOST_ALIGN};
 use crate::store::{Backend, StoreConfig};
@@ -317,8 +319,16 @@ impl LocalStore {
 
 #[async_trait]
 impl ObjectStore for LocalStore {
-    fn backend(&self) -> Backend {
-        Backend::Local
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            name: Backend::Local.name(),
+            page_cache: !self.direct,
+            device_writes: false,
+            staged_path: TransferPath::Local,
+            ranged_read: Some(8 << 20),
+            direct_alignment: self.direct.then_some(HOST_ALIGN as u64),
+            versioned_reads: true,
+        }
     }
     fn bucket(&self) -> &str {
         &self.bucket
@@ -326,46 +336,6 @@ impl ObjectStore for LocalStore {
     fn location(&self) -> String {
         self.root.display().to_string()
     }
-    fn describe(&self) -> serde_json::Value {
-        json!({"backend": "local", "root": self.root, "bucket": self.bucket, "direct": self.direct,
-               "io_block_bytes": IO_BLOCK, "io_threads": self.io_threads, "io_threads_from": self.io_threads_source, "file_io": self.file_io.name()})
-    }
-    /// With `--direct`: `direct_read_bytes` (O_DIRECT) and
-    /// `direct_fallback_bytes` (read through the page cache because the file
-    /// offset or the destination was not 4 KiB-aligned, e.g. a safetensors data
-    /// section, which starts at 8 + header length).
-    fn stats(&self) -> StoreStats {
-        let mut s = StoreStats::default();
-        if self.direct {
-            s.0.insert("direct_read_bytes".into(), self.direct_bytes.load(Ordering::Relaxed));
-            s.0.insert("direct_fallback_bytes".into(), self.direct_fallback_bytes.load(Ordering::Relaxed));
-        }
-        s
-    }
-    fn direct_alignment(&self) -> Option<u64> {
-        self.direct.then_some(HOST_ALIGN as u64)
-    }
-    /// Reader threads of their own ([`super::file_pipeline`]), `--io-threads`
-    /// of them; with `--direct`, `None`: O_DIRECT reads keep the staged
-    /// pipeline, which aligns them.
-    fn read_to_device(
-        &self,
-        parts: &[super::StagedPart],
-        dsts: &mut [&mut crate::mem::DeviceBuffer],
-        check: Option<&super::StagedCheck>,
-    ) -> Option<Result<super::DeviceLoad, StoreError>> {
-        (!self.direct).then(|| blocking(|| self.load_files(parts, dsts, check)))
-    }
-    fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {
-        let fallback = in_windows.get("direct_fallback_bytes");
-        (fallback > 0).then(|| {
-            format!(
-                "--direct: {fallback} of {} bytes read through the page cache, not O_DIRECT: their file offsets were not 4 KiB-aligned (store_stats.direct_fallback_bytes)",
-                fallback + in_windows.get("direct_read_bytes")
-            )
-        })
-    }
-
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
         if create && !self.dir.is_dir() {
             fs::create_dir_all(&self.dir)
@@ -373,7 +343,6 @@ impl ObjectStore for LocalStore {
         }
         self.bucket_exists()
     }
-
     async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
         let path = self.path(key)?;
         self.bucket_exists()?;
@@ -383,11 +352,9 @@ impl ObjectStore for LocalStore {
         }
         Ok(ObjectMeta { key: key.into(), size: md.len() })
     }
-
     async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         self.read(key, range, dst, at, None).await
     }
-
     async fn get_into_version(
         &self,
         key: &str,
@@ -398,7 +365,6 @@ impl ObjectStore for LocalStore {
     ) -> Result<Transfer, StoreError> {
         self.read(key, range, dst, at, Some(version)).await
     }
-
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
         let path = self.path(key)?;
         self.bucket_exists()?;
@@ -409,7 +375,6 @@ impl ObjectStore for LocalStore {
         blocking(|| self.write_atomic(key, &path, data))?;
         Ok(Transfer::of(data.len() as u64, TransferPath::Local))
     }
-
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         self.bucket_exists()?;
         let mut out = Vec::new();
@@ -448,7 +413,6 @@ impl ObjectStore for LocalStore {
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
-
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         let path = self.path(key)?;
         self.bucket_exists()?;
@@ -473,6 +437,45 @@ impl ObjectStore for LocalStore {
             dir = d.parent();
         }
         Ok(())
+    }
+}
+
+impl Transport for LocalStore {
+    fn describe(&self) -> serde_json::Value {
+        json!({"backend": "local", "root": self.root, "bucket": self.bucket, "direct": self.direct,
+               "io_block_bytes": IO_BLOCK, "io_threads": self.io_threads, "io_threads_from": self.io_threads_source, "file_io": self.file_io.name()})
+    }
+    /// With `--direct`: `direct_read_bytes` (O_DIRECT) and
+    /// `direct_fallback_bytes` (read through the page cache because the file
+    /// offset or the destination was not 4 KiB-aligned, e.g. a safetensors data
+    /// section, which starts at 8 + header length).
+    fn stats(&self) -> StoreStats {
+        let mut s = StoreStats::default();
+        if self.direct {
+            s.0.insert("direct_read_bytes".into(), self.direct_bytes.load(Ordering::Relaxed));
+            s.0.insert("direct_fallback_bytes".into(), self.direct_fallback_bytes.load(Ordering::Relaxed));
+        }
+        s
+    }
+    /// Reader threads of their own ([`super::file_pipeline`]), `--io-threads`
+    /// of them; with `--direct`, `None`: O_DIRECT reads keep the staged
+    /// pipeline, which aligns them.
+    fn read_to_device(
+        &self,
+        parts: &[super::StagedPart],
+        dsts: &mut [&mut crate::mem::DeviceBuffer],
+        check: Option<&super::StagedCheck>,
+    ) -> Option<Result<super::DeviceLoad, StoreError>> {
+        (!self.direct).then(|| blocking(|| self.load_files(parts, dsts, check)))
+    }
+    fn stats_summary(&self, in_windows: &StoreStats) -> Option<String> {
+        let fallback = in_windows.get("direct_fallback_bytes");
+        (fallback > 0).then(|| {
+            format!(
+                "--direct: {fallback} of {} bytes read through the page cache, not O_DIRECT: their file offsets were not 4 KiB-aligned (store_stats.direct_fallback_bytes)",
+                fallback + in_windows.get("direct_read_bytes")
+            )
+        })
     }
 }
 

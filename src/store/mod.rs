@@ -8,6 +8,7 @@
 //! returns a [`Transfer`] saying how many bytes moved and over which path, so
 //! the benches can report (and the witness can check) what carried the bytes.
 
+mod capabilities;
 mod config;
 pub mod counted;
 pub mod credentials;
@@ -22,6 +23,7 @@ mod staged;
 mod staged_check;
 mod transfer;
 
+pub use capabilities::Capabilities;
 pub use config::{Backend, ChecksumMode, HttpGet, StoreConfig};
 pub use file_pipeline::{DeviceLoad, FileIo};
 pub use load_timeline::{LoadTimeline, PartTimeline, ThreadTimeline};
@@ -47,22 +49,25 @@ pub struct ObjectMeta {
     pub size: u64,
 }
 
-/// The one interface every backend implements.
+/// The one interface every backend implements: the twelve calls that move
+/// bytes and name them. What a transport says beyond that (plans it would
+/// leave, counters, rails, a device pipeline of its own) is the
+/// [`Transport`] extension, whose methods all have defaults, so a new
+/// backend starts from these twelve (the split of Apache Arrow
+/// `object_store`'s small core trait and its extension traits).
 ///
 /// Errors: every method returns [`StoreError`]; a missing object is
 /// [`StoreError::NotFound`] on every backend, a missing bucket
 /// [`StoreError::NoSuchBucket`].
 #[async_trait]
-pub trait ObjectStore: Send + Sync + fmt::Debug {
-    /// `local`, `http` or `rdma`.
-    fn backend(&self) -> Backend;
+pub trait ObjectStore: Transport + Send + Sync + fmt::Debug {
+    /// What this store can do ([`Capabilities`]): asked instead of which
+    /// backend it is.
+    fn capabilities(&self) -> Capabilities;
     /// The bucket this store is bound to.
     fn bucket(&self) -> &str;
     /// Where the bucket lives, for messages and records (an endpoint URL or a directory).
     fn location(&self) -> String;
-    /// Backend facts worth recording with a run (endpoint, part size, O_DIRECT, ...).
-    /// Never contains credentials.
-    fn describe(&self) -> serde_json::Value;
 
     /// Check the bucket exists; create it when `create` is true, else fail with
     /// [`StoreError::NoSuchBucket`].
@@ -73,7 +78,7 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// object), into `dst[at..at + n]`, where `n` is the number of bytes read.
     /// `dst` must hold `at + n` bytes ([`StoreError::BufferTooSmall`] otherwise).
     /// Host and pinned buffers on every backend; device buffers only where
-    /// [`ObjectStore::writes_device`] (others go through [`read_into_at`]).
+    /// [`Capabilities::device_writes`] (others go through [`read_into_at`]).
     async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError>;
     /// [`ObjectStore::get_into_at`] at offset 0.
     async fn get_into(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer) -> Result<Transfer, StoreError> {
@@ -114,7 +119,7 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Write `src[range]` as the object `key`, replacing any object of that
     /// key. Readers never see a partly written object. Host and pinned
     /// sources on every backend; device sources only where
-    /// [`ObjectStore::writes_device`] (others go through [`write_from`]).
+    /// [`Capabilities::device_writes`] (others go through [`write_from`]).
     ///
     /// Errors: [`StoreError::BufferTooSmall`] when `range` is not within `src`.
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError>;
@@ -126,7 +131,18 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError>;
     /// Delete an object. Deleting a missing object succeeds, as in S3.
     async fn delete(&self, key: &str) -> Result<(), StoreError>;
+}
 
+/// What a store's transport says beyond moving bytes, every method with a
+/// default that fits a plain store (one transport, no counters of its own,
+/// no device pipeline): the extension half of [`ObjectStore`]. Callers of a
+/// `dyn ObjectStore` reach these through the supertrait.
+pub trait Transport {
+    /// Backend facts worth recording with a run (endpoint, part size,
+    /// O_DIRECT, ...) as a JSON object; never contains credentials.
+    fn describe(&self) -> serde_json::Value {
+        serde_json::Value::Object(Default::default())
+    }
     /// Why a transfer of the shape `io` would leave this store's own
     /// transport, where it would (rdma: a read or write the library cannot
     /// carry over RDMA goes over HTTP although RDMA works); `None` where it
@@ -176,25 +192,6 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// backend): its generation, version and availability.
     fn rdma_engine(&self) -> Option<rdma::RdmaEngine> {
         None
-    }
-    /// Bytes one ranged read should cover to keep this store's transport
-    /// busy, for a bench that reads objects through a reusable buffer
-    /// (fetch's `--stream-buffer`): http part size x parts in flight, rdma
-    /// `--window`, 8 MiB elsewhere. `None` where a ranged read would leave
-    /// the transport (rdma without ranged windows reads ranges over HTTP).
-    fn read_window(&self) -> Option<u64> {
-        Some(8 << 20)
-    }
-    /// The file-offset alignment this store's reads need to bypass the page
-    /// cache (local `--direct`: 4096), so the staged pipeline can start each
-    /// read on it ([`read_plan`]); `None` when reads have no such need.
-    fn direct_alignment(&self) -> Option<u64> {
-        None
-    }
-    /// True when `get_into` can write device memory itself (GPU-Direct);
-    /// otherwise [`read_into`] stages device reads through pinned bounce buffers.
-    fn writes_device(&self) -> bool {
-        false
     }
     /// Read `parts` into `dsts` (`parts[i]` into `dsts[i]`) through a
     /// device pipeline of this store's own, blocking until every copy is
@@ -263,7 +260,7 @@ pub async fn read_into_version(
     version: Option<&ObjectVersion>,
 ) -> Result<Transfer, StoreError> {
     match (dst, version) {
-        (Buffer::Device(d), _) if !store.writes_device() => staged_read(store, key, range, d, at, version).await,
+        (Buffer::Device(d), _) if !store.capabilities().device_writes => staged_read(store, key, range, d, at, version).await,
         (dst, Some(v)) => store.get_into_version(key, range, dst, at, v).await,
         (dst, None) => store.get_into_at(key, range, dst, at).await,
     }
@@ -289,7 +286,7 @@ pub async fn write_from<'s>(
     staging: Option<&'s mut Buffer>,
 ) -> Result<(Transfer, Option<&'s [u8]>), StoreError> {
     match src {
-        Buffer::Device(d) if !store.writes_device() => {
+        Buffer::Device(d) if !store.capabilities().device_writes => {
             let len = range.end - range.start;
             let staging = match staging {
                 Some(s) if s.len() >= len => s,
@@ -449,6 +446,36 @@ pub fn check_capacity(key: &str, len: u64, at: usize, dst: &Buffer) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What each backend says it can do follows its configuration: the
+    /// page cache and O_DIRECT's alignment for local files, the ranged-read
+    /// size from the http part size and parts in flight.
+    #[test]
+    fn capabilities_follow_the_configuration() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().to_str().unwrap();
+        let local = open(&crate::cli::store_config_of(&["--backend", "local", "--root", root])).unwrap().capabilities();
+        assert_eq!((local.name, local.page_cache, local.direct_alignment, local.staged_path), ("local", true, None, TransferPath::Local));
+        let direct = open(&crate::cli::store_config_of(&["--backend", "local", "--root", root, "--direct"])).unwrap().capabilities();
+        assert_eq!((direct.page_cache, direct.direct_alignment), (false, Some(4096)));
+        let flags = [
+            "--backend",
+            "http",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--access-key",
+            "k",
+            "--secret-key",
+            "s",
+            "--part-size",
+            "4MiB",
+            "--part-concurrency",
+            "3",
+        ];
+        let http = open(&crate::cli::store_config_of(&flags)).unwrap().capabilities();
+        assert_eq!((http.name, http.page_cache, http.device_writes), ("http", false, false));
+        assert_eq!((http.ranged_read, http.staged_path, http.versioned_reads), (Some(12 << 20), TransferPath::HttpStaged, true));
+    }
 
     #[test]
     fn chunk_plan_covers_the_range_exactly() {

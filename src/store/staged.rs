@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use super::{Backend, ObjectStore, StoreError, Transfer, TransferPath, chunks};
+use super::{ObjectStore, StoreError, Transfer, chunks};
 use crate::mem::Buffer;
 
 /// The staged pipeline's reads of `range`: `(read, skip)` pairs, where
@@ -206,12 +206,9 @@ async fn staged_with<'a>(
         return Err(StoreError::Config("staged device reads need at least 2 bounce buffers (--bounce-buffers)".into()));
     };
     idle.reverse();
-    let align = store.direct_alignment();
-    let plan = pooled_plan(parts, chunk, align);
-    let path = match store.backend() {
-        Backend::Local => TransferPath::Local,
-        _ => TransferPath::HttpStaged,
-    };
+    let caps = store.capabilities();
+    let plan = pooled_plan(parts, chunk, caps.direct_alignment);
+    let path = caps.staged_path;
     let t0 = std::time::Instant::now();
     let mut state: Vec<PartState> = parts.iter().map(|p| PartState { served: p.version.clone(), first_byte: None }).collect();
     let mut inflight = futures::stream::FuturesUnordered::new();

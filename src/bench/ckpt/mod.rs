@@ -338,7 +338,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     // ckpt stages device memory through --chunk-sized pinned buffers, one per
     // chunk in flight (not the bounce buffers of --stage-chunk/--bounce-buffers).
     s.device_path = Some(serde_json::json!({
-        "mode": if store.writes_device() { "direct" } else { "staged" },
+        "mode": if store.capabilities().device_writes { "direct" } else { "staged" },
         "staging": "one pinned buffer of --chunk bytes per chunk in flight",
         "chunk_bytes": plan.chunk,
         "buffers": plan.concurrency,
@@ -380,7 +380,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     for spec in &specs {
         let key = format!("{}/{}/rank{:05}", plan.prefix, spec.name, me.rank);
         let state = State::new(spec, dest, gpu.as_ref(), plan.seed, me.rank)?;
-        let mut bufs = allocate(&plan, &state, dest, gpu.as_ref(), store.writes_device())?;
+        let mut bufs = allocate(&plan, &state, dest, gpu.as_ref(), store.capabilities().device_writes)?;
         let staging = std::mem::take(&mut bufs.staging);
         let ctx = Ctx {
             store: store.clone(),
@@ -463,7 +463,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     let mut outcome = Outcome::new(params, &results, windows);
     outcome.failure = mismatch.map(Error::Mismatch);
     outcome.stats = in_windows;
-    let (backend, location) = (store.backend().name(), store.location());
+    let (backend, location) = (store.capabilities().name, store.location());
     let train = load.as_ref().map(|l| (l.device, l.side));
     drop(load);
     s.finish(outcome, || {

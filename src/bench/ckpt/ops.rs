@@ -348,7 +348,7 @@ pub(crate) async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Resu
             chunk_task(staging, move |mut scratch| async move {
                 let len = view.len();
                 let r = async {
-                    let staged = matches!(view, Buffer::Device(_)) && !store.writes_device();
+                    let staged = matches!(view, Buffer::Device(_)) && !store.capabilities().device_writes;
                     let mut staged_sum: Option<String> = None;
                     let t = if staged {
                         let s = scratch.as_mut().expect("staging buffers exist for staged restores");

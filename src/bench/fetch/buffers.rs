@@ -20,7 +20,7 @@ pub(super) enum BufferPlan {
     /// One buffer of the object's size per stream.
     Object,
     /// One reusable buffer per stream of this many bytes (`None`: the store's
-    /// [`ObjectStore::read_window`], asked once the store is open).
+    /// [`Capabilities::ranged_read`](crate::store::Capabilities::ranged_read), asked once the store is open).
     Window(Option<u64>),
 }
 
@@ -98,7 +98,7 @@ fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
 /// transport (rdma without ranged windows would read them over HTTP).
 pub(super) fn resolve(plan: BufferPlan, input: &PlanInput, store: &dyn ObjectStore, why: &str) -> Result<BufferPlan> {
     match plan {
-        BufferPlan::Window(None) => match store.read_window() {
+        BufferPlan::Window(None) => match store.capabilities().ranged_read {
             Some(n) => {
                 // The window is known only now: the same check as for a --stream-buffer size.
                 let resolved = BufferPlan::Window(Some(n));
@@ -107,7 +107,7 @@ pub(super) fn resolve(plan: BufferPlan, input: &PlanInput, store: &dyn ObjectSto
             }
             None => Err(Error::Usage(format!(
                 "{why}, and this {} store reads ranges off its transport: pass --stream-buffer object with fewer --concurrency or smaller --sizes",
-                store.backend().name()
+                store.capabilities().name
             ))),
         },
         p => Ok(p),
@@ -151,7 +151,7 @@ pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str
         let tr = match buf {
             // Staged into device memory: its bounce reads spread over the
             // runtime's threads, as the weights load reads (same pipeline).
-            Buffer::Device(d) if !store.writes_device() => store::staged_read_spread(arc, key, range, d, 0, None).await?,
+            Buffer::Device(d) if !store.capabilities().device_writes => store::staged_read_spread(arc, key, range, d, 0, None).await?,
             _ => store::read_into(store, key, range, buf).await?,
         };
         if let Some(threads) = verify {

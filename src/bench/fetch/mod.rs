@@ -413,11 +413,11 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     };
     let done = session
         .finish(outcome, || {
-            println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.backend().name(), store.location(), store.bucket(), dest.name(),);
+            println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.capabilities().name, store.location(), store.bucket(), dest.name(),);
             if let BufferPlan::Window(Some(n)) = buffering {
                 println!("each stream reads through one reusable {} buffer, in ranged reads ({chosen_by}); the bytes are not kept", size_name(n));
             }
-            if store.backend() == crate::store::Backend::Local && !plan.run.store.direct {
+            if store.capabilities().page_cache {
                 println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
             }
             println!("{}", table(&cells));

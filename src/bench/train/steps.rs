@@ -329,7 +329,7 @@ pub(crate) async fn finish(
             ]);
             t.add_row([
                 format!("{:?}", plan.layout).to_lowercase(),
-                store.backend().name().to_string(),
+                store.capabilities().name.to_string(),
                 world.to_string(),
                 plan.steps.to_string(),
                 r(&wall, 2),
@@ -351,7 +351,7 @@ pub(crate) async fn finish(
                 "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
                 if plan.loader_only { " --loader-only" } else { "" },
                 format!("{:?}", plan.layout).to_lowercase(),
-                store.backend().name(),
+                store.capabilities().name,
                 store.location(),
                 plan.batch_size,
                 world,

@@ -121,14 +121,14 @@ pub(super) async fn probe(ctx: &ProbeCtx<'_>, size: u64, memory: Memory) -> Resu
     SmallRng::from_os_rng().fill_bytes(&mut bytes);
     // The device probe reads with a ranged GET where the store's transport
     // carries ranged reads (rdma: miniocpp_get_object_range), else whole.
-    let ranged = memory == Memory::Device && size > 0 && ctx.store.read_window().is_some();
+    let ranged = memory == Memory::Device && size > 0 && ctx.store.capabilities().ranged_read.is_some();
     let (dest, request) = match memory {
         Memory::Device => (Dest::Device, if ranged { "ranged GET" } else { "GET" }),
         Memory::Host => (Dest::Host, "GET"),
     };
     // A store that cannot reach device memory stages it: the PUT through one
     // host copy, the GET through two pinned bounce buffers of up to 64 MiB.
-    let staged = memory == Memory::Device && !ctx.store.writes_device();
+    let staged = memory == Memory::Device && !ctx.store.capabilities().device_writes;
     let (bounce, chunk) = if staged { (2, len.clamp(1, 64 << 20)) } else { (0, 0) };
     let alloc = |what| move |e| format!("allocating the {what} ({} of {}): {e}", size_name(size), memory.name());
     let mut src = Buffer::for_dest(dest, ctx.gpu, len, 0, 0).map_err(alloc("source"))?;

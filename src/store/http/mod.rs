@@ -36,7 +36,10 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use serde_json::json;
 
-use super::{ObjectMeta, ObjectStore, ObjectVersion, Transfer, TransferPath, check_capacity, check_key, check_source, check_version, resolve_range};
+use super::{
+    Capabilities, ObjectMeta, ObjectStore, ObjectVersion, Transfer, TransferPath, Transport, check_capacity, check_key, check_source, check_version,
+    resolve_range,
+};
 use crate::error::{AuthProblem, StoreError, root_cause};
 use crate::mem::Buffer;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
@@ -419,20 +422,17 @@ pub(crate) fn check_endpoint(e: &str) -> Result<String, StoreError> {
 
 #[async_trait]
 impl ObjectStore for HttpStore {
-    fn backend(&self) -> Backend {
-        Backend::Http
-    }
-    /// One round of ranged GETs: every part in flight at once.
-    fn read_window(&self) -> Option<u64> {
-        Some(self.part_size.saturating_mul(self.part_concurrency as u64))
-    }
-    /// Retries by cause: the direct GET path's (`get_retries_5xx`, `_connect`,
-    /// `_timeout`, `_io`) and the SDK paths' (`sdk_retries_5xx`, `_timeout`,
-    /// `_io`, `_other`: PUT, multipart, HEAD, LIST, DELETE, `--http-get sdk`).
-    fn stats(&self) -> crate::store::StoreStats {
-        let mut pairs = self.direct.as_ref().map(|d| d.retries.counters().to_vec()).unwrap_or_default();
-        pairs.extend(self.sdk_retries.counters());
-        crate::store::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    /// Ranged reads: one round of ranged GETs, every part in flight at once.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            name: Backend::Http.name(),
+            page_cache: false,
+            device_writes: false,
+            staged_path: TransferPath::HttpStaged,
+            ranged_read: Some(self.part_size.saturating_mul(self.part_concurrency as u64)),
+            direct_alignment: None,
+            versioned_reads: true,
+        }
     }
     fn bucket(&self) -> &str {
         &self.bucket
@@ -440,14 +440,6 @@ impl ObjectStore for HttpStore {
     fn location(&self) -> String {
         self.endpoint.clone()
     }
-    fn describe(&self) -> serde_json::Value {
-        json!({"backend": "http", "endpoint": self.endpoint, "region": self.region, "bucket": self.bucket,
-               "addressing": if self.aws.path_style { "path-style" } else { "virtual-hosted" }, "aws": self.aws.describe(), "part_size_bytes": self.part_size,
-               "part_concurrency": self.part_concurrency, "response_checksums": self.checksums,
-               "request_checksums": "when-required", "attempts": self.attempts,
-               "get_path": if self.direct.is_some() { "direct" } else { "sdk" }, "server": super::server::describe(&self.endpoint)})
-    }
-
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
         let mut err = match self.client.head_bucket().bucket(&self.bucket).send().await {
             Ok(_) => return Ok(()),
@@ -480,7 +472,6 @@ impl ObjectStore for HttpStore {
             other => Err(other),
         }
     }
-
     async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
         check_key(key)?;
         let out = match self.client.head_object().bucket(&self.bucket).key(key).send().await.map_err(|e| self.map_err("HEAD", key, e)) {
@@ -492,11 +483,9 @@ impl ObjectStore for HttpStore {
         };
         Ok(ObjectMeta { key: key.into(), size: out.content_length.unwrap_or(0).max(0) as u64 })
     }
-
     async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         self.read(key, range, dst, at, None).await
     }
-
     async fn get_into_version(
         &self,
         key: &str,
@@ -507,7 +496,6 @@ impl ObjectStore for HttpStore {
     ) -> Result<Transfer, StoreError> {
         self.read(key, range, dst, at, Some(version)).await
     }
-
     async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
         check_key(key)?;
         check_source(key, src, &range)?;
@@ -529,7 +517,6 @@ impl ObjectStore for HttpStore {
         }
         Ok(Transfer::of(data.len() as u64, TransferPath::Http))
     }
-
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         // Every key seen, with its size: a server that pages keys again, or
         // cycles through tokens (A, B, A, ...), would otherwise be listed until
@@ -591,7 +578,6 @@ impl ObjectStore for HttpStore {
         out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
-
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         check_key(key)?;
         match self.client.delete_object().bucket(&self.bucket).key(key).send().await {
@@ -601,6 +587,24 @@ impl ObjectStore for HttpStore {
                 other => Err(other),
             },
         }
+    }
+}
+
+impl Transport for HttpStore {
+    /// Retries by cause: the direct GET path's (`get_retries_5xx`, `_connect`,
+    /// `_timeout`, `_io`) and the SDK paths' (`sdk_retries_5xx`, `_timeout`,
+    /// `_io`, `_other`: PUT, multipart, HEAD, LIST, DELETE, `--http-get sdk`).
+    fn stats(&self) -> crate::store::StoreStats {
+        let mut pairs = self.direct.as_ref().map(|d| d.retries.counters().to_vec()).unwrap_or_default();
+        pairs.extend(self.sdk_retries.counters());
+        crate::store::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+    }
+    fn describe(&self) -> serde_json::Value {
+        json!({"backend": "http", "endpoint": self.endpoint, "region": self.region, "bucket": self.bucket,
+               "addressing": if self.aws.path_style { "path-style" } else { "virtual-hosted" }, "aws": self.aws.describe(), "part_size_bytes": self.part_size,
+               "part_concurrency": self.part_concurrency, "response_checksums": self.checksums,
+               "request_checksums": "when-required", "attempts": self.attempts,
+               "get_path": if self.direct.is_some() { "direct" } else { "sdk" }, "server": super::server::describe(&self.endpoint)})
     }
 }
 

@@ -40,7 +40,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::http::HttpStore;
-use super::{ObjectMeta, ObjectStore, Transfer, TransferPath, check_capacity, check_key, check_source, resolve_range};
+use super::{Capabilities, ObjectMeta, ObjectStore, Transfer, TransferPath, Transport, check_capacity, check_key, check_source, resolve_range};
 use crate::error::StoreError;
 use crate::mem::Buffer;
 use crate::store::{Backend, StoreConfig};
@@ -370,8 +370,20 @@ impl Drop for RdmaStore {
 
 #[async_trait]
 impl ObjectStore for RdmaStore {
-    fn backend(&self) -> Backend {
-        Backend::Rdma
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            name: Backend::Rdma.name(),
+            page_cache: false,
+            // GPU-Direct: the library takes device pointers itself, but only
+            // while it says RDMA is available; otherwise its HTTP path cannot
+            // write device memory, and device buffers are staged through
+            // pinned host memory.
+            device_writes: self.info.rdma_available,
+            staged_path: TransferPath::HttpStaged,
+            ranged_read: self.use_range.then_some(self.window),
+            direct_alignment: None,
+            versioned_reads: false,
+        }
     }
     fn bucket(&self) -> &str {
         self.http.bucket()
@@ -379,6 +391,77 @@ impl ObjectStore for RdmaStore {
     fn location(&self) -> String {
         self.http.location()
     }
+    async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
+        self.http.ensure_bucket(create).await
+    }
+    async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
+        self.http.head(key).await
+    }
+    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
+        let kc = self.key_c(key)?;
+        match range {
+            None => {
+                // The size decides the path and is all the library may be handed.
+                let size = self.http.head(key).await?.size;
+                check_capacity(key, size, at, dst)?;
+                if !library_takes(key) {
+                    super::read_into_at(&self.http, key, None, dst, at).await
+                } else if size <= self.max_transfer {
+                    self.get_whole(key, kc, size, dst, at).await
+                } else if self.use_range {
+                    self.read_windows(key, 0..size, dst, at).await
+                } else {
+                    super::read_into_at(&self.http, key, None, dst, at).await
+                }
+            }
+            Some(r) => {
+                if r.start >= r.end {
+                    let size = self.http.head(key).await?.size;
+                    return Err(StoreError::BadRange { key: key.into(), range: r, size });
+                }
+                check_capacity(key, r.end - r.start, at, dst)?;
+                if self.use_range && library_takes(key) {
+                    self.read_windows(key, r, dst, at).await
+                } else if r.start == 0 && r.end <= self.max_transfer && library_takes(key) && self.http.head(key).await?.size == r.end {
+                    // A range that is the whole object is a whole-object GET,
+                    // which the library carries without ranged reads.
+                    self.get_whole(key, kc, r.end, dst, at).await
+                } else {
+                    super::read_into_at(&self.http, key, Some(r), dst, at).await
+                }
+            }
+        }
+    }
+    async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
+        let kc = self.key_c(key)?;
+        check_source(key, src, &range)?;
+        let len = range.end - range.start;
+        if len as u64 > self.max_transfer || !library_takes(key) {
+            // One descriptor cannot carry it (older builds segfault trying),
+            // or the library refuses the key.
+            return self.http_put(key, src, range).await;
+        }
+        let ptr = match src {
+            // SAFETY (both arms): range is within src (checked above).
+            Buffer::Device(d) => (d.device_ptr().0 as usize + range.start) as *const u8,
+            other => other.as_host().expect("host or pinned buffer")[range.clone()].as_ptr(),
+        };
+        let (rc, err) = self.call(Op::Put { key: kc, ptr, len }).await?;
+        match rc {
+            n if n >= 0 => Ok(Transfer::of(len as u64, self.lib_path())),
+            -2 => self.http_put(key, src, range).await,
+            _ => Err(self.other("PUT", key, format!("libminiocpp {}: {}", rc_name(rc), err.unwrap_or_default()))),
+        }
+    }
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        self.http.list(prefix).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.http.delete(key).await
+    }
+}
+
+impl Transport for RdmaStore {
     fn describe(&self) -> serde_json::Value {
         json!({"backend": "rdma", "library": self.info, "worker_threads": self.workers.len(),
                "window_bytes": self.window, "max_transfer_bytes": self.max_transfer,
@@ -478,86 +561,5 @@ impl ObjectStore for RdmaStore {
             unavailable_reason: i.unavailable_reason.clone(),
             test_double: i.test_double,
         })
-    }
-    fn read_window(&self) -> Option<u64> {
-        self.use_range.then_some(self.window)
-    }
-    fn writes_device(&self) -> bool {
-        // GPU-Direct: the library takes device pointers itself, but only while
-        // it says RDMA is available; otherwise its HTTP path cannot write
-        // device memory, and device buffers are staged through pinned host memory.
-        self.info.rdma_available
-    }
-
-    async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
-        self.http.ensure_bucket(create).await
-    }
-    async fn head(&self, key: &str) -> Result<ObjectMeta, StoreError> {
-        self.http.head(key).await
-    }
-
-    async fn get_into_at(&self, key: &str, range: Option<Range<u64>>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
-        let kc = self.key_c(key)?;
-        match range {
-            None => {
-                // The size decides the path and is all the library may be handed.
-                let size = self.http.head(key).await?.size;
-                check_capacity(key, size, at, dst)?;
-                if !library_takes(key) {
-                    super::read_into_at(&self.http, key, None, dst, at).await
-                } else if size <= self.max_transfer {
-                    self.get_whole(key, kc, size, dst, at).await
-                } else if self.use_range {
-                    self.read_windows(key, 0..size, dst, at).await
-                } else {
-                    super::read_into_at(&self.http, key, None, dst, at).await
-                }
-            }
-            Some(r) => {
-                if r.start >= r.end {
-                    let size = self.http.head(key).await?.size;
-                    return Err(StoreError::BadRange { key: key.into(), range: r, size });
-                }
-                check_capacity(key, r.end - r.start, at, dst)?;
-                if self.use_range && library_takes(key) {
-                    self.read_windows(key, r, dst, at).await
-                } else if r.start == 0 && r.end <= self.max_transfer && library_takes(key) && self.http.head(key).await?.size == r.end {
-                    // A range that is the whole object is a whole-object GET,
-                    // which the library carries without ranged reads.
-                    self.get_whole(key, kc, r.end, dst, at).await
-                } else {
-                    super::read_into_at(&self.http, key, Some(r), dst, at).await
-                }
-            }
-        }
-    }
-
-    async fn put_range(&self, key: &str, src: &Buffer, range: Range<usize>) -> Result<Transfer, StoreError> {
-        let kc = self.key_c(key)?;
-        check_source(key, src, &range)?;
-        let len = range.end - range.start;
-        if len as u64 > self.max_transfer || !library_takes(key) {
-            // One descriptor cannot carry it (older builds segfault trying),
-            // or the library refuses the key.
-            return self.http_put(key, src, range).await;
-        }
-        let ptr = match src {
-            // SAFETY (both arms): range is within src (checked above).
-            Buffer::Device(d) => (d.device_ptr().0 as usize + range.start) as *const u8,
-            other => other.as_host().expect("host or pinned buffer")[range.clone()].as_ptr(),
-        };
-        let (rc, err) = self.call(Op::Put { key: kc, ptr, len }).await?;
-        match rc {
-            n if n >= 0 => Ok(Transfer::of(len as u64, self.lib_path())),
-            -2 => self.http_put(key, src, range).await,
-            _ => Err(self.other("PUT", key, format!("libminiocpp {}: {}", rc_name(rc), err.unwrap_or_default()))),
-        }
-    }
-
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-        self.http.list(prefix).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        self.http.delete(key).await
     }
 }
