@@ -403,3 +403,30 @@ fn empty_environment_variables_are_unset_ones() {
     let err = stderr(&o);
     assert!(!err.lines().any(|l| l.contains("warning") && !l.contains("timed windows lasted under")), "{err}");
 }
+
+/// `fetch --verify` from local files into host memory checks each 2 MiB
+/// piece as it lands: a byte flipped at rest in the second piece of an
+/// object ends the run (exit 4) naming the object and the byte, with no
+/// record; the clean run's record and table say what was checked.
+#[test]
+fn fetch_verify_from_local_files_catches_a_byte_flipped_at_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = ["fetch", "--sizes", "5MiB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--objects", "2", "--verify"];
+    let o = s3rdma(&[&base[..], &["--prepare", "--json"]].concat(), tmp.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let checks = rec["params"]["verify_checks"].as_str().unwrap();
+    assert!(checks.contains("each 2MiB piece right after its ranged read lands"), "{checks}");
+    let c = &rec["results"][0]["repeats"][0];
+    assert_eq!(c["bytes"].as_u64().unwrap(), 2 * 2 * (5 << 20), "every byte read once: {c}");
+    let obj = tmp.path().join("s3rdma-data/s3rdma-bench/fetch/5242880/obj-000001");
+    let mut bytes = std::fs::read(&obj).unwrap();
+    bytes[3_000_000] ^= 0x40;
+    std::fs::write(&obj, bytes).unwrap();
+    let before = results_in(&tmp.path().join("results")).len();
+    let o = s3rdma(&base, tmp.path());
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    assert!(err.contains("object 'fetch/5242880/obj-000001'") && err.contains("byte 3000000 ") && !err.contains("panicked"), "{err}");
+    assert_eq!(results_in(&tmp.path().join("results")).len(), before, "no record of a run that read other bytes");
+}

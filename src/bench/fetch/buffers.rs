@@ -145,6 +145,9 @@ pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> Value {
 pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str, size: u64, buf: &mut Buffer, verify: Option<usize>) -> Result<Transfer> {
     let store = arc.as_ref();
     let len = buf.len() as u64;
+    if verify.is_some() && len >= size && store.capabilities().page_cache && buf.as_host().is_some() {
+        return read_checked_in_pieces(store, key, size, buf).await;
+    }
     if len >= size {
         // Device reads name the range so the staged pipeline needs no HEAD.
         let range = matches!(buf, Buffer::Device(_)).then_some(0..size);
@@ -194,11 +197,72 @@ pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str
     Ok(out.expect("size > len > 0: at least one range"))
 }
 
+/// Bytes per ranged read of [`read_checked_in_pieces`]: small enough that a
+/// piece is still in the core's cache (L2 and the L3 share of one core on
+/// the lent hosts' Xeons) when it is checked, large enough that a read costs
+/// the page cache nothing beyond its copy.
+const CHECK_PIECE: u64 = 2 << 20;
+
+/// `fetch --verify` of the whole object `key` into host memory from a store
+/// that serves reads from the page cache: ranged reads of [`CHECK_PIECE`]
+/// bytes, each to its own place in `buf`, pinned to the first read's version,
+/// and each piece compared with the pattern on this stream's thread right
+/// after it lands, while it is still in cache. The check then costs its
+/// arithmetic, not a second pass over memory (a whole-object check after the
+/// read halved the stream's rate: docs/gpu.md). Every byte is still read once
+/// from the store into its place in the destination and checked there.
+///
+/// Errors: as [`read_object`].
+async fn read_checked_in_pieces(store: &dyn ObjectStore, key: &str, size: u64, buf: &mut Buffer) -> Result<Transfer> {
+    let t0 = Instant::now();
+    let mut out: Option<Transfer> = None;
+    for r in store::chunks(0..size, CHECK_PIECE) {
+        let (at, want) = (r.start, r.end - r.start);
+        let t = Instant::now();
+        let pin = out.as_ref().and_then(|o| o.version.clone());
+        let tr = store::read_into_version(store, key, Some(r), buf, at as usize, pin.as_ref()).await?;
+        let piece = &buf.as_host().expect("checked by the caller")[at as usize..(at + tr.bytes) as usize];
+        let found = super::check::off_runtime(|| crate::format::pattern::Pattern::of(key).first_difference(at, piece));
+        mismatch(store, key, at, tr.bytes, found)?;
+        let o = out.get_or_insert(Transfer { first_byte: tr.first_byte.map(|f| f + (t - t0)), version: tr.version.clone(), ..Transfer::of(0, tr.path) });
+        o.bytes += tr.bytes;
+        if tr.bytes != want {
+            break;
+        }
+    }
+    Ok(out.unwrap_or_else(|| Transfer::of(0, store.capabilities().staged_path)))
+}
+
+/// What `fetch --verify` compares with the pattern, as the record's
+/// `params.verify_checks` and the line under the table say it: always the
+/// bytes in their destination (`dest` memory), never the bytes as staged.
+/// `whole`: how many of the run's object sizes fit a stream's buffer (read
+/// whole, not in windows): none, some or all.
+pub(super) fn verify_checks(store: &dyn ObjectStore, dest: crate::mem::Dest, whole: (bool, bool)) -> String {
+    let after = "each read's bytes after the read, on the stream's share of the cores";
+    match (dest, whole) {
+        (crate::mem::Dest::Device, _) => {
+            "device memory, compared on the GPU where the bytes start on a word boundary, else read back through pinned buffers".into()
+        }
+        (crate::mem::Dest::Host | crate::mem::Dest::Pinned, (true, all)) if store.capabilities().page_cache => {
+            let pieces = format!("each {} piece right after its ranged read lands there (still in cache)", size_name(CHECK_PIECE));
+            if all { format!("host memory, {pieces}") } else { format!("host memory: objects that fit a stream's buffer {pieces}, larger ones {after}") }
+        }
+        _ => format!("host memory, {after}"),
+    }
+}
+
 /// Compare the first `n` bytes of `buf`, the object's bytes from `offset`,
 /// with its [`crate::format::pattern::Pattern`], on `threads` threads ([`super::check`]).
 fn check(store: &dyn ObjectStore, key: &str, offset: u64, n: u64, buf: &mut Buffer, threads: usize) -> Result<()> {
     let found = super::check::first_difference(key, offset, n, buf, threads)
         .map_err(|e| Error::Runtime(format!("--verify: cannot check the bytes of '{key}': {e}")))?;
+    mismatch(store, key, offset, n, found)
+}
+
+/// `found`, the first differing byte of the `n` bytes from `offset` checked,
+/// as the run's error; `Ok` when there is none.
+fn mismatch(store: &dyn ObjectStore, key: &str, offset: u64, n: u64, found: Option<u64>) -> Result<()> {
     match found {
         None => Ok(()),
         Some(at) => Err(Error::Mismatch(format!(

@@ -44,7 +44,7 @@ pub(super) fn first_difference(key: &str, offset: u64, n: u64, buf: &mut Buffer,
 
 /// Run `f` where blocking is allowed: `block_in_place` on a multi-threaded
 /// tokio runtime (its other tasks move to other workers), else in place.
-fn off_runtime<T>(f: impl FnOnce() -> T) -> T {
+pub(super) fn off_runtime<T>(f: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
         _ => f(),

@@ -393,12 +393,19 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
         "rdma_share": c.summary.witness_share}))
             .collect::<Vec<_>>()
     );
+    let fits = |size: u64| match buffering {
+        BufferPlan::Object => true,
+        BufferPlan::Window(n) => n.is_some_and(|n| size <= n),
+    };
+    let whole = (plan.sizes.iter().any(|&s| fits(s)), plan.sizes.iter().all(|&s| fits(s)));
+    let verify_checks = plan.verify.then(|| buffers::verify_checks(store.as_ref(), session.mem.dest, whole));
     let params = json!({
         "sizes_bytes": plan.sizes, "concurrency": plan.concurrency, "procs": plan.procs, "objects": plan.objects,
         "prefix": plan.prefix, "bucket": plan.run.store.bucket,
         "duration_s": plan.timing.iters.is_none().then_some(plan.timing.duration.as_secs_f64()),
         "iters": plan.timing.iters, "warmup_s": plan.timing.warmup.as_secs_f64(),
         "repeats": plan.timing.repeats, "prepare": prepare, "verify": plan.verify,
+        "verify_checks": verify_checks,
         "stream_buffer": buffers::describe(buffering, chosen_by),
     });
     let mut outcome = Outcome::new(params, &cells, windows);
@@ -406,10 +413,9 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     outcome.stats = stats;
     let dest = session.mem.dest;
     let gpu = session.gpu()?.map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
-    let checked = if plan.verify {
-        "--verify: every byte read (warm-up included) matched what --prepare wrote (device memory compared on the GPU where the bytes start on a word boundary, else read back)"
-    } else {
-        "bytes not compared with what --prepare wrote (lengths and object versions are checked): pass --verify to compare every byte"
+    let checked = match &verify_checks {
+        Some(what) => format!("--verify: every byte read (warm-up included) matched what --prepare wrote; checked: {what}"),
+        None => "bytes not compared with what --prepare wrote (lengths and object versions are checked): pass --verify to compare every byte".into(),
     };
     let done = session
         .finish(outcome, || {
