@@ -64,6 +64,7 @@ async fn serve(data: Bytes) -> std::net::SocketAddr {
 fn cpu_s() -> f64 {
     // SAFETY: getrusage writes the struct we pass.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage for the call.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
     let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
     t(u.ru_utime) + t(u.ru_stime)

@@ -14,6 +14,7 @@ use sysinfo::Networks;
 pub fn process_cpu_s() -> (f64, f64) {
     // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_SELF is valid.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for the call.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     if rc != 0 {
         return (0.0, 0.0);
@@ -160,6 +161,7 @@ mod tests {
     fn thread_cpu_s() -> f64 {
         // SAFETY: as in process_cpu_s.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid, writable rusage for the call.
         assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) }, 0);
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
         tv(ru.ru_utime) + tv(ru.ru_stime)

@@ -28,6 +28,7 @@ pub struct Gpu {
 // SAFETY: a primary context may be made current on any thread; the handle is
 // only passed to cuCtxSetCurrent.
 unsafe impl Send for Gpu {}
+// SAFETY: as for Send: shared use only makes the context current.
 unsafe impl Sync for Gpu {}
 
 static ACTIVE_GPU: OnceLock<Arc<Gpu>> = OnceLock::new();

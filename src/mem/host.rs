@@ -28,6 +28,7 @@ pub struct PinnedBuffer {
 
 // SAFETY: exclusively owned, like HostBuffer.
 unsafe impl Send for PinnedBuffer {}
+// SAFETY: as HostBuffer's: `&self` gives shared slices only.
 unsafe impl Sync for PinnedBuffer {}
 
 impl PinnedBuffer {
@@ -93,6 +94,7 @@ pub struct HostBuffer {
 // SAFETY: HostBuffer owns its allocation exclusively (like Vec<u8>); `&self`
 // only gives shared slices and `&mut self` exclusive ones.
 unsafe impl Send for HostBuffer {}
+// SAFETY: as for Send: `&self` gives shared slices only.
 unsafe impl Sync for HostBuffer {}
 
 impl HostBuffer {

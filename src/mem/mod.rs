@@ -277,6 +277,8 @@ pub struct DeviceBuffer {
 
 // SAFETY: exclusively owned; CUDA handles are usable from any thread with the context bound.
 unsafe impl Send for DeviceBuffer {}
+// SAFETY: as for Send: `&self` methods only read or enqueue copies on the
+// buffer's own streams, which CUDA allows from several threads.
 unsafe impl Sync for DeviceBuffer {}
 
 impl DeviceBuffer {

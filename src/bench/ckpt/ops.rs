@@ -194,9 +194,14 @@ pub(crate) async fn save_flat(
     {
         l.run();
     }
-    // The next step runs beside the persistence, on views of the state
-    // (SAFETY as in step_state: the save reads only its snapshot from here on).
-    let views: Vec<Buffer> = state.tensors.iter().map(|t| unsafe { t.view(0..t.len()) }).collect();
+    // The next step runs beside the persistence, on views of the state.
+    let views: Vec<Buffer> = state
+        .tensors
+        .iter()
+        // SAFETY: as in step_state: the save reads only its snapshot from
+        // here on, and the views are dropped before the state is.
+        .map(|t| unsafe { t.view(0..t.len()) })
+        .collect();
     let next = (step == NextStep::AfterSnapshot).then(|| {
         tokio::task::spawn_blocking(move || {
             let mut views = views;
@@ -239,10 +244,11 @@ async fn persist(ctx: &Ctx, key: &str, state: &State, flat: &mut Buffer, generat
     let mut manifest = Manifest::new(state.entries.clone(), state.total, ctx.chunk, fmt::generation_prefix(key, generation));
     manifest.seed = Some(ctx.seed);
     let t1 = Instant::now();
-    // SAFETY of the views: read-only, dropped (run_fail_fast ends every task) before `flat` is used again.
     let tasks: Vec<_> = (0..manifest.num_chunks)
         .map(|i| {
             let r = manifest.chunk_range(i);
+            // SAFETY: the views are read-only, of disjoint chunks, and dropped
+            // (run_fail_fast ends every task) before `flat` is used again.
             let view = unsafe { flat.view(r.start as usize..r.end as usize) };
             let (store, staging, ck) = (ctx.store.clone(), ctx.staging.clone(), ctx.checksum);
             let ckey = manifest.chunk_key(key, i);
