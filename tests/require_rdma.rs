@@ -1,5 +1,5 @@
 //! `--require-rdma` means the same on every bench (one exit-code rule in
-//! `src/bench/session.rs`): each bench runs over the rdma backend through the
+//! `src/bench/session/mod.rs`): each bench runs over the rdma backend through the
 //! libminiocpp test double (which moves the bytes over plain HTTP) against
 //! scripted server counters in which RDMA stays flat while the HTTP traffic
 //! grows: a full fallback. The record is written (the run happened), its

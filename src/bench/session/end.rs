@@ -1,6 +1,6 @@
 //! The end of a run: the one exit decision ([`exit_status`]) and printing
 //! the table, then writing the record ([`conclude`]). Part of the session
-//! (`session.rs`), which every bench ends through.
+//! (`session/mod.rs`), which every bench ends through.
 
 use crate::error::{Error, Result};
 use crate::record::OutputConfig;

@@ -1,7 +1,7 @@
 //! Before a run: which of a bench's planned transfers would leave the
 //! store's own transport (over rdma: go over HTTP although RDMA works), said
 //! once, and refused up front under `--require-rdma`. Part of the session
-//! (`session.rs`).
+//! (`session/mod.rs`).
 
 use super::Session;
 use crate::error::{Error, Result};

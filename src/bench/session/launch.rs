@@ -1,6 +1,6 @@
 //! How a run finds its rank: a launcher's environment, one process, or the
 //! ranks this process starts on this host and supervises ([`find_rank`]).
-//! Part of the session (`session.rs`).
+//! Part of the session (`session/mod.rs`).
 
 use std::sync::Arc;
 

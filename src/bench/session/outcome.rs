@@ -1,6 +1,6 @@
 //! What a bench hands the session at the end ([`Outcome`]): its parameters
 //! and typed results, every timed window's report, and a failure that still
-//! leaves a record. Part of the session (`session.rs`).
+//! leaves a record. Part of the session (`session/mod.rs`).
 
 use serde_json::Value;
 

@@ -1,7 +1,7 @@
 //! What a bench tells the session before it starts ([`SessionSpec`],
 //! [`World`]), and the one thing the session learns about the store's server
 //! on its way up (a server on this host, [`watch_local_server`]). Part of the
-//! session (`session.rs`).
+//! session (`session/mod.rs`).
 
 use crate::error::{Error, StoreError};
 use crate::mem::MemConfig;
