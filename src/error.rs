@@ -5,6 +5,11 @@
 
 use std::ops::Range;
 
+/// The underlying error a [`StoreError`] came from, kept whole for
+/// [`std::error::Error::source`] (the `object_store` model: each backend's
+/// own errors converted into one public error that keeps them as its source).
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// An error from an [`crate::store::ObjectStore`] operation.
 ///
 /// Every message names the object or bucket and where it was looked for (the
@@ -39,6 +44,11 @@ pub enum StoreError {
         detail: String,
         /// Which part of the request the server refused, as far as its answer tells.
         problem: AuthProblem,
+        /// The error this one came from, where a library or the OS gave one
+        /// (the S3 SDK's, the direct GET path's, the RDMA library's): the
+        /// chain [`std::error::Error::source`] walks. `detail` says it in words.
+        #[source]
+        cause: Option<Cause>,
     },
     /// The endpoint could not be reached (connection refused, DNS, timeout).
     #[error("cannot reach {location} ({detail})")]
@@ -47,6 +57,11 @@ pub enum StoreError {
         location: String,
         /// What the server or the OS said.
         detail: String,
+        /// The error this one came from, where a library or the OS gave one
+        /// (the S3 SDK's, the direct GET path's, the RDMA library's): the
+        /// chain [`std::error::Error::source`] walks. `detail` says it in words.
+        #[source]
+        cause: Option<Cause>,
     },
     /// The server was reached, then the connection broke before a complete
     /// answer (reset, closed): the request may or may not have taken effect.
@@ -60,6 +75,11 @@ pub enum StoreError {
         location: String,
         /// What the OS or the client library said, and the attempts made.
         detail: String,
+        /// The error this one came from, where a library or the OS gave one
+        /// (the S3 SDK's, the direct GET path's, the RDMA library's): the
+        /// chain [`std::error::Error::source`] walks. `detail` says it in words.
+        #[source]
+        cause: Option<Cause>,
     },
     /// A request got no (complete) answer in time: the endpoint may well be
     /// reachable (an earlier request may have succeeded).
@@ -73,6 +93,11 @@ pub enum StoreError {
         location: String,
         /// How long was waited, over how many attempts, and which settings bound it.
         detail: String,
+        /// The error this one came from, where a library or the OS gave one
+        /// (the S3 SDK's, the direct GET path's, the RDMA library's): the
+        /// chain [`std::error::Error::source`] walks. `detail` says it in words.
+        #[source]
+        cause: Option<Cause>,
     },
     /// Fewer bytes arrived than the server announced or the range asked for.
     #[error("short read of '{key}' from {location}: got {got} of {expected} bytes")]
@@ -182,6 +207,11 @@ pub enum StoreError {
         location: String,
         /// What the server or the OS said.
         detail: String,
+        /// The error this one came from, where a library or the OS gave one
+        /// (the S3 SDK's, the direct GET path's, the RDMA library's): the
+        /// chain [`std::error::Error::source`] walks. `detail` says it in words.
+        #[source]
+        cause: Option<Cause>,
     },
     /// A local I/O error with what was being done.
     #[error("{context}: {source}")]
@@ -191,6 +221,23 @@ pub enum StoreError {
         /// The OS error.
         source: std::io::Error,
     },
+}
+
+impl StoreError {
+    /// This error with `cause` as its source ([`std::error::Error::source`]),
+    /// where its kind keeps one (auth, unreachable, broken, timeout, other);
+    /// other kinds are returned unchanged.
+    pub fn caused_by(mut self, cause: impl Into<Cause>) -> Self {
+        if let StoreError::Auth { cause: c, .. }
+        | StoreError::Unreachable { cause: c, .. }
+        | StoreError::Broken { cause: c, .. }
+        | StoreError::Timeout { cause: c, .. }
+        | StoreError::Other { cause: c, .. } = &mut self
+        {
+            *c = Some(cause.into());
+        }
+        self
+    }
 }
 
 /// What an S3 server's refusal (401/403) says about the request, from its

@@ -155,7 +155,7 @@ impl LocalStore {
             E::Short(k, got) => {
                 StoreError::ShortBody { key: key(k), location: self.location(), got, expected: files.get(k).map_or(0, |f| f.range.end - f.range.start) }
             }
-            E::Cuda(k, detail) => StoreError::Other { op: "GET", key: key(k), location: self.location(), detail },
+            E::Cuda(k, detail) => StoreError::Other { op: "GET", key: key(k), location: self.location(), detail, cause: None },
             E::Config(m) => StoreError::Config(m),
         }
     }

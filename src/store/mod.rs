@@ -300,6 +300,7 @@ pub async fn write_from<'s>(
                 key: key.into(),
                 location: store.location(),
                 detail: format!("staging device bytes: {e}"),
+                cause: None,
             })?;
             let mut t = store.put_range(key, staging, 0..len).await?;
             if t.path == TransferPath::Http {
@@ -446,6 +447,28 @@ pub fn check_capacity(key: &str, len: u64, at: usize, dst: &Buffer) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store error keeps the error it came from: an unreachable endpoint's
+    /// chain reaches the OS's refusal, with the message unchanged.
+    #[tokio::test]
+    async fn errors_keep_their_cause_chain() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let endpoint = format!("http://127.0.0.1:{port}");
+        for get in ["sdk", "direct"] {
+            let flags = ["--backend", "http", "--endpoint", &endpoint, "--access-key", "k", "--secret-key", "s", "--attempts", "1", "--http-get", get];
+            let store = open(&crate::cli::store_config_of(&flags)).unwrap();
+            let e = store.get_into("k", Some(0..10), &mut Buffer::host(10)).await.unwrap_err();
+            assert!(matches!(e, StoreError::Unreachable { .. }), "{get}: {e}");
+            let mut chain = Vec::new();
+            let mut cur = std::error::Error::source(&e);
+            while let Some(c) = cur {
+                chain.push(c.to_string());
+                cur = c.source();
+            }
+            assert!(!chain.is_empty(), "{get}: no source kept for {e}");
+            assert!(chain.iter().any(|c| c.to_lowercase().contains("refused") || c.contains("connect")), "{get}: {chain:?}");
+        }
+    }
 
     /// What each backend says it can do follows its configuration: the
     /// page cache and O_DIRECT's alignment for local files, the ranged-read

@@ -188,7 +188,7 @@ async fn staged_with<'a>(
     if parts.len() != dsts.len() {
         return Err(StoreError::Config(format!("a staged read of {} parts into {} buffers", parts.len(), dsts.len())));
     }
-    let cuda = |p: &StagedPart, e: String| StoreError::Other { op: "GET", key: p.key.clone(), location: store.location(), detail: e };
+    let cuda = |p: &StagedPart, e: String| StoreError::Other { op: "GET", key: p.key.clone(), location: store.location(), detail: e, cause: None };
     for (p, d) in parts.iter().zip(dsts.iter()) {
         let needed = p.range.end.saturating_sub(p.range.start) + p.at as u64;
         if needed > d.device_ptr().1 as u64 {

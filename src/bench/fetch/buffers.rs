@@ -181,6 +181,7 @@ pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str
                     key: key.into(),
                     location: store.location(),
                     detail: format!("the answer says the object is {} bytes, expected {size}: pass --prepare to rewrite it", v.size),
+                    cause: None,
                 }));
             }
             pin = tr.version.clone();

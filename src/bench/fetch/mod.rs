@@ -110,6 +110,7 @@ async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, pr
                     key: key.clone(),
                     location: store.location(),
                     detail: format!("object is {} bytes, expected {size}: pass --prepare to rewrite it", m.size),
+                    cause: None,
                 }));
             }
             Err(StoreError::NotFound { bucket, key, location }) if !prepare => {

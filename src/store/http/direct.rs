@@ -50,10 +50,12 @@ struct Held {
     obtained: SystemTime,
 }
 
-/// What went wrong, in terms the http backend maps to its [`StoreError`](crate::error::StoreError)s.
-#[derive(Debug)]
+/// What went wrong, in terms the http backend maps to its
+/// [`StoreError`](crate::error::StoreError)s, which keep it as their source.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum DirectError {
     /// The server answered with a non-2xx status; `code` and `message` from the S3 XML error body when it had one.
+    #[error("HTTP {status} {code}: {message}")]
     Status {
         /// HTTP status.
         status: u16,
@@ -67,25 +69,21 @@ pub enum DirectError {
         server_date: Option<SystemTime>,
     },
     /// Connect, read or write failed, or timed out.
+    #[error("{0}")]
     Io(String),
     /// The server accepted the request but sent no complete response head within `--read-timeout`.
+    #[error("{0}")]
     Timeout(String),
     /// The connection was closed or reset before any of the response arrived
     /// (a pooled connection the server had closed meanwhile, on reuse).
+    #[error("{0}")]
     Closed(String),
     /// The response broke HTTP or S3 rules (no Content-Length, chunked body, oversized head, short body ...).
+    #[error("{0}")]
     Protocol(String),
     /// Credentials that expired could not be refreshed from their source.
+    #[error("{0}")]
     Credentials(String),
-}
-
-impl std::fmt::Display for DirectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            DirectError::Status { status, code, message, .. } => write!(f, "HTTP {status} {code}: {message}"),
-            DirectError::Io(e) | DirectError::Timeout(e) | DirectError::Closed(e) | DirectError::Protocol(e) | DirectError::Credentials(e) => f.write_str(e),
-        }
-    }
 }
 
 /// A response whose head has been read; its body is still on the socket.

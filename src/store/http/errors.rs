@@ -16,13 +16,13 @@ impl HttpStore {
         E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     {
         let location = self.endpoint.clone();
-        match &err {
+        let mapped = match &err {
             SdkError::TimeoutError(_) => self.timed_out(op, key, ""),
             SdkError::DispatchFailure(d) if d.is_timeout() => self.timed_out(op, key, &root_cause(&err)),
             SdkError::DispatchFailure(_) if let Some(problem) = super::tls::certificate_problem(&err) => {
                 super::tls::certificate_error(&location, &problem, self.aws.ca_bundle.as_ref())
             }
-            SdkError::DispatchFailure(_) if never_connected(&err) => StoreError::Unreachable { location, detail: root_cause(&err) },
+            SdkError::DispatchFailure(_) if never_connected(&err) => StoreError::Unreachable { location, detail: root_cause(&err), cause: None },
             // rustls's words for an HTTP answer to its TLS handshake.
             SdkError::DispatchFailure(_) if location.starts_with("https://") && root_cause(&err).contains("InvalidContentType") => StoreError::Config(format!(
                 "{location} answered the TLS handshake in plain HTTP: that port speaks http://, so pass --endpoint http://{}",
@@ -44,6 +44,7 @@ impl HttpStore {
                         if skew > 0 { "ahead of" } else { "behind" }
                     ),
                     problem: AuthProblem::Clock,
+                    cause: None,
                 }
             }
             // First: a HEAD's answer has no body, and the wait it asks for is the news.
@@ -72,9 +73,12 @@ impl HttpStore {
                     root_cause(&err),
                     body_snippet(ctx.raw().body().bytes())
                 ),
+                cause: None,
             },
-            _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err) },
-        }
+            _ => StoreError::Other { op, key: key.into(), location, detail: root_cause(&err), cause: None },
+        };
+        // The SDK's error, whole, as the source: its chain reaches the OS's.
+        mapped.caused_by(err)
     }
 
     /// A server that asked (`Retry-After`) to wait longer than this tool
@@ -94,12 +98,19 @@ impl HttpStore {
                 },
                 humantime::format_duration(super::direct::MAX_RETRY_AFTER)
             ),
+            cause: None,
         }
     }
 
     /// A connection that broke after it was made, after every attempt.
     pub(super) fn broken(&self, op: &'static str, key: &str, cause: String) -> StoreError {
-        StoreError::Broken { op, key: key.into(), location: self.endpoint.clone(), detail: format!("{cause}; {} attempt(s) (--attempts)", self.attempts) }
+        StoreError::Broken {
+            op,
+            key: key.into(),
+            location: self.endpoint.clone(),
+            detail: format!("{cause}; {} attempt(s) (--attempts)", self.attempts),
+            cause: None,
+        }
     }
 
     /// A request that got no answer in time: which one, how long, which settings.
@@ -114,7 +125,13 @@ impl HttpStore {
         } else {
             format!("no connection within {ct} (--connect-timeout) or no response within {rt} (--read-timeout)")
         };
-        StoreError::Timeout { op, key: key.into(), location: self.endpoint.clone(), detail: format!("{wait}, {} attempt(s) (--attempts)", self.attempts) }
+        StoreError::Timeout {
+            op,
+            key: key.into(),
+            location: self.endpoint.clone(),
+            detail: format!("{wait}, {} attempt(s) (--attempts)", self.attempts),
+            cause: None,
+        }
     }
 
     /// Map an error status (and the S3 error code and message, when the body had
@@ -142,7 +159,7 @@ impl HttpStore {
             | (401 | 403, _) => {
                 let what = if code.is_empty() { format!("HTTP {status}") } else { code.to_string() };
                 let msg = message.map(|m| format!(": {m}")).unwrap_or_default();
-                StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}"), problem: AuthProblem::of_code(code) }
+                StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}"), problem: AuthProblem::of_code(code), cause: None }
             }
             _ => StoreError::Other {
                 op,
@@ -155,6 +172,7 @@ impl HttpStore {
                     // Server errors were retried: say how often, and which flag says so.
                     if status >= 500 { format!(" ({} attempt(s), --attempts)", self.attempts) } else { String::new() }
                 ),
+                cause: None,
             },
         }
     }
@@ -170,26 +188,33 @@ impl HttpStore {
             key: key.into(),
             location: self.endpoint.clone(),
             detail: format!("the server announced {got} bytes for a ranged GET of {want}"),
+            cause: None,
         }
     }
 
     /// Map a direct-path error (see [`DirectError`]).
     pub(super) fn map_direct(&self, key: &str, e: DirectError) -> StoreError {
-        match e {
+        self.map_direct_kind(key, &e).caused_by(e)
+    }
+
+    /// [`HttpStore::map_direct`]'s choice of kind and words.
+    fn map_direct_kind(&self, key: &str, e: &DirectError) -> StoreError {
+        match e.clone() {
             DirectError::Status { status, code, retry_after: Some(wait), .. } if wait > super::direct::MAX_RETRY_AFTER => {
                 self.asked_to_wait("GET", key, status, &code, wait)
             }
             DirectError::Status { status, code, message, .. } => self.map_status("GET", key, status, &code, Some(&message)),
-            DirectError::Io(detail) if detail.starts_with("connect to ") => StoreError::Unreachable { location: self.endpoint.clone(), detail },
+            DirectError::Io(detail) if detail.starts_with("connect to ") => StoreError::Unreachable { location: self.endpoint.clone(), detail, cause: None },
             DirectError::Io(detail) | DirectError::Closed(detail) => self.broken("GET", key, detail),
             DirectError::Timeout(detail) => StoreError::Timeout {
                 op: "GET",
                 key: key.into(),
                 location: self.endpoint.clone(),
                 detail: format!("{detail}, {} attempt(s) (--attempts)", self.attempts),
+                cause: None,
             },
-            DirectError::Protocol(detail) => StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail },
-            DirectError::Credentials(detail) => StoreError::Auth { location: self.endpoint.clone(), detail, problem: AuthProblem::Token },
+            DirectError::Protocol(detail) => StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail, cause: None },
+            DirectError::Credentials(detail) => StoreError::Auth { location: self.endpoint.clone(), detail, problem: AuthProblem::Token, cause: None },
         }
     }
 

@@ -341,17 +341,21 @@ impl HttpStore {
     async fn stream_into(&self, key: &str, mut body: ByteStream, dst: &mut [u8]) -> Result<Option<Instant>, StoreError> {
         let mut off = 0usize;
         let mut first = None;
-        while let Some(chunk) = body.try_next().await.map_err(|e| StoreError::Other {
-            op: "GET",
-            key: key.into(),
-            location: self.endpoint.clone(),
-            detail: match root_cause(&e) {
-                // The stalled-stream guard's words for a body that stopped.
-                c if c.contains("minimum throughput") => {
-                    format!("body broke after {off} bytes: no data for {} (--read-timeout)", humantime::format_duration(self.read_timeout))
-                }
-                c => format!("body stream broke after {off} bytes: {c}"),
-            },
+        while let Some(chunk) = body.try_next().await.map_err(|e| {
+            StoreError::Other {
+                op: "GET",
+                key: key.into(),
+                location: self.endpoint.clone(),
+                detail: match root_cause(&e) {
+                    // The stalled-stream guard's words for a body that stopped.
+                    c if c.contains("minimum throughput") => {
+                        format!("body broke after {off} bytes: no data for {} (--read-timeout)", humantime::format_duration(self.read_timeout))
+                    }
+                    c => format!("body stream broke after {off} bytes: {c}"),
+                },
+                cause: None,
+            }
+            .caused_by(e)
         })? {
             first.get_or_insert_with(Instant::now);
             let Some(slot) = dst.get_mut(off..off + chunk.len()) else {
@@ -360,6 +364,7 @@ impl HttpStore {
                     key: key.into(),
                     location: self.endpoint.clone(),
                     detail: format!("server sent more than the {} bytes asked for", dst.len()),
+                    cause: None,
                 });
             };
             slot.copy_from_slice(&chunk);
@@ -541,6 +546,7 @@ impl ObjectStore for HttpStore {
                 key: prefix.to_string(),
                 location: self.location(),
                 detail: format!("after {keys} keys the server {why}: its listing cannot be completed (a misbehaving server or proxy)"),
+                cause: None,
             };
             let (mut again, mut first_again) = (0usize, None);
             for o in resp.contents() {

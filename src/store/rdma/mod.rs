@@ -196,8 +196,15 @@ impl RdmaStore {
         Ok((rc, err))
     }
 
+    /// A libminiocpp call that failed with `rc` (and the library's own
+    /// message, where it gave one), with the [`LibraryError`] as its source.
+    fn library_failed(&self, op: &'static str, key: &str, rc: isize, message: Option<String>) -> StoreError {
+        let e = LibraryError { rc, message: message.unwrap_or_default() };
+        self.other(op, key, e.to_string()).caused_by(e)
+    }
+
     fn other(&self, op: &'static str, key: &str, detail: String) -> StoreError {
-        StoreError::Other { op, key: key.into(), location: self.http.location(), detail }
+        StoreError::Other { op, key: key.into(), location: self.http.location(), detail, cause: None }
     }
 
     fn key_c(&self, key: &str) -> Result<CString, StoreError> {
@@ -222,7 +229,7 @@ impl RdmaStore {
                 return StoreError::BufferTooSmall { key: key.into(), needed: need, capacity: cap };
             }
         }
-        self.other("GET", key, format!("libminiocpp {}: {}", rc_name(rc), err.unwrap_or_default()))
+        self.library_failed("GET", key, rc, err)
     }
 
     /// Read `range` in windows of at most `--window` bytes, one after another
@@ -336,6 +343,18 @@ impl RdmaStore {
 }
 
 /// A negative return code in words, as c_api.h names them; others by number.
+/// A libminiocpp call's failure: its return code and the library's message
+/// (`miniocpp_last_error()`), the source of the
+/// rdma store's [`StoreError::Other`].
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("libminiocpp {}: {message}", rc_name(*rc))]
+pub struct LibraryError {
+    /// The call's return code (c_api.h: -1 failed, -2 declined, -3 invalid argument).
+    pub rc: isize,
+    /// What the library said, empty where it said nothing.
+    pub message: String,
+}
+
 fn rc_name(rc: isize) -> String {
     match rc {
         -1 => "failed (-1)".into(),
@@ -450,7 +469,7 @@ impl ObjectStore for RdmaStore {
         match rc {
             n if n >= 0 => Ok(Transfer::of(len as u64, self.lib_path())),
             -2 => self.http_put(key, src, range).await,
-            _ => Err(self.other("PUT", key, format!("libminiocpp {}: {}", rc_name(rc), err.unwrap_or_default()))),
+            _ => Err(self.library_failed("PUT", key, rc, err)),
         }
     }
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
