@@ -13,6 +13,7 @@ pub mod children;
 pub mod cli;
 pub mod clock;
 pub mod error;
+pub mod flag;
 pub mod format;
 pub mod ingest;
 pub mod mem;

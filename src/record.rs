@@ -8,6 +8,7 @@
 //! `_gbps` (1e9 bytes/s), `_gibps` (2^30 bytes/s), `_cores` (CPU-seconds /
 //! wall-seconds).
 
+use crate::flag::RESULTS_DIR;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -185,7 +186,7 @@ pub fn plain(e: &Error) -> String {
 /// Make sure `dir` exists and takes a new file, before a run spends its time:
 /// a run whose record cannot be written should fail at once, not at the end.
 pub fn check_results_dir(dir: &Path) -> Result<()> {
-    let fail = |e: std::io::Error| Error::Runtime(format!("cannot write results into {}: {e}: pass --results-dir DIR", dir.display()));
+    let fail = |e: std::io::Error| Error::Runtime(format!("cannot write results into {}: {e}: pass {RESULTS_DIR} DIR", dir.display()));
     fs::create_dir_all(dir).map_err(fail)?;
     let probe = dir.join(format!(".s3rdma-write-test-{}", std::process::id()));
     fs::File::create(&probe).map_err(fail)?;
@@ -218,7 +219,7 @@ impl RunRecord {
     /// second) gets `-2`, `-3`...
     /// Returns the path written.
     pub fn write(&self, dir: &Path, started: chrono::DateTime<chrono::Utc>) -> Result<PathBuf> {
-        fs::create_dir_all(dir).map_err(|e| Error::Runtime(format!("cannot create results directory {}: {e}: pass --results-dir", dir.display())))?;
+        fs::create_dir_all(dir).map_err(|e| Error::Runtime(format!("cannot create results directory {}: {e}: pass {RESULTS_DIR}", dir.display())))?;
         let stem = format!(
             "{}-{}-{}{}",
             self.benchmark,

@@ -6,6 +6,7 @@
 //! and the requests, polls, bytes and listed keys the ranks' meeting cost
 //! the server, per rank per barrier.
 
+use crate::flag::{BARRIERS, RANKS, RANKS_PER_PROCESS};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -104,7 +105,7 @@ pub struct BarrierPlan {
 /// Errors: the session's (store, ranks); a barrier that times out, naming the missing ranks.
 pub async fn run(plan: BarrierPlan) -> Result<()> {
     if plan.barriers == 0 {
-        return Err(Error::Usage("--barriers 0: give at least one timed barrier".into()));
+        return Err(Error::Usage(format!("{BARRIERS} 0: give at least one timed barrier")));
     }
     // 8 ranks by default when this process starts them; a launcher's count otherwise.
     let launched = crate::ranks::Rank::from_env(plan.run.run_id()).ok().flatten().is_some();
@@ -112,7 +113,7 @@ pub async fn run(plan: BarrierPlan) -> Result<()> {
     let ranks = if launched { plan.ranks } else { Some(plan.ranks.unwrap_or(8)) };
     if let Some(n) = ranks.filter(|n| n % per != 0) {
         return Err(Error::Usage(format!(
-            "--ranks {n} does not split into processes of --ranks-per-process {per} ranks each: give --ranks as a multiple of --ranks-per-process{}",
+            "{RANKS} {n} does not split into processes of {RANKS_PER_PROCESS} {per} ranks each: give {RANKS} as a multiple of {RANKS_PER_PROCESS}{}",
             if per > n { format!(" (at most {n} ranks per process here)") } else { String::new() }
         )));
     }

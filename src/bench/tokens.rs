@@ -11,6 +11,7 @@
 //! batch (`--compute`); the time it waits for the next run is the fetch wait.
 //! The first `--warmup-shards` shards are read once, untimed.
 
+use crate::flag::{FETCH_WORKERS, GPU_TFLOPS, MFU, PREFIX, RUN_BYTES, WARMUP_SHARDS};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -232,7 +233,7 @@ pub struct TokensPlan {
 /// Run `s3rdma tokens`.
 pub async fn run(plan: TokensPlan) -> Result<()> {
     if !(plan.mfu > 0.0 && plan.mfu <= 1.0 && plan.gpu_tflops > 0.0 && plan.gpu_tflops.is_finite()) {
-        return Err(Error::Usage(format!("--mfu {} must be in (0, 1] and --gpu-tflops {} above 0", plan.mfu, plan.gpu_tflops)));
+        return Err(Error::Usage(format!("{MFU} {} must be in (0, 1] and {GPU_TFLOPS} {} above 0", plan.mfu, plan.gpu_tflops)));
     }
     let spec = SessionSpec { rdma_threads: plan.fetch_workers, no_bucket: shards::no_dataset_bucket, ..plan.run.spec("tokens") };
     let Some(s) = Session::start(spec).await? else { return Ok(()) };
@@ -245,14 +246,14 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
     let (vocab, tokenizer) = (listed[0].meta.vocab_size, &listed[0].meta.tokenizer);
     if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len || s.meta.vocab_size != vocab || &s.meta.tokenizer != tokenizer) {
         return Err(Error::Runtime(format!(
-            "'{}' holds sequences of {} tokens from '{}' (vocabulary {}), the first shard {seq_len} from '{tokenizer}' ({vocab}): one set per --prefix: re-run `s3rdma ingest tokens` there",
+            "'{}' holds sequences of {} tokens from '{}' (vocabulary {}), the first shard {seq_len} from '{tokenizer}' ({vocab}): one set per {PREFIX}: re-run `s3rdma ingest tokens` there",
             s.sidecar_key, s.meta.seq_len, s.meta.tokenizer, s.meta.vocab_size
         )));
     }
     let warm = plan.warmup_shards as usize;
     if listed.len() <= warm {
         return Err(Error::Usage(format!(
-            "{} token shard(s) under '{}' and --warmup-shards {warm}: nothing left to time; lower --warmup-shards or ingest more shards",
+            "{} token shard(s) under '{}' and {WARMUP_SHARDS} {warm}: nothing left to time; lower {WARMUP_SHARDS} or ingest more shards",
             listed.len(),
             plan.prefix
         )));
@@ -263,10 +264,14 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
     // No more buffers than runs to fill them.
     let workers = (plan.fetch_workers as usize).min(timed_runs.len().max(warm_runs.len())) as u32;
     if dest != crate::mem::Dest::Device {
-        crate::mem::check_host_memory(&format!("{workers} run buffers of {run_cap} bytes"), workers as u64 * run_cap, "lower --fetch-workers or --run-bytes")?;
+        crate::mem::check_host_memory(
+            &format!("{workers} run buffers of {run_cap} bytes"),
+            workers as u64 * run_cap,
+            &format!("lower {FETCH_WORKERS} or {RUN_BYTES}"),
+        )?;
     }
     let mut bufs: Vec<Buffer> = (0..workers).map(|_| s.buffer(run_cap as usize)).collect::<std::result::Result<_, _>>().map_err(|e| {
-        Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower --fetch-workers or --run-bytes", plan.fetch_workers, dest.name()))
+        Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower {FETCH_WORKERS} or {RUN_BYTES}", plan.fetch_workers, dest.name()))
     })?;
     let batch_seqs = plan.batch_seqs as u64;
     let warmup = if warm > 0 { Some(pass(&store, &warm_runs, &mut bufs, plan.run.store.window, batch_seqs, Duration::ZERO).await?) } else { None };

@@ -1,6 +1,7 @@
 //! A model's digest read through a store (the format is `crate::format::digest`).
 
 use crate::error::{Error, Result, StoreError};
+use crate::flag::SYNTH;
 use crate::format::digest::{DIGEST, Digest, FORMAT, MAX_DIGEST_BYTES};
 use crate::format::weights::key_in;
 use crate::store::{self, ObjectStore};
@@ -14,7 +15,7 @@ use crate::store::{self, ObjectStore};
 pub async fn read(store: &dyn ObjectStore, prefix: &str) -> Result<Option<Digest>> {
     let key = key_in(prefix, DIGEST);
     let bad =
-        |why: String| Error::Runtime(format!("'{key}' is not a weights digest ({why}): remove it, or write the model again with --synth or `ingest weights`"));
+        |why: String| Error::Runtime(format!("'{key}' is not a weights digest ({why}): remove it, or write the model again with {SYNTH} or `ingest weights`"));
     let size = match store.head(&key).await {
         Ok(m) => m.size,
         Err(StoreError::NotFound { .. }) => return Ok(None),
@@ -30,7 +31,7 @@ pub async fn read(store: &dyn ObjectStore, prefix: &str) -> Result<Option<Digest
     }
     if d.state == "writing" {
         return Err(Error::Runtime(format!(
-            "the model under '{prefix}' is being written, or its write stopped midway ('{key}' says so): wait for the write, or write the model again with --synth or `ingest weights`"
+            "the model under '{prefix}' is being written, or its write stopped midway ('{key}' says so): wait for the write, or write the model again with {SYNTH} or `ingest weights`"
         )));
     }
     if d.state != "complete" {

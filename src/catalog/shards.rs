@@ -4,6 +4,7 @@
 //! are not what its sidecars and manifest say is refused here, before a
 //! bench counts one byte of it.
 
+use crate::flag::{BACKEND, BUCKET, PREFIX};
 use std::collections::HashMap;
 
 use crate::error::{Error, Result, StoreError};
@@ -103,7 +104,7 @@ pub async fn list<T: ShardMeta>(store: &dyn ObjectStore, prefix: &str) -> Result
             return Err(damaged(format!("its manifest lists {} shards, the store holds none", manifest.map_or(0, |m| m.shards))));
         }
         return Err(Error::Usage(format!(
-            "no {kind} shards under '{prefix}-NNNNNN.{}' in {}: build them with `s3rdma ingest {kind}` (same --backend/--bucket/--prefix)",
+            "no {kind} shards under '{prefix}-NNNNNN.{}' in {}: build them with `s3rdma ingest {kind}` (same {BACKEND}/{BUCKET}/{PREFIX})",
             T::DATA_EXT,
             store.location()
         )));

@@ -2,6 +2,7 @@
 //! header with two small ranged reads (the layouts are `crate::format::weights`).
 
 use crate::error::{Error, Result, StoreError};
+use crate::flag::SYNTH;
 use crate::format::weights::{INDEX, MAX_HEADER, SINGLE, ShardLayout, bad, check_index, key_in, looks_like, parse_header};
 use crate::mem::Buffer;
 use crate::store::{self, ObjectStore};
@@ -81,7 +82,7 @@ pub async fn read_layout(store: &dyn ObjectStore, prefix: &str) -> Result<(Vec<S
             }
             Err(StoreError::NotFound { bucket, location, .. }) => {
                 return Err(Error::Runtime(format!(
-                    "no model at '{}' in bucket '{bucket}' at {location}: expected '{key}' (or '{index_key}'); write one with --synth or copy a Hugging Face model there",
+                    "no model at '{}' in bucket '{bucket}' at {location}: expected '{key}' (or '{index_key}'); write one with {SYNTH} or copy a Hugging Face model there",
                     prefix
                 )));
             }

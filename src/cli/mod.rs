@@ -12,6 +12,7 @@ pub mod auto;
 mod values;
 mod bench_args;
 mod bench_values;
+mod flag_names;
 mod parse;
 mod plan;
 mod store_args;

@@ -12,6 +12,7 @@
 //! Also here: the state the bench saves (the exact ResNet-50 state dict +
 //! SGD momentum, and synthetic Adam-shaped transformer state of a given size).
 
+use crate::flag::SIZES;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -320,7 +321,7 @@ pub fn resnet50_param_count() -> u64 {
 /// Errors: [`Error::Usage`] below 1 MiB (too small to be a checkpoint).
 pub fn synthetic_adam(bytes: u64) -> Result<Vec<TensorSpec>> {
     if bytes < 1 << 20 {
-        return Err(Error::Usage(format!("--sizes {bytes}: a synthetic checkpoint needs at least 1MiB")));
+        return Err(Error::Usage(format!("{SIZES} {bytes}: a synthetic checkpoint needs at least 1MiB")));
     }
     let params = bytes / 3 / 4;
     let layer = |h: u64| 4 * h * h + 3 * h * (h * 7 / 2) + 2 * h;

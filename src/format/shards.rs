@@ -21,6 +21,7 @@
 //! items and bytes; a set without a manifest (one the original suite wrote)
 //! is read with a recorded warning.
 
+use crate::flag::{BACKEND, BUCKET, PREFIX};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -319,14 +320,14 @@ pub struct Listed<T> {
 /// `body` of sidecar `key` as a `what`.
 pub(crate) fn parse_sidecar<T: for<'de> Deserialize<'de>>(key: &str, body: &[u8], what: &str) -> Result<T> {
     serde_json::from_slice(body)
-        .map_err(|e| Error::Runtime(format!("'{key}' is not a {what} sidecar ({e}): check --prefix, or rebuild the set with `s3rdma ingest`")))
+        .map_err(|e| Error::Runtime(format!("'{key}' is not a {what} sidecar ({e}): check {PREFIX}, or rebuild the set with `s3rdma ingest`")))
 }
 
 /// A missing bucket, said the way a dataset reader needs it: build the set first.
 pub fn no_dataset_bucket(e: crate::error::StoreError) -> Error {
     match e {
         crate::error::StoreError::NoSuchBucket { bucket, location } => {
-            Error::Runtime(format!("bucket '{bucket}' does not exist at {location}: build the dataset first with `s3rdma ingest` (same --backend/--bucket)"))
+            Error::Runtime(format!("bucket '{bucket}' does not exist at {location}: build the dataset first with `s3rdma ingest` (same {BACKEND}/{BUCKET})"))
         }
         e => e.into(),
     }

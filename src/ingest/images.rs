@@ -3,6 +3,7 @@
 use super::plan::ImagesIngest;
 use super::{bar, check_shard_memory, commit, pool};
 use crate::error::{Error, Result};
+use crate::flag::{SAMPLES_PER_SHARD, SIZE, SRC, SYNTHETIC};
 use crate::format::shards::{self, DatasetManifest, JpegIndex, JpegSample, RawShard};
 use crate::store;
 use image::{ImageEncoder, RgbImage, imageops::FilterType};
@@ -45,9 +46,9 @@ fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut stack = vec![(dir.to_path_buf(), 0usize)];
     while let Some((d, depth)) = stack.pop() {
         if depth > MAX_DEPTH {
-            return Err(Error::Usage(format!("--src: {} is more than {MAX_DEPTH} directories deep (a symlink loop?)", d.display())));
+            return Err(Error::Usage(format!("{SRC}: {} is more than {MAX_DEPTH} directories deep (a symlink loop?)", d.display())));
         }
-        let rd = std::fs::read_dir(&d).map_err(|e| Error::Usage(format!("--src {}: {e}", d.display())))?;
+        let rd = std::fs::read_dir(&d).map_err(|e| Error::Usage(format!("{SRC} {}: {e}", d.display())))?;
         let mut files = Vec::new();
         for e in rd.filter_map(|e| e.ok()) {
             let p = e.path();
@@ -78,7 +79,7 @@ fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// decode (only JPEG and PNG), or when two files map to one sample key.
 pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
     let fix = "pass an ImageFolder directory: one subdirectory per class holding .jpg/.jpeg/.png files";
-    let rd = std::fs::read_dir(root).map_err(|e| Error::Usage(format!("--src {}: {e}: {fix}", root.display())))?;
+    let rd = std::fs::read_dir(root).map_err(|e| Error::Usage(format!("{SRC} {}: {e}: {fix}", root.display())))?;
     let mut classes: Vec<String> = rd
         .filter_map(|e| e.ok())
         .filter(|e| std::fs::metadata(e.path()).is_ok_and(|m| m.is_dir()))
@@ -86,7 +87,7 @@ pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
         .collect();
     classes.sort();
     if classes.is_empty() {
-        return Err(Error::Usage(format!("--src {}: no class directories: {fix}", root.display())));
+        return Err(Error::Usage(format!("{SRC} {}: no class directories: {fix}", root.display())));
     }
     let mut out = Vec::new();
     let mut empty = Vec::new();
@@ -100,7 +101,7 @@ pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
             }
             if !is_image(&path) {
                 return Err(Error::Usage(format!(
-                    "{}: torchvision's ImageFolder takes it as an image, but s3rdma decodes only JPEG and PNG: convert it or move it out of --src",
+                    "{}: torchvision's ImageFolder takes it as an image, but s3rdma decodes only JPEG and PNG: convert it or move it out of {SRC}",
                     path.display()
                 )));
             }
@@ -115,7 +116,7 @@ pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
     }
     if !empty.is_empty() {
         return Err(Error::Usage(format!(
-            "--src {}: no images in class directories {} (torchvision's ImageFolder refuses empty classes too): add images or remove them",
+            "{SRC} {}: no images in class directories {} (torchvision's ImageFolder refuses empty classes too): add images or remove them",
             root.display(),
             empty.join(", ")
         )));
@@ -164,13 +165,13 @@ pub fn synth_image(label: u32, index: u64, seed: u64, w: u32, h: u32) -> RgbImag
 }
 
 pub(crate) fn decode(path: &Path) -> Result<(Vec<u8>, RgbImage)> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("--src: cannot read {}: {e}", path.display())))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("{SRC}: cannot read {}: {e}", path.display())))?;
     if is_jpeg(&bytes) && !bytes[bytes.len().saturating_sub(64)..].windows(2).any(|w| w == [0xFF, 0xD9]) {
         // The decoder fills a cut-off JPEG with grey and says nothing: require the end-of-image marker.
-        return Err(Error::Usage(format!("--src: {} is a truncated JPEG (no end-of-image marker): remove or replace it", path.display())));
+        return Err(Error::Usage(format!("{SRC}: {} is a truncated JPEG (no end-of-image marker): remove or replace it", path.display())));
     }
     let img = image::load_from_memory(&bytes).map_err(|e| {
-        Error::Usage(format!("--src: {} is not a decodable JPEG/PNG ({}): remove or replace it", path.display(), e.to_string().replace('\n', " ")))
+        Error::Usage(format!("{SRC}: {} is not a decodable JPEG/PNG ({}): remove or replace it", path.display(), e.to_string().replace('\n', " ")))
     })?;
     Ok((bytes, img.to_rgb8()))
 }
@@ -253,11 +254,11 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
                 (0..n as u64).map(|i| Source { path: PathBuf::new(), label: (i % a.classes as u64) as u32, key: format!("synthetic/{i:09}") }).collect();
             (classes, sources)
         }
-        (None, None) => return Err(Error::Usage("pass --src <ImageFolder dir> or --synthetic <N>".into())),
+        (None, None) => return Err(Error::Usage(format!("pass {SRC} <ImageFolder dir> or {SYNTHETIC} <N>"))),
     };
     if !jpeg {
         let per = per_shard.min(sources.len()) as u64;
-        check_shard_memory("a raw shard", per * (a.size as u64).pow(2) * 3, "lower --size or --samples-per-shard")?;
+        check_shard_memory("a raw shard", per * (a.size as u64).pow(2) * 3, &format!("lower {SIZE} or {SAMPLES_PER_SHARD}"))?;
     }
     let pool = pool(a.decode_threads)?;
     let store = store::open(&a.store)?;

@@ -9,6 +9,7 @@
 //! (`commit::commit_ingest`). A failed or killed ingest leaves a set every
 //! reader refuses until an ingest of the prefix completes.
 
+use crate::flag::{INPUT, PREFIX};
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -36,9 +37,9 @@ pub async fn run(kind: IngestPlan) -> Result<()> {
     };
     if let Some(p) = prefix {
         if p.is_empty() || p.ends_with('/') {
-            return Err(Error::Usage(format!("--prefix '{p}': give a key prefix such as tokens/train (not empty, not ending in '/')")));
+            return Err(Error::Usage(format!("{PREFIX} '{p}': give a key prefix such as tokens/train (not empty, not ending in '/')")));
         }
-        store::check_key(&shards::shard_key(&p, 0, "index.json")).map_err(|e| Error::Usage(format!("--prefix '{p}': {e}")))?;
+        store::check_key(&shards::shard_key(&p, 0, "index.json")).map_err(|e| Error::Usage(format!("{PREFIX} '{p}': {e}")))?;
     }
     match kind {
         IngestPlan::Tokens(a) => tokens::run(a).await,
@@ -73,10 +74,10 @@ fn check_shard_memory(what: &str, bytes: u64, fix: &str) -> Result<()> {
 /// Every regular file under `inputs` (directories recursively), sorted per directory.
 pub fn collect_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     fn walk(p: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-        let md = std::fs::metadata(p).map_err(|e| Error::Usage(format!("--input {}: {e}: pass existing text files or directories", p.display())))?;
+        let md = std::fs::metadata(p).map_err(|e| Error::Usage(format!("{INPUT} {}: {e}: pass existing text files or directories", p.display())))?;
         if md.is_dir() {
             let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| Error::Usage(format!("--input {}: cannot list: {e}", p.display())))?
+                .map_err(|e| Error::Usage(format!("{INPUT} {}: cannot list: {e}", p.display())))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .collect();
             entries.sort();
@@ -93,7 +94,7 @@ pub fn collect_files(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
         walk(p, &mut out)?;
     }
     if out.is_empty() {
-        return Err(Error::Usage("--input names no files: pass text files or directories holding them".into()));
+        return Err(Error::Usage(format!("{INPUT} names no files: pass text files or directories holding them")));
     }
     Ok(out)
 }

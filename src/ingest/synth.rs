@@ -2,6 +2,7 @@
 //! bf16 bytes, written as Hugging Face writes them (`weights --synth`), and
 //! the removal of what an earlier model left under the same prefix.
 
+use crate::flag::SHARD_SIZE;
 use std::collections::BTreeMap;
 
 use rand::{RngCore, SeedableRng, rngs::SmallRng};
@@ -20,7 +21,7 @@ use crate::store::ObjectStore;
 pub async fn run(store: &crate::store::StoreConfig, prefix: &str, name: &str, max_shard: u64) -> Result<()> {
     synth_shapes(name)?;
     if max_shard == 0 {
-        return Err(Error::Usage("--shard-size 0: give the largest shard in bytes, e.g. 5GB (Hugging Face's default)".into()));
+        return Err(Error::Usage(format!("{SHARD_SIZE} 0: give the largest shard in bytes, e.g. 5GB (Hugging Face's default)")));
     }
     let store = crate::store::open(store)?;
     store.ensure_bucket(true).await?;

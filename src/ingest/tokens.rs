@@ -3,6 +3,7 @@
 //! `--synthetic`, packed into `--seq-len` sequences and `--shard-bytes`
 //! shards of int32 ids ([`TokenShard`] sidecars), the set's manifest last.
 
+use crate::flag::{INPUT, SEQ_LEN, SHARD_BYTES, TOKENIZER, TOTAL_BYTES};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use rayon::prelude::*;
 
@@ -24,15 +25,15 @@ pub(super) async fn run(a: TokensIngest) -> Result<()> {
     let seqs_per_shard = a.shard_bytes / seq_bytes;
     if seqs_per_shard == 0 {
         return Err(Error::Usage(format!(
-            "--shard-bytes {} holds no whole sequence of {} tokens ({seq_bytes} bytes): raise --shard-bytes or lower --seq-len",
+            "{SHARD_BYTES} {} holds no whole sequence of {} tokens ({seq_bytes} bytes): raise {SHARD_BYTES} or lower {SEQ_LEN}",
             a.shard_bytes, a.seq_len
         )));
     }
-    check_shard_memory("a token shard", seqs_per_shard * seq_bytes, "lower --shard-bytes")?;
+    check_shard_memory("a token shard", seqs_per_shard * seq_bytes, &format!("lower {SHARD_BYTES}"))?;
     // Checked before begin_ingest marks the prefix and removes the set already there.
     let total_seqs = a.total_bytes.unwrap_or(0) / seq_bytes;
     if a.synthetic && total_seqs == 0 {
-        return Err(Error::Usage(format!("--total-bytes {} holds no whole sequence of {seq_bytes} bytes: raise it", a.total_bytes.unwrap_or(0))));
+        return Err(Error::Usage(format!("{TOTAL_BYTES} {} holds no whole sequence of {seq_bytes} bytes: raise it", a.total_bytes.unwrap_or(0))));
     }
     let pool = pool(a.threads)?;
     let (tk, proto) = tokenizer(&a)?;
@@ -60,7 +61,7 @@ pub(super) async fn run(a: TokensIngest) -> Result<()> {
     };
     let (shard_count, sequences, bytes, dropped) = packer.finish().await?;
     if shard_count == 0 {
-        return Err(Error::Usage(format!("the input holds {} tokens, less than one sequence of {}: lower --seq-len or add text", read.tokens, a.seq_len)));
+        return Err(Error::Usage(format!("the input holds {} tokens, less than one sequence of {}: lower {SEQ_LEN} or add text", read.tokens, a.seq_len)));
     }
     commit::commit_ingest(store.as_ref(), ingesting, &DatasetManifest::complete("tokens", shard_count, sequences, bytes)).await?;
     let s = t0.elapsed().as_secs_f64();
@@ -114,9 +115,9 @@ fn tokenizer(a: &TokensIngest) -> Result<(Option<Tokenizer>, TokenShard)> {
     if a.synthetic {
         return Ok((None, proto));
     }
-    let path = a.tokenizer.clone().expect("the flags require --tokenizer without --synthetic");
+    let path = a.tokenizer.clone().expect("the parser requires a tokenizer without synthetic ids");
     let mut tk = tokenizers::Tokenizer::from_file(&path)
-        .map_err(|e| Error::Usage(format!("--tokenizer {}: cannot load a Hugging Face tokenizer.json ({e})", path.display())))?;
+        .map_err(|e| Error::Usage(format!("{TOKENIZER} {}: cannot load a Hugging Face tokenizer.json ({e})", path.display())))?;
     // Whole documents: the file's own truncation/padding (e.g. 128 for a sentence model) must not apply.
     tk.with_truncation(None).map_err(|e| Error::Runtime(format!("tokenizer: {e}")))?;
     tk.with_padding(None);
@@ -182,8 +183,8 @@ async fn push_files(files: &[std::path::PathBuf], (tk, sep): &Tokenizer, pool: &
             batch
                 .par_iter()
                 .map(|f| {
-                    let text = std::fs::read(f).map_err(|e| Error::Usage(format!("--input {}: {e}", f.display())))?;
-                    let text = String::from_utf8(text).map_err(|_| Error::Usage(format!("--input {} is not UTF-8 text: pass text files only", f.display())))?;
+                    let text = std::fs::read(f).map_err(|e| Error::Usage(format!("{INPUT} {}: {e}", f.display())))?;
+                    let text = String::from_utf8(text).map_err(|_| Error::Usage(format!("{INPUT} {} is not UTF-8 text: pass text files only", f.display())))?;
                     let enc = tk.encode(text.as_str(), false).map_err(|e| Error::Runtime(format!("tokenizing {}: {e}", f.display())))?;
                     let ids = enc.get_ids().to_vec();
                     let spells = specials.iter().any(|(_, s)| text.contains(s.as_str()));

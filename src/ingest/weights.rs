@@ -6,6 +6,7 @@
 //! sharded model by it), and the model's digest (`format::digest`, what
 //! `weights --verify` checks a load against) last of all.
 
+use crate::flag::{MODEL, SRC};
 use std::path::{Path, PathBuf};
 
 use super::plan::{WeightsIngest, WeightsSource};
@@ -19,7 +20,7 @@ use crate::store;
 /// Errors: `src` missing, a directory with neither file, an index without a
 /// `weight_map` or naming a file that is not there.
 pub fn model_files(src: &Path) -> Result<Vec<(PathBuf, String)>> {
-    let usage = |why: String| Error::Usage(format!("--src {}: {why}", src.display()));
+    let usage = |why: String| Error::Usage(format!("{SRC} {}: {why}", src.display()));
     let meta = std::fs::metadata(src).map_err(|e| usage(format!("{e}: pass a model.safetensors file or a Hugging Face model directory")))?;
     if meta.is_file() {
         return Ok(vec![(src.to_path_buf(), SINGLE.to_string())]);
@@ -61,7 +62,7 @@ pub fn model_files(src: &Path) -> Result<Vec<(PathBuf, String)>> {
 pub async fn run(a: WeightsIngest) -> Result<()> {
     let prefix = a.model.trim_matches('/').to_string();
     if prefix.is_empty() {
-        return Err(Error::Usage("--model: give a key prefix such as models/llama (not empty)".into()));
+        return Err(Error::Usage(format!("{MODEL}: give a key prefix such as models/llama (not empty)")));
     }
     let src = match a.source {
         WeightsSource::Files(src) => src,
@@ -83,7 +84,7 @@ pub async fn run(a: WeightsIngest) -> Result<()> {
     let mut total = 0u64;
     for (path, name) in &files {
         let key = format!("{prefix}/{name}");
-        store::check_key(&key).map_err(|e| Error::Usage(format!("--model '{}': {e}", a.model)))?;
+        store::check_key(&key).map_err(|e| Error::Usage(format!("{MODEL} '{}': {e}", a.model)))?;
         let body = std::fs::read(path).map_err(|e| Error::Runtime(format!("reading {}: {e}", path.display())))?;
         if name != INDEX {
             // Digested from the bytes sent: a file changed since its header was checked is digested as sent.

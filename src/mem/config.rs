@@ -2,6 +2,7 @@
 //! from the command line (`cli::MemArgs::config`) before the session starts:
 //! the session and the benches read this, never the flags.
 
+use crate::flag::DEST;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -37,7 +38,7 @@ impl MemConfig {
     pub fn open_gpu(&self) -> crate::error::Result<Option<Arc<Gpu>>> {
         match self.dest {
             Dest::Host => Ok(None),
-            d => Gpu::open(self.device).map(Some).map_err(|e| crate::error::Error::Runtime(format!("--dest {}: {e}: use --dest host", d.name()))),
+            d => Gpu::open(self.device).map(Some).map_err(|e| crate::error::Error::Runtime(format!("{DEST} {}: {e}: use {DEST} host", d.name()))),
         }
     }
 

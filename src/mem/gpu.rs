@@ -1,6 +1,7 @@
 //! One GPU's primary context, opened once per process (in the background
 //! when asked), and the driver probe.
 
+use crate::flag::DEVICE;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
@@ -67,7 +68,7 @@ impl Gpu {
         let t0 = Instant::now();
         let info = cuda_probe()?;
         let Some((name, total_mem)) = info.devices.get(ordinal).cloned() else {
-            return Err(format!("--device {ordinal}: this host has {} GPU(s), numbered from 0", info.devices.len()));
+            return Err(format!("{DEVICE} {ordinal}: this host has {} GPU(s), numbered from 0", info.devices.len()));
         };
         let dev = result::device::get(ordinal as i32).map_err(|e| cuda_err("cuDeviceGet", e))?;
         // SAFETY: dev is valid; the primary context is released in Drop.

@@ -10,6 +10,7 @@
 //! bounce buffer, synchronised before the bounce buffer is reused).
 //! No managed memory anywhere. Every CUDA call is checked.
 
+use crate::flag::DEST;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -230,7 +231,7 @@ impl Buffer {
             (Dest::Host, _) => Ok(Buffer::host(len)),
             (Dest::Pinned, Some(g)) => Ok(Buffer::Pinned(PinnedBuffer::new(g, len)?)),
             (Dest::Device, Some(g)) => Ok(Buffer::Device(DeviceBuffer::new(g, len, bounce, chunk)?)),
-            (d, None) => Err(format!("--dest {} needs a GPU, and none was opened", d.name())),
+            (d, None) => Err(format!("{DEST} {} needs a GPU, and none was opened", d.name())),
         }
     }
 }

@@ -17,6 +17,7 @@
 //! Every request is counted ([`Coordination`]), so a record states what the
 //! ranks' meeting cost the server it measures.
 
+use crate::flag::{BARRIER_TIMEOUT, RUN_ID};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -256,7 +257,7 @@ impl Group {
             }
             if t0.elapsed() > g.timeout {
                 return Err(Error::Runtime(format!(
-                    "rank {}: rank 0 of run '{}' did not start within {} (no fresh {epoch_key}): start every rank with the same --run-id",
+                    "rank {}: rank 0 of run '{}' did not start within {} (no fresh {epoch_key}): start every rank with the same {RUN_ID}",
                     g.me.rank,
                     g.me.run_id,
                     humantime::format_duration(g.timeout)
@@ -301,7 +302,7 @@ impl Group {
         let first = step.rsplit('/').next().is_some_and(|s| s.starts_with("00000-"));
         if !first {
             return Err(Error::Runtime(format!(
-                "rank {}: rank 0 of run '{}' started anew while this rank was at step '{step}' of an earlier start's meeting objects (a relaunch that reused the run id): restart every rank, or give each start its own --run-id",
+                "rank {}: rank 0 of run '{}' started anew while this rank was at step '{step}' of an earlier start's meeting objects (a relaunch that reused the run id): restart every rank, or give each start its own {RUN_ID}",
                 self.me.rank, self.me.run_id
             )));
         }
@@ -542,14 +543,14 @@ impl Group {
         if missing.contains(&self.me.rank) {
             // Our own marker gone: someone else's rank 0 cleared this run's objects.
             return format!(
-                "rank {}: this rank's own marker for step '{name}' is gone: another run with the same run id '{}' replaced this run's meeting objects (two runs started with one --run-id or job id, or a relaunch while this rank still waited): give each run its own --run-id",
+                "rank {}: this rank's own marker for step '{name}' is gone: another run with the same run id '{}' replaced this run's meeting objects (two runs started with one {RUN_ID} or job id, or a relaunch while this rank still waited): give each run its own {RUN_ID}",
                 self.me.rank, self.me.run_id
             );
         }
         let shown: Vec<String> = missing.iter().take(32).map(usize::to_string).collect();
         let more = if missing.len() > 32 { format!(" and {} more", missing.len() - 32) } else { String::new() };
         format!(
-            "rank {}: ranks {}{more} did not reach step '{name}' within {}: one failed or was never started (see its output); raise --barrier-timeout if it is only slow",
+            "rank {}: ranks {}{more} did not reach step '{name}' within {}: one failed or was never started (see its output); raise {BARRIER_TIMEOUT} if it is only slow",
             self.me.rank,
             shown.join(","),
             humantime::format_duration(self.timeout)

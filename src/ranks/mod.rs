@@ -20,6 +20,7 @@ mod poll;
 pub use group::{CLOCK_SLACK, Coordination, Group, GroupConfig, Released, Rendezvous};
 pub use markers::{CLEAR_BUDGET, clear_on_stop, remove_markers};
 
+use crate::flag::{PROCS, RANKS, RUN_ID};
 use std::ffi::OsString;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -170,7 +171,7 @@ pub fn from_vars(get: impl Fn(&str) -> Option<String>, run_id: Option<&str>) -> 
             (None, true) if world == 1 => format!("solo-{}", std::process::id()),
             (None, true) => {
                 return Err(Error::Usage(format!(
-                    "started by {launcher} as rank {rank} of {world}, but it sets no job id ({}): pass the same --run-id to every rank",
+                    "started by {launcher} as rank {rank} of {world}, but it sets no job id ({}): pass the same {RUN_ID} to every rank",
                     l.job.join(", ")
                 )));
             }
@@ -237,7 +238,7 @@ pub fn warn_partial_launcher_env() {
         let (hr, hw) = (std::env::var_os(r).is_some(), std::env::var_os(w).is_some());
         if hr != hw {
             eprintln!(
-                "warning: {} is set but {} is not: not taken as a launcher's rank (this process runs alone, or starts its own ranks with --ranks/--procs)",
+                "warning: {} is set but {} is not: not taken as a launcher's rank (this process runs alone, or starts its own ranks with {RANKS}/{PROCS})",
                 if hr { r } else { w },
                 if hr { w } else { r }
             );
@@ -279,7 +280,7 @@ fn key_safe(v: &str) -> String {
 /// Run ids become key segments: letters, digits, '.', '_' and '-', 1-100 long.
 pub fn check_run_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > 100 || !id.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) || id.starts_with('.') {
-        return Err(Error::Usage(format!("--run-id '{id}': use 1-100 letters, digits, '.', '_' or '-' (not starting with '.')")));
+        return Err(Error::Usage(format!("{RUN_ID} '{id}': use 1-100 letters, digits, '.', '_' or '-' (not starting with '.')")));
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! that are not JSON, non-records, runs that measured nothing and rows whose
 //! figures cannot be measurements are skipped with a note on stderr.
 
+use crate::flag::INCLUDE_TEST_DOUBLES;
 use std::path::PathBuf;
 
 use serde_json::Value;
@@ -132,7 +133,7 @@ pub fn load(files: &[PathBuf], test_doubles: bool) -> Result<Vec<Row>> {
         if let Some(lib) = &double
             && !test_doubles
         {
-            eprintln!("note: {}: measured through {lib}: not a measurement of RDMA; skipped (--include-test-doubles shows it)", f.display());
+            eprintln!("note: {}: measured through {lib}: not a measurement of RDMA; skipped ({INCLUDE_TEST_DOUBLES} shows it)", f.display());
             continue;
         }
         // One malformed record costs its rows, not the whole report.

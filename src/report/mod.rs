@@ -23,6 +23,7 @@ mod plot;
 mod render;
 mod rows;
 
+use crate::flag::{BASELINE, GROUP_BY};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -140,14 +141,14 @@ pub async fn run(plan: ReportPlan) -> Result<()> {
         let mut backends: Vec<&str> = rows.iter().map(|r| r.backend.as_str()).collect();
         backends.sort();
         backends.dedup();
-        return Err(Error::Usage(format!("--baseline '{b}' matches no row: the rows' backends are {}; or name one of the files", backends.join(", "))));
+        return Err(Error::Usage(format!("{BASELINE} '{b}' matches no row: the rows' backends are {}; or name one of the files", backends.join(", "))));
     }
     if let Some(b) = &plan.baseline
         && let index = render::Baselines::new(&rows, b)
         && rows.iter().any(|r| index.ambiguous(r))
     {
         eprintln!(
-            "note: some rows match several --baseline '{b}' rows with the same dimensions (repeated runs): their ratio is left empty; name one file as --baseline"
+            "note: some rows match several {BASELINE} '{b}' rows with the same dimensions (repeated runs): their ratio is left empty; name one file as {BASELINE}"
         );
     }
     for k in &plan.group_by {
@@ -155,7 +156,7 @@ pub async fn run(plan: ReportPlan) -> Result<()> {
         // The default order names fields some benchmarks lack: only a field the user gave is worth a note.
         let default = ["benchmark", "backend", "size", "concurrency"].contains(&k.as_str());
         if !known && !default {
-            eprintln!("note: --group-by '{k}' is neither benchmark/backend/tag/file nor a dimension of any row: ignored");
+            eprintln!("note: {GROUP_BY} '{k}' is neither benchmark/backend/tag/file nor a dimension of any row: ignored");
         }
     }
     if let Some(p) = &plan.plot {

@@ -6,6 +6,7 @@
 //! bars. SVG through `plotters` (its SVG backend needs no font files; PNG
 //! would need a font rasteriser, so it is refused with the conversion to use).
 
+use crate::flag::{PLOT, SERIES};
 use std::path::Path;
 
 use plotters::prelude::*;
@@ -14,7 +15,7 @@ use super::Row;
 use crate::error::{Error, Result};
 
 fn err(e: impl std::fmt::Display) -> Error {
-    Error::Runtime(format!("--plot: {e}"))
+    Error::Runtime(format!("{PLOT}: {e}"))
 }
 
 /// Draw `rows` into `path` (.svg).
@@ -23,14 +24,14 @@ fn err(e: impl std::fmt::Display) -> Error {
 pub(super) fn draw(rows: &[Row], path: &Path) -> Result<()> {
     if path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() != Some("svg") {
         return Err(Error::Usage(format!(
-            "--plot {}: give a file name ending in .svg (PNG and PDF are not written: they need fonts this build does not carry; convert with `rsvg-convert out.svg > out.png`)",
+            "{PLOT} {}: give a file name ending in .svg (PNG and PDF are not written: they need fonts this build does not carry; convert with `rsvg-convert out.svg > out.png`)",
             path.display()
         )));
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
         && !dir.is_dir()
     {
-        return Err(Error::Usage(format!("--plot {}: the directory {} does not exist: create it first", path.display(), dir.display())));
+        return Err(Error::Usage(format!("{PLOT} {}: the directory {} does not exist: create it first", path.display(), dir.display())));
     }
     let tmp = path.with_extension("svg.tmp");
     let fetch: Vec<&Row> = rows.iter().filter(|r| r.benchmark == "fetch" && r.dims.contains_key("concurrency")).collect();
@@ -45,7 +46,7 @@ pub(super) fn draw(rows: &[Row], path: &Path) -> Result<()> {
         metrics.sort();
         metrics.dedup();
         if metrics.len() > 1 {
-            return Err(Error::Usage(format!("--plot: the rows measure different things ({}): plot one benchmark's records at a time", metrics.join(", "))));
+            return Err(Error::Usage(format!("{PLOT}: the rows measure different things ({}): plot one benchmark's records at a time", metrics.join(", "))));
         }
         bars(rows, &tmp)
     } else {
@@ -53,9 +54,9 @@ pub(super) fn draw(rows: &[Row], path: &Path) -> Result<()> {
     };
     if let Err(e) = drawn {
         let _ = std::fs::remove_file(&tmp);
-        return Err(Error::Runtime(format!("--plot {}: {e}", path.display())));
+        return Err(Error::Runtime(format!("{PLOT} {}: {e}", path.display())));
     }
-    std::fs::rename(&tmp, path).map_err(|e| Error::Runtime(format!("--plot: cannot write {}: {e}", path.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::Runtime(format!("{PLOT}: cannot write {}: {e}", path.display())))?;
     Ok(())
 }
 
@@ -142,7 +143,7 @@ fn series(rows: &[&Row], path: &Path) -> Result<()> {
     let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("fetch: throughput over time (--series)", ("sans-serif", 22))
+        .caption(format!("fetch: throughput over time ({SERIES})"), ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)

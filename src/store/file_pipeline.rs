@@ -17,6 +17,7 @@
 //! bounce buffer's copy, seconds queuing copies; per part: when its first
 //! read began and its last ended ([`LoadTimeline`]).
 
+use crate::flag::BOUNCE_BUFFERS;
 use std::fs::File;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
@@ -188,7 +189,7 @@ fn run(
     check: Option<&StagedCheck>,
 ) -> Result<(Vec<u64>, LoadTimeline, Option<StagedHashes>), FileLoadError> {
     let Some(chunk) = pool.iter().map(|(_, _, b)| b.len() as u64).min().filter(|_| pool.len() >= 2) else {
-        return Err(FileLoadError::Config("a staged device load needs at least 2 bounce buffers (--bounce-buffers)".into()));
+        return Err(FileLoadError::Config(format!("a staged device load needs at least 2 bounce buffers ({BOUNCE_BUFFERS})")));
     };
     let threads = threads.clamp(1, pool.len() / 2);
     let sources: Vec<Source> = parts

@@ -7,6 +7,7 @@
 //! directory is synced: a reader never sees a half-written object and a
 //! completed PUT survives a crash.
 
+use crate::flag::{DIRECT, ROOT};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::ops::Range;
@@ -163,7 +164,7 @@ impl LocalStore {
     /// Bind to `<root>/<bucket>`. The directory need not exist yet.
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
         let root =
-            std::path::absolute(&args.root).map_err(|e| StoreError::Io { context: format!("cannot resolve --root {}", args.root.display()), source: e })?;
+            std::path::absolute(&args.root).map_err(|e| StoreError::Io { context: format!("cannot resolve {ROOT} {}", args.root.display()), source: e })?;
         let dir = root.join(&args.bucket);
         Ok(LocalStore {
             root,
@@ -215,7 +216,7 @@ impl LocalStore {
         }
         let file = opts.open(path).map_err(|e| {
             if direct && e.raw_os_error() == Some(libc::EINVAL) {
-                StoreError::Io { context: format!("the filesystem under {} does not support O_DIRECT: drop --direct", self.dir.display()), source: e }
+                StoreError::Io { context: format!("the filesystem under {} does not support O_DIRECT: drop {DIRECT}", self.dir.display()), source: e }
             } else {
                 self.io("cannot open", key, e)
             }
@@ -472,7 +473,7 @@ impl Transport for LocalStore {
         let fallback = in_windows.get("direct_fallback_bytes");
         (fallback > 0).then(|| {
             format!(
-                "--direct: {fallback} of {} bytes read through the page cache, not O_DIRECT: their file offsets were not 4 KiB-aligned (store_stats.direct_fallback_bytes)",
+                "{DIRECT}: {fallback} of {} bytes read through the page cache, not O_DIRECT: their file offsets were not 4 KiB-aligned (store_stats.direct_fallback_bytes)",
                 fallback + in_windows.get("direct_read_bytes")
             )
         })

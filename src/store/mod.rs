@@ -31,6 +31,7 @@ pub use staged::{StagedPart, pool_shares, read_plan, staged_read, staged_read_po
 pub use staged_check::{StagedCheck, StagedHashes};
 pub use transfer::{ObjectVersion, Rails, StoreStats, Transfer, TransferPath, check_version};
 
+use crate::flag::DIRECT;
 use std::fmt;
 use std::ops::Range;
 
@@ -364,7 +365,7 @@ pub fn open(args: &StoreConfig) -> Result<Box<dyn ObjectStore>, StoreError> {
     if args.direct && args.backend != Backend::Local {
         // Said, not ignored: a record of an http run must not look like an O_DIRECT one.
         return Err(StoreError::Config(format!(
-            "--direct opens local files with O_DIRECT; the {} backend reads no local files: drop --direct",
+            "{DIRECT} opens local files with O_DIRECT; the {} backend reads no local files: drop {DIRECT}",
             args.backend.name()
         )));
     }

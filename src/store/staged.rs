@@ -2,6 +2,7 @@
 //! device memory themselves (local, http) go through pinned bounce buffers,
 //! each read's host-to-device copy queued on its own stream.
 
+use crate::flag::BOUNCE_BUFFERS;
 use std::ops::Range;
 
 use super::{ObjectStore, StoreError, Transfer, chunks};
@@ -203,7 +204,7 @@ async fn staged_with<'a>(
     let Some(chunk) = idle.iter().map(|(_, _, b)| b.len() as u64).min().filter(|_| idle.len() >= 2) else {
         // Nothing was queued by this call: the wait's outcome adds nothing to the error.
         let _ = give_back(dsts, idle);
-        return Err(StoreError::Config("staged device reads need at least 2 bounce buffers (--bounce-buffers)".into()));
+        return Err(StoreError::Config(format!("staged device reads need at least 2 bounce buffers ({BOUNCE_BUFFERS})")));
     };
     idle.reverse();
     let caps = store.capabilities();

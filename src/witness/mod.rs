@@ -20,6 +20,7 @@
 //! window counts from zero (MinIO creates series on first use); one that goes
 //! backwards (server restart) or vanishes makes the window `unverified`.
 
+use crate::flag::{ENDPOINT, METRICS_TOKEN, METRICS_URL, SERVERS};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -148,11 +149,11 @@ impl Witness {
                     if ok.is_none() {
                         let shown = if u.contains('@') { "<url with credentials>" } else { u.as_str() };
                         return Err(Error::Usage(format!(
-                            "invalid --metrics-url '{shown}': use http(s)://host:port/path, with no credentials in it (use --metrics-token)"
+                            "invalid {METRICS_URL} '{shown}': use http(s)://host:port/path, with no credentials in it (use {METRICS_TOKEN})"
                         )));
                     }
                     if targets.contains(u) {
-                        return Err(Error::Usage(format!("--metrics-url '{u}' is given twice: its counters would be counted twice")));
+                        return Err(Error::Usage(format!("{METRICS_URL} '{u}' is given twice: its counters would be counted twice")));
                     }
                     targets.push(u.clone());
                 }
@@ -176,13 +177,13 @@ impl Witness {
                     if !valid {
                         // An entry with user:password@ is never echoed whole.
                         let shown = s.rsplit_once('@').map_or_else(|| s.clone(), |(_, host)| format!("<credentials>@{host}"));
-                        return Err(Error::Usage(format!("invalid --servers entry '{shown}': use host:port, e.g. aistor1:9000 (no scheme, no credentials)")));
+                        return Err(Error::Usage(format!("invalid {SERVERS} entry '{shown}': use host:port, e.g. aistor1:9000 (no scheme, no credentials)")));
                     }
                     // Host names are case-insensitive (N1:9000 is n1:9000); servers reached
                     // under two different names are caught by their `server` label instead.
                     let t = format!("{scheme}://{}{RDMA_PATH}", s.to_ascii_lowercase());
                     if targets.contains(&t) {
-                        return Err(Error::Usage(format!("--servers lists '{s}' twice: its counters would be counted twice")));
+                        return Err(Error::Usage(format!("{SERVERS} lists '{s}' twice: its counters would be counted twice")));
                     }
                     targets.push(t);
                     targets.push(format!("{scheme}://{}{REQUESTS_PATH}", s.to_ascii_lowercase()));
@@ -192,7 +193,7 @@ impl Witness {
         if let Some(t) = &args.metrics_token
             && (t.is_empty() || t.chars().any(|c| c.is_control() || c == ' '))
         {
-            return Err(Error::Usage("--metrics-token (or S3RDMA_METRICS_TOKEN) is empty or holds spaces or control characters".into()));
+            return Err(Error::Usage(format!("{METRICS_TOKEN} (or S3RDMA_METRICS_TOKEN) is empty or holds spaces or control characters")));
         }
         let (auth, bearer) = match (&args.metrics_token, &store.access_key, &store.secret_key) {
             (Some(t), _, _) => (MetricsAuth::Token, Some(t.clone())),
@@ -247,8 +248,11 @@ impl Witness {
             return Ok(String::new());
         }
         if !status.is_success() {
-            let hint =
-                if status.as_u16() == 401 || status.as_u16() == 403 { ": check --metrics-token (or the access/secret key the token is made from)" } else { "" };
+            let hint = if status.as_u16() == 401 || status.as_u16() == 403 {
+                format!(": check {METRICS_TOKEN} (or the access/secret key the token is made from)")
+            } else {
+                String::new()
+            };
             return Err(format!("metrics target {url} answered HTTP {} ({ctype}){hint}", status.as_u16()));
         }
         let openmetrics = ctype.starts_with("application/openmetrics-text");
@@ -292,7 +296,7 @@ impl Witness {
     /// Judge a window closed by [`Witness::close`] against what the client moved.
     pub fn judge_closed(&self, c: ClosedWindow, payload: Payload) -> WitnessReport {
         let deltas = if self.targets.is_empty() {
-            Err("no metrics targets: pass --endpoint, --servers or --metrics-url".to_string())
+            Err(format!("no metrics targets: pass {ENDPOINT}, {SERVERS} or {METRICS_URL}").to_string())
         } else {
             diff(&c.opened.counters, &c.after)
         };

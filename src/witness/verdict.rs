@@ -1,6 +1,7 @@
 //! The verdict: what the client moved (Payload), what the servers' counters say (Deltas), and the one function that judges a window from them (judge), with the worst-of rule over windows.
 
 use super::FabricReport;
+use crate::flag::{METRICS_URL, SERVERS};
 use crate::store::Backend;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -206,9 +207,10 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
     let has_rdma = d.rdma_read_bytes.is_some() || d.rdma_write_bytes.is_some();
     let has_http = d.http_sent_bytes.is_some() || d.http_received_bytes.is_some();
     if !has_rdma && !has_http {
-        r.reason = "no minio_api_rdma_* or minio_api_requests_* counters at the metrics targets: \
-                    is this a MinIO/AIStor server, and are --servers/--metrics-url right?"
-            .into();
+        r.reason = format!(
+            "no minio_api_rdma_* or minio_api_requests_* counters at the metrics targets: \
+                    is this a MinIO/AIStor server, and are {SERVERS}/{METRICS_URL} right?"
+        );
         return r;
     }
     // HTTP bytes that carried the payload: sent for reads, received for writes.

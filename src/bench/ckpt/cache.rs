@@ -27,6 +27,7 @@
 //! crates around them (e.g. <https://docs.rs/mincore>: residency alone) neither
 //! evict nor drop caches.
 
+use crate::flag::{CHUNK, DIRECT, RESTORE_CACHE, ROOT};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -292,8 +293,8 @@ pub(crate) async fn prepare(plan: &Plan, store: &dyn ObjectStore, key: &str) -> 
     };
     let c = blocking(|| make_cold(start, &files, host)).map_err(|why| {
         Error::Usage(format!(
-            "--restore-cache {}: the restore cannot be made to read from the device under {} ({why}): put --root on a disk filesystem (not tmpfs), run as root, or use --restore-cache warm",
-            if plan.direct { "with --direct" } else { asked_name(plan.asked) },
+            "{RESTORE_CACHE} {}: the restore cannot be made to read from the device under {} ({why}): put {ROOT} on a disk filesystem (not tmpfs), run as root, or use {RESTORE_CACHE} warm",
+            if plan.direct { format!("with {DIRECT}") } else { asked_name(plan.asked).to_string() },
             dir.display()
         ))
     })?;
@@ -318,7 +319,7 @@ pub(crate) fn direct_counts(stores: &[&dyn ObjectStore]) -> (u64, u64) {
 /// The error for O_DIRECT restores of a `--chunk` that is not page-aligned (`why`: how O_DIRECT came to be chosen).
 pub(crate) fn unaligned_chunk(asked: RestoreCache, chunk: u64, why: &str) -> String {
     format!(
-        "--restore-cache {}: the restore reads with O_DIRECT{why}, which needs --chunk to be a multiple of 4KiB (it is {chunk} bytes): give e.g. --chunk 64MiB",
+        "{RESTORE_CACHE} {}: the restore reads with O_DIRECT{why}, which needs {CHUNK} to be a multiple of 4KiB (it is {chunk} bytes): give e.g. {CHUNK} 64MiB",
         asked_name(asked)
     )
 }

@@ -37,6 +37,7 @@
 //! long as its slowest rank, and its GB/s is all ranks' bytes over that
 //! ([`AGGREGATION`]).
 
+use crate::flag::{CHUNK, COLD, METHODS, OPS, PREFIX, RANKS, RESTORE_CACHE, SIZES, TRAIN_LOAD, WORKLOAD};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -83,14 +84,14 @@ fn states(plan: &CkptPlan, world: usize) -> Result<Vec<StateSpec>> {
                 out.push(StateSpec { name: "resnet50".into(), workload: "resnet50", size_bytes: bytes, tensors });
             }
             other => {
-                return Err(Error::Usage(format!("--workload '{other}': known workloads are {}; or give --sizes", fmt::WORKLOADS.join(", "))));
+                return Err(Error::Usage(format!("{WORKLOAD} '{other}': known workloads are {}; or give {SIZES}", fmt::WORKLOADS.join(", "))));
             }
         }
     }
     for s in synthetic_sizes(plan) {
         let tensors = fmt::synthetic_adam(s / world as u64).map_err(|e| match e {
             Error::Usage(_) if world > 1 => Error::Usage(format!(
-                "--sizes {} over {world} ranks is {} bytes per rank: a synthetic checkpoint needs at least 1MiB per rank ({world} ranks)",
+                "{SIZES} {} over {world} ranks is {} bytes per rank: a synthetic checkpoint needs at least 1MiB per rank ({world} ranks)",
                 size_name(s),
                 s / world as u64
             )),
@@ -136,11 +137,11 @@ fn check_memory(plan: &CkptPlan, per_rank: u64, world: usize) -> Result<()> {
     let need = host.saturating_mul(world as u64);
     if avail > 0 && need > avail / 10 * 9 {
         return Err(Error::Usage(format!(
-            "{world} rank(s) x {} of state need about {} of host memory, and a run may use at most 90 % of the {} available: lower --sizes or --ranks{}",
+            "{world} rank(s) x {} of state need about {} of host memory, and a run may use at most 90 % of the {} available: lower {SIZES} or {RANKS}{}",
             gb(per_rank),
             gb(need),
             gb(avail),
-            if serial > 0 { ", or leave serialize-then-put out of --methods" } else { "" }
+            if serial > 0 { format!(", or leave serialize-then-put out of {METHODS}") } else { String::new() }
         )));
     }
     if dev > 0
@@ -151,7 +152,7 @@ fn check_memory(plan: &CkptPlan, per_rank: u64, world: usize) -> Result<()> {
         let gpu_mem = info.devices.iter().map(|d| d.1).min().unwrap_or(0);
         if dev.saturating_mul(per_gpu) > gpu_mem / 100 * 95 {
             return Err(Error::Usage(format!(
-                "{per_gpu} rank(s) per GPU x {} (state + flat + restore buffers) exceed the {} of GPU memory: lower --sizes or --ranks",
+                "{per_gpu} rank(s) per GPU x {} (state + flat + restore buffers) exceed the {} of GPU memory: lower {SIZES} or {RANKS}",
                 gb(dev),
                 gb(gpu_mem)
             )));
@@ -171,17 +172,17 @@ fn check_plan(plan: &mut CkptPlan) -> Result<()> {
     dedup(&mut plan.methods);
     dedup(&mut plan.ops);
     plan.ops.sort_by_key(|o| *o == CkptOp::Restore);
-    store::check_key(&format!("{}/x", plan.prefix)).map_err(|e| Error::Usage(format!("--prefix '{}': {e}", plan.prefix)))?;
+    store::check_key(&format!("{}/x", plan.prefix)).map_err(|e| Error::Usage(format!("{PREFIX} '{}': {e}", plan.prefix)))?;
     if let Some(id) = plan.run.run_id() {
         ranks::check_run_id(id)?;
     }
     let asked = plan.restore_cache;
     if plan.train_load.is_some() && !plan.ops.contains(&CkptOp::Save) {
-        return Err(Error::Usage("--train-load runs training beside saves, and --ops has none: add save to --ops (e.g. --ops save,restore)".into()));
+        return Err(Error::Usage(format!("{TRAIN_LOAD} runs training beside saves, and {OPS} has none: add save to {OPS} (e.g. {OPS} save,restore)")));
     }
     if asked != RestoreCache::Warm && !plan.ops.contains(&CkptOp::Restore) {
         return Err(Error::Usage(format!(
-            "--restore-cache {} (or --cold) says how restores read, and --ops has none: add restore to --ops (e.g. --ops save,restore)",
+            "{RESTORE_CACHE} {} (or {COLD}) says how restores read, and {OPS} has none: add restore to {OPS} (e.g. {OPS} save,restore)",
             cache::asked_name(asked)
         )));
     }
@@ -331,7 +332,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
         (format!("checkpoint chunks of {chunk} bytes (save)"), crate::store::PlannedIo::Put { bytes: chunk }),
         (format!("checkpoint chunks of {chunk} bytes (restore)"), crate::store::PlannedIo::Get { whole: true, bytes: chunk }),
     ];
-    s.check_io_plan(&planned, Some("--chunk of at most 4294967295 bytes (4 GiB - 1) keeps every chunk on RDMA"))?;
+    s.check_io_plan(&planned, Some(&format!("{CHUNK} of at most 4294967295 bytes (4 GiB - 1) keeps every chunk on RDMA")))?;
     let dest = s.mem.dest;
     let gpu = s.gpu()?;
     let store = s.store.clone();
@@ -339,7 +340,7 @@ pub async fn run(plan: CkptPlan) -> Result<()> {
     // chunk in flight (not the bounce buffers of --stage-chunk/--bounce-buffers).
     s.device_path = Some(serde_json::json!({
         "mode": if store.capabilities().device_writes { "direct" } else { "staged" },
-        "staging": "one pinned buffer of --chunk bytes per chunk in flight",
+        "staging": format!("one pinned buffer of {CHUNK} bytes per chunk in flight"),
         "chunk_bytes": plan.chunk,
         "buffers": plan.concurrency,
     }));

@@ -6,6 +6,7 @@ use super::{OpFigures, Verified, WINDOW};
 use crate::bench::fanout;
 use crate::clock::now_unix;
 use crate::error::{Error, Result, StoreError};
+use crate::flag::{KEEP, OPS, PREFIX, RANKS, SEED, SIZES, WORKLOAD};
 use crate::format::ckpt::{self as fmt, ChecksumAlgorithm, Checksums, Manifest, TensorEntry, TensorSpec};
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::store::{self, ObjectStore, blocking};
@@ -314,7 +315,7 @@ pub(crate) async fn read_manifest(store: &dyn ObjectStore, key: &str) -> Result<
     match store::get_bytes(store, &Manifest::key(key)).await {
         Ok(b) => Manifest::parse(key, &b),
         Err(StoreError::NotFound { .. }) => Err(Error::Runtime(format!(
-            "checkpoint {key} is incomplete (no manifest {} at {}): it was never saved with these flags, or its save was interrupted: save it first and keep it (ckpt --ops save --keep, with the same --workload, --sizes, --seed, --ranks and --prefix)",
+            "checkpoint {key} is incomplete (no manifest {} at {}): it was never saved with these flags, or its save was interrupted: save it first and keep it (ckpt {OPS} save {KEEP}, with the same {WORKLOAD}, {SIZES}, {SEED}, {RANKS} and {PREFIX})",
             Manifest::key(key),
             store.location()
         ))),
@@ -329,11 +330,11 @@ pub(crate) async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Resu
     let start_unix_s = now_unix();
     let manifest = read_manifest(ctx.store.as_ref(), key).await?;
     if let Some(seed) = manifest.seed.filter(|&s| s != ctx.seed) {
-        return Err(Error::Usage(format!("checkpoint {key} was saved with --seed {seed}: restore it with --seed {seed} (this run: {})", ctx.seed)));
+        return Err(Error::Usage(format!("checkpoint {key} was saved with {SEED} {seed}: restore it with {SEED} {seed} (this run: {})", ctx.seed)));
     }
     if manifest.total_bytes > dst.len() as u64 {
         return Err(Error::Runtime(format!(
-            "checkpoint {key} holds {} bytes, this run's state {}: restore it with the --workload/--sizes/--ranks it was saved with",
+            "checkpoint {key} holds {} bytes, this run's state {}: restore it with the {WORKLOAD}/{SIZES}/{RANKS} it was saved with",
             manifest.total_bytes,
             dst.len()
         )));
@@ -490,7 +491,7 @@ pub(crate) async fn restore_serialized(ctx: &Ctx, key: &str, state: &State, dst:
     let size = match ctx.serial.head(&k).await {
         Ok(m) => m.size,
         Err(StoreError::NotFound { .. }) => {
-            return Err(Error::Runtime(format!("checkpoint {k} does not exist at {}: save it first (--ops save,restore)", ctx.serial.location())));
+            return Err(Error::Runtime(format!("checkpoint {k} does not exist at {}: save it first ({OPS} save,restore)", ctx.serial.location())));
         }
         Err(e) => return Err(e.into()),
     };

@@ -11,6 +11,7 @@
 //! and measures the seconds the save cost training against
 //! [`TrainLoad::reference`], a run of the same loop with no save.
 
+use crate::flag::TRAIN_GEMM;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -111,10 +112,10 @@ impl TrainLoad {
         let (device, first_s) = rx
             .recv()
             .map_err(|_| Error::Runtime("the training-load thread ended before its first step".into()))?
-            .map_err(|e| Error::Runtime(format!("the training load's GEMM ({side} x {side}, the --train-gemm side): {e}")))?;
+            .map_err(|e| Error::Runtime(format!("the training load's GEMM ({side} x {side}, the {TRAIN_GEMM} side): {e}")))?;
         if first_s > SLOW_STEP_S {
             eprintln!(
-                "note: one step of the training load ({side} x {side} x {side} GEMM, {device}) took {first_s:.1} s; each save is timed with at least {STEPS_AROUND} steps before and after it and the reference runs {} steps, so this run takes minutes more (a smaller --train-gemm side keeps it short)",
+                "note: one step of the training load ({side} x {side} x {side} GEMM, {device}) took {first_s:.1} s; each save is timed with at least {STEPS_AROUND} steps before and after it and the reference runs {} steps, so this run takes minutes more (a smaller {TRAIN_GEMM} side keeps it short)",
                 3 * STEPS_AROUND
             );
         }

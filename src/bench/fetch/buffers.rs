@@ -3,6 +3,7 @@
 //! alone, 64 streams x 1 GiB objects needed 64 GiB of buffers, where warp
 //! reads them in bounded memory).
 
+use crate::flag::{CONCURRENCY, PREPARE, PROCS, SIZES, STREAM_BUFFER, VERIFY};
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -73,8 +74,8 @@ fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
     };
     if p.available > 0 && need > p.available / 10 * 9 {
         let fix = match plan {
-            BufferPlan::Object => "lower --sizes, --concurrency or --procs, or read through a reusable window per stream with --stream-buffer 64MiB",
-            _ => "lower --stream-buffer, --concurrency or --procs",
+            BufferPlan::Object => format!("lower {SIZES}, {CONCURRENCY} or {PROCS}, or read through a reusable window per stream with {STREAM_BUFFER} 64MiB"),
+            _ => format!("lower {STREAM_BUFFER}, {CONCURRENCY} or {PROCS}"),
         };
         let per = match plan {
             BufferPlan::Window(Some(n)) => n.min(p.max_size),
@@ -106,7 +107,7 @@ pub(super) fn resolve(plan: BufferPlan, input: &PlanInput, store: &dyn ObjectSto
                 Ok(resolved)
             }
             None => Err(Error::Usage(format!(
-                "{why}, and this {} store reads ranges off its transport: pass --stream-buffer object with fewer --concurrency or smaller --sizes",
+                "{why}, and this {} store reads ranges off its transport: pass {STREAM_BUFFER} object with fewer {CONCURRENCY} or smaller {SIZES}",
                 store.capabilities().name
             ))),
         },
@@ -180,7 +181,7 @@ pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str
                     op: "GET",
                     key: key.into(),
                     location: store.location(),
-                    detail: format!("the answer says the object is {} bytes, expected {size}: pass --prepare to rewrite it", v.size),
+                    detail: format!("the answer says the object is {} bytes, expected {size}: pass {PREPARE} to rewrite it", v.size),
                     cause: None,
                 }));
             }
@@ -257,7 +258,7 @@ pub(super) fn verify_checks(store: &dyn ObjectStore, dest: crate::mem::Dest, who
 /// with its [`crate::format::pattern::Pattern`], on `threads` threads ([`super::check`]).
 fn check(store: &dyn ObjectStore, key: &str, offset: u64, n: u64, buf: &mut Buffer, threads: usize) -> Result<()> {
     let found = super::check::first_difference(key, offset, n, buf, threads)
-        .map_err(|e| Error::Runtime(format!("--verify: cannot check the bytes of '{key}': {e}")))?;
+        .map_err(|e| Error::Runtime(format!("{VERIFY}: cannot check the bytes of '{key}': {e}")))?;
     mismatch(store, key, offset, n, found)
 }
 
@@ -267,7 +268,7 @@ fn mismatch(store: &dyn ObjectStore, key: &str, offset: u64, n: u64, found: Opti
     match found {
         None => Ok(()),
         Some(at) => Err(Error::Mismatch(format!(
-            "--verify: object '{key}' at {}: byte {at} (of the bytes {offset}-{} read) differs from what `fetch --prepare` writes there: the store served other bytes (another range or object, or changed bytes), so nothing of this run is counted; an object written another way (another tool, an older s3rdma) never verifies: delete it, then pass --prepare",
+            "{VERIFY}: object '{key}' at {}: byte {at} (of the bytes {offset}-{} read) differs from what `fetch {PREPARE}` writes there: the store served other bytes (another range or object, or changed bytes), so nothing of this run is counted; an object written another way (another tool, an older s3rdma) never verifies: delete it, then pass {PREPARE}",
             store.location(),
             offset + n.max(1) - 1,
         ))),

@@ -6,6 +6,7 @@
 //! GETs each). Throughput = bytes / wall, wall = from start to the last
 //! stream's last completed GET (GETs in flight at the deadline finish and count).
 
+use crate::flag::{BACKEND, DIRECT, ENDPOINT, NO_PREPARE, PREFIX, PREPARE, SIZES, STREAM_BUFFER, VERIFY};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -62,12 +63,12 @@ fn progress_bar() -> ProgressBar {
 /// Check the flags and choose the stream buffers.
 fn check_args(plan: &FetchPlan) -> Result<(BufferPlan, buffers::PlanInput)> {
     if plan.run.store.backend == crate::store::Backend::Local && plan.run.store.endpoint.is_some() {
-        eprintln!("warning: --endpoint is set but --backend is local: pass --backend http to use it");
+        eprintln!("warning: {ENDPOINT} is set but {BACKEND} is local: pass {BACKEND} http to use it");
     }
     if plan.prefix.is_empty() {
-        return Err(Error::Usage("--prefix must not be empty".into()));
+        return Err(Error::Usage(format!("{PREFIX} must not be empty")));
     }
-    store::check_key(&object_key(&plan.prefix, 1, 0)).map_err(|e| Error::Usage(format!("invalid --prefix '{}': {e}", plan.prefix)))?;
+    store::check_key(&object_key(&plan.prefix, 1, 0)).map_err(|e| Error::Usage(format!("invalid {PREFIX} '{}': {e}", plan.prefix)))?;
     let max_size = *plan.sizes.iter().max().expect("the flag parser gives at least one size");
     let max_c = *plan.concurrency.iter().max().expect("the flag parser gives at least one count") as u64;
     let max_p = *plan.procs.iter().max().expect("the flag parser gives at least one count") as u64;
@@ -78,7 +79,7 @@ fn check_args(plan: &FetchPlan) -> Result<(BufferPlan, buffers::PlanInput)> {
     let available = sys.available_memory();
     if plan.prepare && available > 0 && max_size > available / 10 * 9 {
         return Err(Error::Usage(format!(
-            "--prepare writes each object from one host buffer, and objects of {} exceed the {} of memory available: lower --sizes, or create the objects another way and pass --no-prepare",
+            "{PREPARE} writes each object from one host buffer, and objects of {} exceed the {} of memory available: lower {SIZES}, or create the objects another way and pass {NO_PREPARE}",
             size_name(max_size),
             size_approx(available)
         )));
@@ -109,12 +110,12 @@ async fn prepare_objects(store: &dyn ObjectStore, keys: &[String], size: u64, pr
                     op: "HEAD",
                     key: key.clone(),
                     location: store.location(),
-                    detail: format!("object is {} bytes, expected {size}: pass --prepare to rewrite it", m.size),
+                    detail: format!("object is {} bytes, expected {size}: pass {PREPARE} to rewrite it", m.size),
                     cause: None,
                 }));
             }
             Err(StoreError::NotFound { bucket, key, location }) if !prepare => {
-                return Err(Error::Runtime(format!("object '{key}' not found in bucket '{bucket}' at {location}: pass --prepare to create it")));
+                return Err(Error::Runtime(format!("object '{key}' not found in bucket '{bucket}' at {location}: pass {PREPARE} to create it")));
             }
             Ok(_) | Err(StoreError::NotFound { .. }) => missing.push(key),
             Err(e) => return Err(e.into()),
@@ -339,11 +340,11 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     let store = session.store.clone();
     let me = session.me.clone();
     let chosen_by = if buffering == BufferPlan::Window(None) {
-        "auto: whole-object buffers would need over half of this host's memory"
+        "auto: whole-object buffers would need over half of this host's memory".to_string()
     } else if plan.stream_buffer == StreamBuffer::Auto {
-        "auto"
+        "auto".to_string()
     } else {
-        "--stream-buffer"
+        STREAM_BUFFER.to_string()
     };
     let buffering =
         buffers::resolve(buffering, &buffer_input, store.as_ref(), "whole-object buffers for every stream would need over half of this host's memory")?;
@@ -356,10 +357,10 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     for &size in &plan.sizes {
         planned.push((format!("fetch of {size}-byte objects"), crate::store::PlannedIo::Get { whole: true, bytes: size }));
         if plan.prepare {
-            planned.push((format!("--prepare of {size}-byte objects"), crate::store::PlannedIo::Put { bytes: size }));
+            planned.push((format!("{PREPARE} of {size}-byte objects"), crate::store::PlannedIo::Put { bytes: size }));
         }
     }
-    session.check_io_plan(&planned, Some("--sizes of at most 4294967295 bytes (4 GiB - 1) stay on RDMA"))?;
+    session.check_io_plan(&planned, Some(&format!("{SIZES} of at most 4294967295 bytes (4 GiB - 1) stay on RDMA")))?;
     let mut key_sets = Vec::new();
     for &size in &plan.sizes {
         let keys: Vec<String> = (0..plan.objects).map(|i| object_key(&plan.prefix, size, i)).collect();
@@ -407,7 +408,7 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
         "iters": plan.timing.iters, "warmup_s": plan.timing.warmup.as_secs_f64(),
         "repeats": plan.timing.repeats, "prepare": prepare, "verify": plan.verify,
         "verify_checks": verify_checks,
-        "stream_buffer": buffers::describe(buffering, chosen_by),
+        "stream_buffer": buffers::describe(buffering, &chosen_by),
     });
     let mut outcome = Outcome::new(params, &cells, windows);
     outcome.witness_extra = vec![("cells", verdict_cells)];
@@ -415,8 +416,8 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
     let dest = session.mem.dest;
     let gpu = session.gpu()?.map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
     let checked = match &verify_checks {
-        Some(what) => format!("--verify: every byte read (warm-up included) matched what --prepare wrote; checked: {what}"),
-        None => "bytes not compared with what --prepare wrote (lengths and object versions are checked): pass --verify to compare every byte".into(),
+        Some(what) => format!("{VERIFY}: every byte read (warm-up included) matched what {PREPARE} wrote; checked: {what}"),
+        None => format!("bytes not compared with what {PREPARE} wrote (lengths and object versions are checked): pass {VERIFY} to compare every byte"),
     };
     let done = session
         .finish(outcome, || {
@@ -425,7 +426,7 @@ pub async fn run(plan: FetchPlan) -> Result<()> {
                 println!("each stream reads through one reusable {} buffer, in ranged reads ({chosen_by}); the bytes are not kept", size_name(n));
             }
             if store.capabilities().page_cache {
-                println!("local reads go through the page cache: pass --direct for O_DIRECT reads");
+                println!("local reads go through the page cache: pass {DIRECT} for O_DIRECT reads");
             }
             println!("{}", table(&cells));
             println!("{checked}");

@@ -3,6 +3,7 @@
 //! (`session/mod.rs`), which every bench ends through.
 
 use crate::error::{Error, Result};
+use crate::flag::REQUIRE_RDMA;
 use crate::record::OutputConfig;
 use crate::record::RunRecord;
 use crate::witness::Verdict;
@@ -16,7 +17,7 @@ pub fn exit_status(failure: Option<Error>, require_rdma: bool, verdict: Verdict,
         return Err(e);
     }
     if require_rdma && verdict != Verdict::RdmaVerified {
-        return Err(Error::WitnessFailed(format!("RDMA not proven (--require-rdma): witness verdict {} for {reason}", verdict.as_str())));
+        return Err(Error::WitnessFailed(format!("RDMA not proven ({REQUIRE_RDMA}): witness verdict {} for {reason}", verdict.as_str())));
     }
     Ok(())
 }

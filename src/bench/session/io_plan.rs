@@ -5,6 +5,7 @@
 
 use super::Session;
 use crate::error::{Error, Result};
+use crate::flag::REQUIRE_RDMA;
 use crate::store::PlannedIo;
 
 impl Session {
@@ -40,7 +41,7 @@ impl Session {
         }
         if self.require_rdma {
             let fix = fix.map_or(String::new(), |f| format!("; {f}"));
-            return Err(Error::WitnessFailed(format!("--require-rdma refuses this plan before any transfer: {}{fix}", off.join("; "))));
+            return Err(Error::WitnessFailed(format!("{REQUIRE_RDMA} refuses this plan before any transfer: {}{fix}", off.join("; "))));
         }
         for line in off {
             self.warn(line);

@@ -2,6 +2,7 @@
 //! ranks this process starts on this host and supervises ([`find_rank`]).
 //! Part of the session (`session/mod.rs`).
 
+use crate::flag::{DEST, PROCS, RANKS, RANKS_PER_PROCESS};
 use std::sync::Arc;
 
 use super::{MAX_LOCAL_RANKS, SessionSpec, World};
@@ -22,11 +23,11 @@ pub(super) async fn find_rank(spec: &SessionSpec, group_args: &GroupConfig) -> R
         Some(r) => {
             match spec.world {
                 World::Ranks(Some(n)) if n as usize != r.world => {
-                    eprintln!("warning: --ranks {n} ignored: started by {} as rank {} of {}", r.launcher, r.rank, r.world);
+                    eprintln!("warning: {RANKS} {n} ignored: started by {} as rank {} of {}", r.launcher, r.rank, r.world);
                 }
                 World::AtLeast(n) if n > r.world => {
                     return Err(Error::Usage(format!(
-                        "--procs {n} needs {n} processes but the launcher ({}) started {}: lower --procs or launch more",
+                        "{PROCS} {n} needs {n} processes but the launcher ({}) started {}: lower {PROCS} or launch more",
                         r.launcher, r.world
                     )));
                 }
@@ -43,7 +44,7 @@ pub(super) async fn find_rank(spec: &SessionSpec, group_args: &GroupConfig) -> R
             };
             if world > MAX_LOCAL_RANKS {
                 return Err(Error::Usage(format!(
-                    "{world} rank processes on this one host: at most {MAX_LOCAL_RANKS} are started here; run more under a launcher across hosts (barrier: or simulate them as tasks with --ranks-per-process)"
+                    "{world} rank processes on this one host: at most {MAX_LOCAL_RANKS} are started here; run more under a launcher across hosts (barrier: or simulate them as tasks with {RANKS_PER_PROCESS})"
                 )));
             }
             if world > 1 {
@@ -66,7 +67,7 @@ async fn run_local_ranks(world: usize, spec: &SessionSpec, group_args: &GroupCon
     Witness::new(&spec.witness)?;
     drop(store::open(&spec.store)?);
     if spec.mem.dest != Dest::Host {
-        crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("--dest {}: {e}: use --dest host", spec.mem.dest.name())))?;
+        crate::mem::cuda_probe().map_err(|e| Error::Runtime(format!("{DEST} {}: {e}: use {DEST} host", spec.mem.dest.name())))?;
     }
     let id = group_args.run_id.clone().unwrap_or_else(ranks::new_run_id);
     let run_id = id.clone();

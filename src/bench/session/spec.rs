@@ -4,6 +4,7 @@
 //! session (`session/mod.rs`).
 
 use crate::error::{Error, StoreError};
+use crate::flag::BACKEND;
 use crate::mem::MemConfig;
 use crate::ranks::GroupConfig;
 use crate::record::OutputConfig;
@@ -154,7 +155,7 @@ pub fn store_error(e: StoreError) -> Error {
 pub fn create_bucket_first(e: StoreError) -> Error {
     match e {
         StoreError::NoSuchBucket { bucket, location } => {
-            Error::Runtime(format!("bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for --backend local)"))
+            Error::Runtime(format!("bucket '{bucket}' does not exist at {location}: create it first (mc mb, aws s3 mb, or mkdir for {BACKEND} local)"))
         }
         e => e.into(),
     }

@@ -2,6 +2,7 @@
 
 use super::plan::JpegFetch;
 use crate::error::{Error, Result};
+use crate::flag::{BATCH_SIZE, JPEG_FETCH};
 use crate::format::shards::{JpegIndex, Listed, RawShard, TAR_HEADER};
 use crate::mem::Buffer;
 use crate::store::ObjectStore;
@@ -274,7 +275,7 @@ pub(crate) fn start_jpeg(
                         if order.len() < ctx.batch {
                             let _ = tx
                                 .send(Err(Error::Usage(format!(
-                                    "jpeg shard '{}' holds {} samples, fewer than --batch-size {}: use --jpeg-fetch sample or a smaller --batch-size",
+                                    "jpeg shard '{}' holds {} samples, fewer than {BATCH_SIZE} {}: use {JPEG_FETCH} sample or a smaller {BATCH_SIZE}",
                                     mine[s].data_key,
                                     order.len(),
                                     ctx.batch

@@ -24,6 +24,7 @@
 //! which is the same compute and the same input traffic per GPU as data-parallel
 //! training without the all-reduce.
 
+use crate::flag::{BATCH_SIZE, CROP, LOADER_ONLY, PREFETCH_BATCHES, PREFIX};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -52,11 +53,10 @@ pub use steps::{LoaderOnly, LoopFigures, RankRepeat, StepTimes, Stepper};
 pub(crate) use steps::{RepeatOutput, WindowFigures, finish, train_loop};
 
 fn usage_without_model() -> Error {
-    Error::Usage(
-        "this s3rdma was built without the `train` feature (libtorch), so it cannot train a model: pass --loader-only to measure the input pipeline, \
+    Error::Usage(format!(
+        "this s3rdma was built without the `train` feature (libtorch), so it cannot train a model: pass {LOADER_ONLY} to measure the input pipeline, \
          or rebuild with `LIBTORCH_USE_PYTORCH=1 cargo build --release --features train` (see docs/03-training-benchmark.md)"
-            .into(),
-    )
+    ))
 }
 
 /// Run `s3rdma train`.
@@ -68,7 +68,7 @@ pub async fn run(plan: TrainPlan) -> Result<()> {
         Layout::Raw => "raw/train".into(),
         Layout::Jpeg => "jpeg/train".into(),
     });
-    store::check_key(&format!("{prefix}-000000.json")).map_err(|e| Error::Usage(format!("--prefix '{prefix}': {e}")))?;
+    store::check_key(&format!("{prefix}-000000.json")).map_err(|e| Error::Usage(format!("{PREFIX} '{prefix}': {e}")))?;
     if plan.layout == Layout::Jpeg {
         check_jpeg_memory(&plan)?;
     }
@@ -176,7 +176,7 @@ fn check_jpeg_memory(plan: &TrainPlan) -> Result<()> {
     crate::mem::check_host_memory(
         &format!("{} batch buffers of {} x {} x {} x 3", plan.prefetch_batches, plan.batch_size, plan.crop, plan.crop),
         (plan.prefetch_batches as u64) * per * 11 / 10,
-        "lower --batch-size, --crop or --prefetch-batches",
+        &format!("lower {BATCH_SIZE}, {CROP} or {PREFETCH_BATCHES}"),
     )
 }
 

@@ -13,6 +13,7 @@
 //! same bf16 tensor cores either way. Weights and inputs are channels-last
 //! (NHWC strides), as NVIDIA's ResNet-50 recipes use.
 
+use crate::flag::{AMP, DEST, LOADER_ONLY, LR};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -51,11 +52,10 @@ impl Trainer {
         let device = match (gpu, dest) {
             (Some(g), Dest::Device | Dest::Pinned) => {
                 if !tch::Cuda::is_available() {
-                    return Err(Error::Runtime(
+                    return Err(Error::Runtime(format!(
                         "libtorch sees no CUDA device although the driver does: libtorch_cuda.so is not loaded; \
-                         run with LD_PRELOAD=<torch>/lib/libtorch_cuda.so (see docs/03-training-benchmark.md) or pass --dest host"
-                            .into(),
-                    ));
+                         run with LD_PRELOAD=<torch>/lib/libtorch_cuda.so (see docs/03-training-benchmark.md) or pass {DEST} host"
+                    )));
                 }
                 Device::Cuda(g.ordinal)
             }
@@ -178,14 +178,14 @@ impl Stepper for Trainer {
         }
         t.compute_s = t1.elapsed().as_secs_f64();
         if !l.is_finite() {
-            return Err(Error::Runtime(format!("loss is {l}: lower --lr or use --amp off")));
+            return Err(Error::Runtime(format!("loss is {l}: lower {LR} or use {AMP} off")));
         }
         Ok((t, Some(l)))
     }
 
     fn describe(&self) -> serde_json::Value {
         json!({
-            "model": if self.model.is_some() { "resnet50 (tch::vision::resnet, torchvision layout)" } else { "none (--loader-only)" },
+            "model": if self.model.is_some() { "resnet50 (tch::vision::resnet, torchvision layout)".to_string() } else { format!("none ({LOADER_ONLY})") },
             "optimizer": "SGD momentum 0.9, weight decay 1e-4",
             "dtype": format!("{:?}", self.kind), "memory_format": "channels-last",
             "augment": "GPU: per-sample random crop + horizontal flip (raw) as one gather, normalise (ImageNet mean/std)",

@@ -3,6 +3,7 @@
 //! allocated before any timed window, the loader tasks spawned. Part of
 //! `train` (`mod.rs`).
 
+use crate::flag::{BATCH_SIZE, CROP, FETCH_WORKERS, PREFETCH_BATCHES, PREFIX, SAMPLES_PER_SHARD};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -38,7 +39,7 @@ pub(super) struct Started {
 
 /// An allocation that failed, with the flags that shrink it.
 fn alloc_err(dest: Dest, what: &str, n: usize, e: String) -> Error {
-    Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower --fetch-workers/--prefetch-batches/--batch-size", dest.name()))
+    Error::Runtime(format!("cannot allocate {what} ({n} bytes of {} memory): {e}: lower {FETCH_WORKERS}/{PREFETCH_BATCHES}/{BATCH_SIZE}", dest.name()))
 }
 
 /// The raw layout: `--fetch-workers` whole-shard buffers in `--dest` memory
@@ -61,23 +62,23 @@ pub(super) async fn start_raw_set(session: &Session, plan: &TrainPlan, prefix: &
     let (h, w) = (listed[0].meta.height, listed[0].meta.width);
     if let Some(l) = listed.iter().find(|l| l.meta.height != h || l.meta.width != w) {
         return Err(Error::Runtime(format!(
-            "'{}' holds {}x{} images, the first shard {h}x{w}: one size per --prefix: re-run `s3rdma ingest raw` there",
+            "'{}' holds {}x{} images, the first shard {h}x{w}: one size per {PREFIX}: re-run `s3rdma ingest raw` there",
             l.sidecar_key, l.meta.width, l.meta.height
         )));
     }
     if (crop as u64) > h.min(w) {
-        return Err(Error::Usage(format!("--crop {crop} is larger than the {w}x{h} images under '{prefix}': lower --crop")));
+        return Err(Error::Usage(format!("{CROP} {crop} is larger than the {w}x{h} images under '{prefix}': lower {CROP}")));
     }
     let mine: Vec<_> = listed.into_iter().enumerate().filter(|(i, _)| i % me.world == me.rank).map(|(_, l)| l).collect();
     if mine.is_empty() {
         return Err(Error::Usage(format!(
-            "{shards_total} raw shard(s) for {} ranks: every rank needs a shard; ingest more shards (--samples-per-shard) or use fewer ranks",
+            "{shards_total} raw shard(s) for {} ranks: every rank needs a shard; ingest more shards ({SAMPLES_PER_SHARD}) or use fewer ranks",
             me.world
         )));
     }
     if let Some(l) = mine.iter().find(|l| l.meta.samples < batch as u64) {
         return Err(Error::Usage(format!(
-            "raw shard '{}' holds {} samples, fewer than --batch-size {batch}: lower --batch-size or ingest with more --samples-per-shard",
+            "raw shard '{}' holds {} samples, fewer than {BATCH_SIZE} {batch}: lower {BATCH_SIZE} or ingest with more {SAMPLES_PER_SHARD}",
             l.data_key, l.meta.samples
         )));
     }
@@ -88,7 +89,7 @@ pub(super) async fn start_raw_set(session: &Session, plan: &TrainPlan, prefix: &
         crate::mem::check_host_memory(
             &format!("{} shard buffers of {cap} bytes", plan.fetch_workers),
             plan.fetch_workers as u64 * cap as u64,
-            "lower --fetch-workers",
+            &format!("lower {FETCH_WORKERS}"),
         )?;
     }
     let bufs = (0..plan.fetch_workers).map(|_| session.buffer(cap).map_err(|e| alloc_err("a shard buffer", cap, e))).collect::<Result<Vec<_>>>()?;

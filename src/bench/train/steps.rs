@@ -5,6 +5,7 @@ use super::{Batch, Pixels};
 use crate::bench::Spread;
 use crate::bench::session::{Outcome, Session};
 use crate::error::{Error, Result};
+use crate::flag::{FETCH_WORKERS, LOADER_ONLY, PREFETCH_BATCHES, STEPS, WARMUP};
 use crate::mem::Buffer;
 use crate::witness::WitnessReport;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
@@ -108,7 +109,7 @@ impl Stepper for LoaderOnly {
         Ok((t, None))
     }
     fn describe(&self) -> serde_json::Value {
-        json!({"model": null, "augment": if cfg!(feature = "train") { "none (--loader-only)" } else { "none: built without the `train` feature (crop/flip/normalise on the GPU need libtorch)" }})
+        json!({"model": null, "augment": if cfg!(feature = "train") { format!("none ({LOADER_ONLY})") } else { "none: built without the `train` feature (crop/flip/normalise on the GPU need libtorch)".to_string() }})
     }
 }
 
@@ -205,8 +206,9 @@ pub(crate) type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
 ///
 /// Returns the failure, if any, and the warnings.
 pub(crate) fn window_check(reps: &[serde_json::Value], steps: u32, warmup: u32, bytes_per_image: f64) -> (Option<Error>, Vec<String>) {
-    let fix =
-        "raise --steps well past what --warmup and the loader's read-ahead (--fetch-workers shards, --prefetch-batches batches) consume, or ingest more images";
+    let fix = format!(
+        "raise {STEPS} well past what {WARMUP} and the loader's read-ahead ({FETCH_WORKERS} shards, {PREFETCH_BATCHES} batches) consume, or ingest more images"
+    );
     let mut warnings = Vec::new();
     // Rank by rank where there are several: one rank's window that read
     // nothing is not made good by another's reads.
@@ -349,7 +351,7 @@ pub(crate) async fn finish(
             ]);
             println!(
                 "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
-                if plan.loader_only { " --loader-only" } else { "" },
+                if plan.loader_only { format!(" {LOADER_ONLY}") } else { String::new() },
                 format!("{:?}", plan.layout).to_lowercase(),
                 store.capabilities().name,
                 store.location(),

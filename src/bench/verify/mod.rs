@@ -23,6 +23,7 @@ mod env;
 mod probe;
 mod verbs;
 
+use crate::flag::{BUCKET, DEVICE, KEY, METRICS_TOKEN, METRICS_URL, PREPARE, RDMA_LIB, REQUIRE_RDMA, ROOT, SIZES};
 use std::path::Path;
 
 use serde::Serialize;
@@ -119,7 +120,7 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     let sizes: Vec<String> = plan.sizes.iter().map(|&b| size_name(b)).collect();
     // Each probe holds the bytes, a source and a destination in host memory at once.
     let largest = plan.sizes.iter().copied().max().unwrap_or(0);
-    crate::mem::check_host_memory(&format!("a {} probe", size_name(largest)), largest.saturating_mul(3), "lower the largest --sizes entry")?;
+    crate::mem::check_host_memory(&format!("a {} probe", size_name(largest)), largest.saturating_mul(3), &format!("lower the largest {SIZES} entry"))?;
     if !quiet {
         println!("s3rdma verify: backend {}, bucket '{}', sizes {}", backend.name(), plan.run.store.bucket, sizes.join(", "));
     }
@@ -149,7 +150,7 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
         };
         s.add(1, Status::Warn, w, Some(fix.into()));
     }
-    store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid --key: {e}")))?;
+    store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid {KEY}: {e}")))?;
     let registration = registration_step(&mut s, store, engine.as_ref(), &plan.sizes);
 
     let (reached, config_failure) = bucket_step(&mut s, store, &plan).await;
@@ -192,7 +193,7 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
         };
         (false, format!("FAIL - {why}"), Some(err))
     } else if !witness.expects_rdma() && plan.run.require_rdma {
-        (false, format!("FAIL - round trips over {} verified, but --require-rdma asks for RDMA, which {} does not carry", backend.name(), backend.name()), None)
+        (false, format!("FAIL - round trips over {} verified, but {REQUIRE_RDMA} asks for RDMA, which {} does not carry", backend.name(), backend.name()), None)
     } else if !witness.expects_rdma() {
         (true, format!("PASS - round trips over {} verified ({}); RDMA not applicable", backend.name(), sizes.join(", ")), None)
     } else if verdict == Verdict::RdmaVerified {
@@ -224,7 +225,11 @@ pub async fn run(plan: VerifyPlan) -> Result<()> {
     // not have passed that flag).
     let failure = failure.or_else(|| {
         ((witness.expects_rdma() || plan.run.require_rdma) && verdict != Verdict::RdmaVerified).then(|| {
-            let rule = if plan.run.require_rdma { "--require-rdma" } else { "verify on the rdma backend passes only when every probe is rdma-verified" };
+            let rule = if plan.run.require_rdma {
+                REQUIRE_RDMA.to_string()
+            } else {
+                "verify on the rdma backend passes only when every probe is rdma-verified".to_string()
+            };
             Error::WitnessFailed(format!("RDMA not proven ({rule}): witness verdict {} for {reason}", verdict.as_str()))
         })
     });
@@ -271,7 +276,7 @@ fn open_gpu(s: &mut Steps, device: usize) -> (Option<std::sync::Arc<crate::mem::
     match crate::mem::Gpu::open(device) {
         Ok(g) => (Some(g), String::new()),
         Err(e) => {
-            s.add(1, Status::Warn, format!("GPU {device}: {e}: host-memory probes only"), Some("pick a usable GPU with --device".into()));
+            s.add(1, Status::Warn, format!("GPU {device}: {e}: host-memory probes only"), Some(format!("pick a usable GPU with {DEVICE}")));
             (None, format!("GPU {device} could not be opened ({e})"))
         }
     }
@@ -285,12 +290,12 @@ fn open_gpu(s: &mut Steps, device: usize) -> (Option<std::sync::Arc<crate::mem::
 async fn bucket_step(s: &mut Steps, store: &dyn store::ObjectStore, plan: &VerifyPlan) -> (bool, bool) {
     if let Err(e) = store.ensure_bucket(plan.prepare).await {
         let fix = if plan.run.store.backend == Backend::Local {
-            "fix --root or --bucket, or pass --prepare"
+            format!("fix {ROOT} or {BUCKET}, or pass {PREPARE}")
         } else {
-            "fix the endpoint, credentials or bucket named above"
+            "fix the endpoint, credentials or bucket named above".to_string()
         };
         let config_failure = matches!(e, crate::error::StoreError::Config(_));
-        s.add(2, Status::Fail, (plan.run.output.explain)(&Error::Store(e)), Some(fix.into()));
+        s.add(2, Status::Fail, (plan.run.output.explain)(&Error::Store(e)), Some(fix));
         return (false, config_failure);
     }
     s.add(2, Status::Pass, format!("bucket '{}' at {} is reachable", store.bucket(), store.location()), None);
@@ -299,7 +304,7 @@ async fn bucket_step(s: &mut Steps, store: &dyn store::ObjectStore, plan: &Verif
             2,
             Status::Fail,
             format!("an object '{}' already exists: verify would overwrite and then delete it", plan.key),
-            Some("pass a --key that does not exist".into()),
+            Some(format!("pass a {KEY} that does not exist")),
         );
         return (false, false);
     }
@@ -314,7 +319,7 @@ fn unopened_store(e: crate::error::StoreError, quiet: bool) -> Error {
     if !quiet {
         println!("[1] FAIL {e}");
         if library {
-            println!("        fix: point --rdma-lib at a libminiocpp built with -DMINIO_CPP_ENABLE_RDMA=ON whose dependencies resolve (`ldd` it)");
+            println!("        fix: point {RDMA_LIB} at a libminiocpp built with -DMINIO_CPP_ENABLE_RDMA=ON whose dependencies resolve (`ldd` it)");
         }
         println!("RESULT: FAIL - {}", e.to_string().lines().next().unwrap_or_default());
     }
@@ -357,7 +362,7 @@ async fn metrics_step(s: &mut Steps, backend: Backend, witness: &Witness) {
             3,
             Status::Warn,
             format!("metrics unreadable: {}", probe.reason),
-            Some("pass --metrics-token or --metrics-url, or set MINIO_PROMETHEUS_AUTH_TYPE=public on the server".into()),
+            Some(format!("pass {METRICS_TOKEN} or {METRICS_URL}, or set MINIO_PROMETHEUS_AUTH_TYPE=public on the server")),
         ),
     }
 }

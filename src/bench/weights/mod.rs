@@ -14,6 +14,7 @@
 //! `store::staged_read_pooled`). Every tensor is then a view (offset, length) into its shard's
 //! buffer: no per-tensor allocation or copy.
 
+use crate::flag::{BACKEND, BASELINE_DIR, BASELINES, BUCKET, CONCURRENCY, IO_THREADS, MODEL, REFERENCE, SYNTH, VERIFY, WINDOW};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -175,7 +176,7 @@ async fn download(store: &dyn ObjectStore, layout: &[ShardLayout], dir: &std::pa
         let path = dir.join(bucket).join(&shard.key);
         std::fs::create_dir_all(path.parent().expect("a parent"))
             .and_then(|_| std::fs::write(&path, b.as_host().expect("host")))
-            .map_err(|e| Error::Runtime(format!("--baselines: cannot write {}: {e}: pass --baseline-dir", path.display())))?;
+            .map_err(|e| Error::Runtime(format!("{BASELINES}: cannot write {}: {e}: pass {BASELINE_DIR}", path.display())))?;
     }
     Ok(())
 }
@@ -232,7 +233,7 @@ async fn baselines(plan: &WeightsPlan, store: &dyn ObjectStore, layout: &[ShardL
 pub async fn run(plan: WeightsPlan) -> Result<()> {
     if let Some(name) = &plan.synth {
         if plan.verify || plan.reference.is_some() {
-            return Err(Error::Usage("--synth writes a model and loads none: run --verify (or --reference) as a second command, without --synth".into()));
+            return Err(Error::Usage(format!("{SYNTH} writes a model and loads none: run {VERIFY} (or {REFERENCE}) as a second command, without {SYNTH}")));
         }
         // Writes a model and no record: no timed window, so no session.
         crate::record::check_results_dir(&plan.run.output.results_dir)?;
@@ -271,7 +272,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
         .iter()
         .map(|l| (format!("weights reads of shard '{}'", l.key), crate::store::PlannedIo::Get { whole: false, bytes: l.data_bytes().min(window) }))
         .collect();
-    s.check_io_plan(&planned, Some("no flag of this tool makes them RDMA: a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) reads them in --window ranged reads over RDMA"))?;
+    s.check_io_plan(&planned, Some(&format!("no flag of this tool makes them RDMA: a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) reads them in {WINDOW} ranged reads over RDMA")))?;
     let headers_at = Instant::now();
     // One buffer per shard, allocated side by side before any timed window
     // (the GPU's background open is joined here).
@@ -316,7 +317,7 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
             verify::verify(store.as_ref(), &plan.model, &layout, &mut bufs, plan.reference.as_deref(), digest.as_ref(), staged.as_ref().map(|(h, n)| (h, *n)))
                 .await?;
         if let Some(f) = v.checked.as_ref().and_then(|c| c.fallback.as_ref()) {
-            s.warn(format!("--verify: {f}"));
+            s.warn(format!("{VERIFY}: {f}"));
         }
         Some(v)
     } else {
@@ -331,11 +332,11 @@ pub async fn run(plan: WeightsPlan) -> Result<()> {
     let failure = verified.as_ref().and_then(Verified::failure);
     // How the load was read (see `load`): the same rule, said in the record.
     let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
-        "the store's own: reader threads (--io-threads), each with its bounce buffers and copy streams, chunks in file order"
+        format!("the store's own: reader threads ({IO_THREADS}), each with its bounce buffers and copy streams, chunks in file order")
     } else if dest == Dest::Device && !store.capabilities().device_writes {
-        "staged: one pipeline, the shards' bounce buffers pooled, reads in file order"
+        "staged: one pipeline, the shards' bounce buffers pooled, reads in file order".to_string()
     } else {
-        "one task per shard, --concurrency at once"
+        format!("one task per shard, {CONCURRENCY} at once")
     };
     // The pool as allocated: at most what the reads need (`store::pool_shares`), so a small model's may be below `--bounce-buffers`.
     let pooled: usize = bufs.iter().map(|b| if let Buffer::Device(d) = b { d.bounce.len() } else { 0 }).sum();
@@ -436,7 +437,7 @@ fn print_table(results: &WeightsResults, model: &str, backend: &str, location: &
 fn no_bucket(e: crate::error::StoreError) -> Error {
     match e {
         crate::error::StoreError::NoSuchBucket { bucket, location } => Error::Runtime(format!(
-            "bucket '{bucket}' does not exist at {location}: upload a model there, or write a synthetic one with `s3rdma weights --synth llama-3.1-8b --model <prefix>` (same --backend/--bucket)"
+            "bucket '{bucket}' does not exist at {location}: upload a model there, or write a synthetic one with `s3rdma weights {SYNTH} llama-3.1-8b {MODEL} <prefix>` (same {BACKEND}/{BUCKET})"
         )),
         e => e.into(),
     }

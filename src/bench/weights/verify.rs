@@ -10,6 +10,7 @@
 //!    model that was written (bytes changed at rest read back the same), so
 //!    it is reported as "re-read matches (no independent reference)".
 
+use crate::flag::{REFERENCE, VERIFY};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -81,7 +82,7 @@ impl Verified {
             Reference::ReRead => ": the load and a second read of the store disagree".into(),
         };
         Some(Error::Mismatch(format!(
-            "--verify: {} difference(s) in the {} tensors checked against {}, first: {first}{hint}",
+            "{VERIFY}: {} difference(s) in the {} tensors checked against {}, first: {first}{hint}",
             self.mismatched.len(),
             self.tensors_checked,
             self.reference
@@ -97,12 +98,12 @@ impl Verified {
 pub(super) fn reference_files(path: &Path, prefix: &str, layout: &[ShardLayout]) -> Result<Vec<PathBuf>> {
     let kind = what_is(path);
     if !kind.is_empty() {
-        return Err(Error::Usage(format!("--reference {}: {kind}: pass the model's local copy (its directory or its one .safetensors file)", path.display())));
+        return Err(Error::Usage(format!("{REFERENCE} {}: {kind}: pass the model's local copy (its directory or its one .safetensors file)", path.display())));
     }
     if path.is_file() {
         if layout.len() != 1 {
             return Err(Error::Usage(format!(
-                "--reference {}: a file, but the model has {} shards: pass the directory that holds them all",
+                "{REFERENCE} {}: a file, but the model has {} shards: pass the directory that holds them all",
                 path.display(),
                 layout.len()
             )));
@@ -116,10 +117,10 @@ pub(super) fn reference_files(path: &Path, prefix: &str, layout: &[ShardLayout])
             match what_is(&f) {
                 k if k.is_empty() && f.is_file() => Ok(f),
                 k if k.is_empty() => {
-                    Err(Error::Usage(format!("--reference {}: {} (the store's '{}') is a directory, not a file", path.display(), f.display(), s.key)))
+                    Err(Error::Usage(format!("{REFERENCE} {}: {} (the store's '{}') is a directory, not a file", path.display(), f.display(), s.key)))
                 }
                 k => Err(Error::Usage(format!(
-                    "--reference {}: {}: {k} (the store's '{}'): pass the directory of the same model",
+                    "{REFERENCE} {}: {}: {k} (the store's '{}'): pass the directory of the same model",
                     path.display(),
                     f.display(),
                     s.key
@@ -171,7 +172,7 @@ fn loaded(shard: &ShardLayout, buf: &Buffer) -> Result<Vec<u8>> {
     Ok(match buf {
         Buffer::Device(d) => {
             let mut v = vec![0u8; n];
-            d.read_back(0, &mut v).map_err(|e| Error::Runtime(format!("--verify: {e}")))?;
+            d.read_back(0, &mut v).map_err(|e| Error::Runtime(format!("{VERIFY}: {e}")))?;
             v
         }
         other => other.as_host().expect("host or pinned")[..n].to_vec(),
@@ -201,13 +202,13 @@ pub(super) async fn verify(
     let (kind, words) = if let Some(path) = reference {
         let files = reference_files(path, prefix, layout)?;
         for ((shard, buf), file) in layout.iter().zip(bufs.iter()).zip(&files) {
-            let bytes = std::fs::read(file).map_err(|e| Error::Runtime(format!("--reference: reading {}: {e}", file.display())))?;
+            let bytes = std::fs::read(file).map_err(|e| Error::Runtime(format!("{REFERENCE}: reading {}: {e}", file.display())))?;
             checked += shard.tensors.len();
             compare_file(shard, &loaded(shard, buf)?, &bytes, &file.display().to_string(), &mut mismatched)?;
         }
         (Reference::LocalCopy, format!("the local copy at {} (the safetensors crate's reading)", path.display()))
     } else if let Some(d) = digest {
-        let read_back = |bufs: &mut [Buffer]| super::hashes::loaded_hashes(layout, bufs).map_err(|e| Error::Runtime(format!("--verify: {e}")));
+        let read_back = |bufs: &mut [Buffer]| super::hashes::loaded_hashes(layout, bufs).map_err(|e| Error::Runtime(format!("{VERIFY}: {e}")));
         let (hashes, h) = match staged.map(|(st, threads)| super::hashes::staged_hashes(layout, bufs, st, threads)) {
             Some(Ok((hashes, landed_wrong, h))) => {
                 mismatched.extend(landed_wrong.into_iter().map(|k| format!("{k}: device memory differs from the bytes staged (landing checksum)")));
@@ -254,7 +255,7 @@ pub(super) async fn verify(
 ///
 /// Errors: a file the crate rejects.
 fn compare_file(shard: &ShardLayout, ours: &[u8], file: &[u8], name: &str, out: &mut Vec<String>) -> Result<()> {
-    let st = safetensors::SafeTensors::deserialize(file).map_err(|e| Error::Runtime(format!("--verify: the safetensors crate rejects '{name}': {e}")))?;
+    let st = safetensors::SafeTensors::deserialize(file).map_err(|e| Error::Runtime(format!("{VERIFY}: the safetensors crate rejects '{name}': {e}")))?;
     if st.len() != shard.tensors.len() {
         out.push(format!("{}: {} tensors in {name}, {} loaded", shard.key, st.len(), shard.tensors.len()));
     }

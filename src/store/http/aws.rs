@@ -28,6 +28,7 @@
 //!   `auto`), else path-style for a configured endpoint (what S3-compatible
 //!   stores serve) and virtual-hosted for AWS.
 
+use crate::flag::{ACCESS_KEY, CA_BUNDLE, ENDPOINT, PROFILE, REGION, SECRET_KEY, SESSION_TOKEN};
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -189,7 +190,7 @@ impl AwsSetup {
         {
             return Err(StoreError::Config(format!(
                 "profile '{p}' (from {}) is in neither ~/.aws/config nor ~/.aws/credentials (nor AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE): add it, or name another",
-                if explicit.profile.is_some() { "--profile" } else { "AWS_PROFILE" }
+                if explicit.profile.is_some() { PROFILE.to_string() } else { "AWS_PROFILE".to_string() }
             )));
         }
         let profile_label = format!("profile '{}'", profiles.selected_profile());
@@ -207,6 +208,7 @@ impl AwsSetup {
         let (provider, credentials, refreshes) = credentials_of(explicit, named_profile.as_deref(), &region, imds).await?;
         let credentials_source = match credentials.get_property::<Source>() {
             Some(Source("profile")) => profile_label.clone(),
+            Some(Source("explicit")) => ACCESS_KEY.to_string(),
             Some(Source(s)) => s.to_string(),
             None => "unknown".into(),
         };
@@ -236,13 +238,13 @@ impl AwsSetup {
         })?;
         let endpoint = explicit.endpoint.clone();
         Ok(AwsSetup {
-            endpoint_source: if endpoint.is_some() { "--endpoint".into() } else { "AWS (no endpoint configured)".into() },
+            endpoint_source: if endpoint.is_some() { format!("{ENDPOINT}") } else { "AWS (no endpoint configured)".into() },
             endpoint,
             region: explicit.region.clone().unwrap_or_else(|| "us-east-1".into()),
-            region_source: if explicit.region.is_some() { "--region".into() } else { "default (us-east-1)".into() },
+            region_source: if explicit.region.is_some() { format!("{REGION}") } else { "default (us-east-1)".into() },
             provider: SharedCredentialsProvider::new(credentials.clone()),
             credentials,
-            credentials_source: "--access-key".into(),
+            credentials_source: format!("{ACCESS_KEY}"),
             ca_bundle: None,
             path_style: true,
             addressing_source: "default (path-style)".into(),
@@ -278,21 +280,21 @@ fn static_keys(explicit: &AwsExplicit) -> Result<Option<Credentials>, StoreError
     match (&explicit.access_key, &explicit.secret_key) {
         (Some(ak), Some(sk)) => {
             let mut c = Credentials::new(ak, sk, explicit.session_token.clone(), None, "s3rdma-explicit");
-            c.set_property(Source("--access-key"));
+            c.set_property(Source("explicit"));
             Ok(Some(c))
         }
         (None, None) if explicit.session_token.is_some() => {
-            Err(StoreError::Config("--session-token is given without --access-key and --secret-key: give all three, or none".into()))
+            Err(StoreError::Config(format!("{SESSION_TOKEN} is given without {ACCESS_KEY} and {SECRET_KEY}: give all three, or none")))
         }
         (None, None) => Ok(None),
-        (Some(_), None) => Err(StoreError::Config("--access-key is given without --secret-key: give both, or neither".into())),
-        (None, Some(_)) => Err(StoreError::Config("--secret-key is given without --access-key: give both, or neither".into())),
+        (Some(_), None) => Err(StoreError::Config(format!("{ACCESS_KEY} is given without {SECRET_KEY}: give both, or neither"))),
+        (None, Some(_)) => Err(StoreError::Config(format!("{SECRET_KEY} is given without {ACCESS_KEY}: give both, or neither"))),
     }
 }
 
 fn endpoint_of(explicit: &AwsExplicit, env: &Env, profiles: &ProfileSet) -> (Option<String>, String) {
     if let Some(e) = explicit.endpoint.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
-        return (Some(e.to_string()), "--endpoint".into());
+        return (Some(e.to_string()), format!("{ENDPOINT}"));
     }
     let ignore = env_var("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS").is_some_and(|v| v.eq_ignore_ascii_case("true"))
         || profiles.get("ignore_configured_endpoint_urls").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
@@ -344,7 +346,7 @@ fn addressing_of(profiles: &ProfileSet, profile_label: &str, custom_endpoint: bo
 async fn region_of(explicit: &AwsExplicit, profile: Option<&str>, profile_label: &str, aws_endpoint: bool, imds: aws_config::imds::Client) -> (String, String) {
     use aws_config::meta::region::ProvideRegion;
     if let Some(r) = explicit.region.as_deref().map(str::trim).filter(|r| !r.is_empty()) {
-        return (r.to_string(), "--region".into());
+        return (r.to_string(), format!("{REGION}"));
     }
     for var in ["AWS_REGION", "AWS_DEFAULT_REGION"] {
         if let Some(r) = env_var(var) {
@@ -366,7 +368,7 @@ async fn region_of(explicit: &AwsExplicit, profile: Option<&str>, profile_label:
 
 fn ca_bundle_of(explicit: &AwsExplicit, env: &Env, profiles: &ProfileSet, profile_label: &str) -> Result<Option<CaBundle>, StoreError> {
     let (path, source) = if let Some(p) = &explicit.ca_bundle {
-        (p.clone(), "--ca-bundle".to_string())
+        (p.clone(), format!("{CA_BUNDLE}").to_string())
     } else if let Some((v, _)) = EnvConfigValue::new().env("AWS_CA_BUNDLE").profile("ca_bundle").load(env, Some(profiles)) {
         let source = if env_var("AWS_CA_BUNDLE").is_some() { "AWS_CA_BUNDLE".to_string() } else { format!("{profile_label} ca_bundle") };
         (PathBuf::from(v.trim()), source)
@@ -441,11 +443,11 @@ async fn credentials_of(
             Ok((provider, c, Some(log)))
         }
         Err(e) => {
-            let profile_flag = profile.map_or(String::new(), |p| format!(" --profile {p}"));
+            let profile_flag = profile.map_or(String::new(), |p| format!(" {PROFILE} {p}"));
             let profile = profile.map_or("the default profile".to_string(), |p| format!("profile '{p}'"));
             Err(StoreError::Config(match e {
                 aws_credential_types::provider::error::CredentialsError::CredentialsNotLoaded(_) => format!(
-                    "needs credentials: none in --access-key/--secret-key, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, {profile} of ~/.aws/credentials and ~/.aws/config (keys, credential_process, SSO, role), web identity, S3_ACCESS_KEY/S3_SECRET_KEY, container or instance metadata: set one of them"
+                    "needs credentials: none in {ACCESS_KEY}/{SECRET_KEY}, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, {profile} of ~/.aws/credentials and ~/.aws/config (keys, credential_process, SSO, role), web identity, S3_ACCESS_KEY/S3_SECRET_KEY, container or instance metadata: set one of them"
                 ),
                 aws_credential_types::provider::error::CredentialsError::ProviderTimedOut(_) => format!(
                     "needs credentials: the source of {profile} (a credential_process, SSO, metadata) did not answer within {} s; it was stopped: run it by hand to see where it waits",

@@ -18,6 +18,7 @@
 //! request per connection at a time, idle connections pooled. Signing is the
 //! `aws-sigv4` crate's, header parsing `httparse`'s (both already under the SDK).
 
+use crate::flag::{HTTP_GET, READ_TIMEOUT};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
@@ -214,7 +215,7 @@ impl DirectGet {
     pub fn new(endpoint: &str, aws: &super::aws::AwsSetup, connect_timeout: Duration, read_timeout: Duration, attempts: u32) -> Result<Self, String> {
         let url = reqwest::Url::parse(endpoint).map_err(|e| format!("endpoint '{endpoint}': {e}"))?;
         if url.scheme() != "http" {
-            return Err(format!("--http-get direct reads plain http:// only, not '{endpoint}': use --http-get sdk for https"));
+            return Err(format!("{HTTP_GET} direct reads plain http:// only, not '{endpoint}': use {HTTP_GET} sdk for https"));
         }
         let host = url.host_str().ok_or_else(|| format!("endpoint '{endpoint}' has no host"))?.to_string();
         let port = url.port().unwrap_or(80);
@@ -426,7 +427,7 @@ impl DirectGet {
                 let n = match tokio::time::timeout_at(deadline, conn.read(&mut buf[filled..])).await {
                     Err(_) => {
                         return Err(DirectError::Timeout(format!(
-                            "{} sent no complete response head within {:?} (--read-timeout)",
+                            "{} sent no complete response head within {:?} ({READ_TIMEOUT})",
                             self.addr, self.read_timeout
                         )));
                     }
@@ -508,12 +509,12 @@ impl DirectGet {
             }
             if chunked {
                 return Err(DirectError::Protocol(format!(
-                    "{} sent a chunked body; the direct GET path reads Content-Length bodies only: use --http-get sdk",
+                    "{} sent a chunked body; the direct GET path reads Content-Length bodies only: use {HTTP_GET} sdk",
                     self.addr
                 )));
             }
             if content_length.is_none() {
-                return Err(DirectError::Protocol(format!("{} answered without Content-Length: use --http-get sdk", self.addr)));
+                return Err(DirectError::Protocol(format!("{} answered without Content-Length: use {HTTP_GET} sdk", self.addr)));
             }
             return Ok(r);
         }
@@ -586,7 +587,7 @@ fn quiet(conn: &TcpStream) -> bool {
 async fn read_timed(conn: &mut TcpStream, dst: &mut [u8], timeout: Duration) -> std::io::Result<usize> {
     match tokio::time::timeout(timeout, conn.read(dst)).await {
         Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no data for {timeout:?} (--read-timeout)"))),
+        Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no data for {timeout:?} ({READ_TIMEOUT})"))),
     }
 }
 

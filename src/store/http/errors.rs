@@ -3,6 +3,7 @@
 //! and the fix (the `object_store` model: backend errors converted into one
 //! public error). Part of the http store (`mod.rs`).
 
+use crate::flag::{ATTEMPTS, CONNECT_TIMEOUT, ENDPOINT, READ_TIMEOUT};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
 use super::HttpStore;
@@ -25,7 +26,7 @@ impl HttpStore {
             SdkError::DispatchFailure(_) if never_connected(&err) => StoreError::Unreachable { location, detail: root_cause(&err), cause: None },
             // rustls's words for an HTTP answer to its TLS handshake.
             SdkError::DispatchFailure(_) if location.starts_with("https://") && root_cause(&err).contains("InvalidContentType") => StoreError::Config(format!(
-                "{location} answered the TLS handshake in plain HTTP: that port speaks http://, so pass --endpoint http://{}",
+                "{location} answered the TLS handshake in plain HTTP: that port speaks http://, so pass {ENDPOINT} http://{}",
                 location.trim_start_matches("https://")
             )),
             SdkError::DispatchFailure(_) => self.broken(op, key, root_cause(&err)),
@@ -108,7 +109,7 @@ impl HttpStore {
             op,
             key: key.into(),
             location: self.endpoint.clone(),
-            detail: format!("{cause}; {} attempt(s) (--attempts)", self.attempts),
+            detail: format!("{cause}; {} attempt(s) ({ATTEMPTS})", self.attempts),
             cause: None,
         }
     }
@@ -119,17 +120,17 @@ impl HttpStore {
         // The SDK's HTTP client says which wait ran out ("HTTP read timeout
         // occurred after 1s", "HTTP connect timeout ...").
         let wait = if cause.contains("read timeout") {
-            format!("connected, but no response within {rt} (--read-timeout)")
+            format!("connected, but no response within {rt} ({READ_TIMEOUT})")
         } else if cause.contains("connect timeout") {
-            format!("no connection within {ct} (--connect-timeout)")
+            format!("no connection within {ct} ({CONNECT_TIMEOUT})")
         } else {
-            format!("no connection within {ct} (--connect-timeout) or no response within {rt} (--read-timeout)")
+            format!("no connection within {ct} ({CONNECT_TIMEOUT}) or no response within {rt} ({READ_TIMEOUT})")
         };
         StoreError::Timeout {
             op,
             key: key.into(),
             location: self.endpoint.clone(),
-            detail: format!("{wait}, {} attempt(s) (--attempts)", self.attempts),
+            detail: format!("{wait}, {} attempt(s) ({ATTEMPTS})", self.attempts),
             cause: None,
         }
     }
@@ -170,7 +171,7 @@ impl HttpStore {
                     if code.is_empty() { "" } else { " " },
                     message.unwrap_or("no message"),
                     // Server errors were retried: say how often, and which flag says so.
-                    if status >= 500 { format!(" ({} attempt(s), --attempts)", self.attempts) } else { String::new() }
+                    if status >= 500 { format!(" ({} attempt(s), {ATTEMPTS})", self.attempts) } else { String::new() }
                 ),
                 cause: None,
             },
@@ -210,7 +211,7 @@ impl HttpStore {
                 op: "GET",
                 key: key.into(),
                 location: self.endpoint.clone(),
-                detail: format!("{detail}, {} attempt(s) (--attempts)", self.attempts),
+                detail: format!("{detail}, {} attempt(s) ({ATTEMPTS})", self.attempts),
                 cause: None,
             },
             DirectError::Protocol(detail) => StoreError::Other { op: "GET", key: key.into(), location: self.endpoint.clone(), detail, cause: None },

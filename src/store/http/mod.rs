@@ -21,6 +21,7 @@ pub mod sdk_retries;
 pub(crate) mod served;
 mod tls;
 
+use crate::flag::{ACCESS_KEY, BACKEND, ENDPOINT, HTTP_GET, PROFILE, READ_TIMEOUT, RESPONSE_CHECKSUMS, SECRET_KEY};
 use std::ops::Range;
 use std::time::Instant;
 
@@ -89,7 +90,7 @@ impl HttpStore {
             Some(a) => a.clone(),
             None => std::sync::Arc::new(AwsSetup::explicit_only(&args.explicit_aws()).map_err(|_| {
                 StoreError::Config(format!(
-                    "--backend {} needs credentials: pass --access-key and --secret-key, set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a profile (--profile, AWS_PROFILE)",
+                    "{BACKEND} {} needs credentials: pass {ACCESS_KEY} and {SECRET_KEY}, set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or name a profile ({PROFILE}, AWS_PROFILE)",
                     args.backend.name()
                 ))
             })?),
@@ -139,14 +140,14 @@ impl HttpStore {
             HttpGet::Auto => plain && !validate && aws.path_style,
             HttpGet::Direct if !aws.path_style => {
                 return Err(StoreError::Config(format!(
-                    "--http-get direct sends path-style requests, but virtual-hosted addressing is configured ({}): use --http-get sdk",
+                    "{HTTP_GET} direct sends path-style requests, but virtual-hosted addressing is configured ({}): use {HTTP_GET} sdk",
                     aws.addressing_source
                 )));
             }
             HttpGet::Direct if validate => {
-                return Err(StoreError::Config(
-                    "--http-get direct does not validate response checksums: drop --response-checksums when-supported, or use --http-get sdk".into(),
-                ));
+                return Err(StoreError::Config(format!(
+                    "{HTTP_GET} direct does not validate response checksums: drop {RESPONSE_CHECKSUMS} when-supported, or use {HTTP_GET} sdk"
+                )));
             }
             HttpGet::Direct => true,
         };
@@ -349,7 +350,7 @@ impl HttpStore {
                 detail: match root_cause(&e) {
                     // The stalled-stream guard's words for a body that stopped.
                     c if c.contains("minimum throughput") => {
-                        format!("body broke after {off} bytes: no data for {} (--read-timeout)", humantime::format_duration(self.read_timeout))
+                        format!("body broke after {off} bytes: no data for {} ({READ_TIMEOUT})", humantime::format_duration(self.read_timeout))
                     }
                     c => format!("body stream broke after {off} bytes: {c}"),
                 },
@@ -389,7 +390,7 @@ pub(crate) fn check_endpoint(e: &str) -> Result<String, StoreError> {
     let bad = |why: &str| {
         // Never echo what may be user:password@ back.
         let shown = if e.contains('@') { "<endpoint with credentials>" } else { e };
-        StoreError::Config(format!("invalid --endpoint '{shown}': {why}: use http://host:port or https://host"))
+        StoreError::Config(format!("invalid {ENDPOINT} '{shown}': {why}: use http://host:port or https://host"))
     };
     let url = reqwest::Url::parse(e).map_err(|err| {
         // http://::1:9100 : an IPv6 host without its brackets.
@@ -416,7 +417,7 @@ pub(crate) fn check_endpoint(e: &str) -> Result<String, StoreError> {
         return Err(bad("no host"));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(bad("credentials belong in --access-key/--secret-key, not the URL"));
+        return Err(bad(&format!("credentials belong in {ACCESS_KEY}/{SECRET_KEY}, not the URL")));
     }
     if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
         return Err(bad("no path or query allowed"));

@@ -3,6 +3,7 @@
 //! connections (a certificate the client does not trust is a configuration
 //! error: retrying it cannot help).
 
+use crate::flag::CA_BUNDLE;
 use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider::CryptoMode};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 
@@ -70,11 +71,13 @@ pub(super) fn certificate_error(location: &str, problem: &str, ca: Option<&CaBun
     let fix = if problem == UNKNOWN_ISSUER {
         match ca {
             Some(c) => format!(
-                "the CA that signed it must be in the bundle in use, {} (from {}): add it there, or name a bundle holding it with --ca-bundle FILE.pem (which wins over AWS_CA_BUNDLE and the profile's ca_bundle)",
+                "the CA that signed it must be in the bundle in use, {} (from {}): add it there, or name a bundle holding it with {CA_BUNDLE} FILE.pem (which wins over AWS_CA_BUNDLE and the profile's ca_bundle)",
                 c.path.display(),
                 c.source
             ),
-            None => "trust its CA with --ca-bundle FILE.pem, AWS_CA_BUNDLE=FILE.pem or ca_bundle in the profile (SSL_CERT_FILE replaces the system's roots instead); or use http:// if the server speaks it".into(),
+            None => format!(
+                "trust its CA with {CA_BUNDLE} FILE.pem, AWS_CA_BUNDLE=FILE.pem or ca_bundle in the profile (SSL_CERT_FILE replaces the system's roots instead); or use http:// if the server speaks it"
+            ),
         }
     } else if problem == NAME {
         "connect by a name the certificate holds (openssl s_client -connect HOST:PORT shows its names), or have it reissued with this host in its subjectAltName".into()

@@ -22,6 +22,7 @@
 //! libcufile; GPU device memory only) and libs3rdma (minio-cpp v0.6.0 and
 //! later; any memory `ibv_reg_mr` accepts, rails, `s3rdma_version`).
 
+use crate::flag::RDMA_LIB;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 
@@ -192,7 +193,7 @@ impl Lib {
             let cause = crate::error::root_cause(&e);
             let detail = if cause == e.to_string() { cause } else { format!("{e}: {cause}") };
             format!(
-                "cannot load libminiocpp from '{}' ({detail}): check the path (--rdma-lib or MINIOCPP_LIB) and that its dependencies resolve (`ldd` it)",
+                "cannot load libminiocpp from '{}' ({detail}): check the path ({RDMA_LIB} or MINIOCPP_LIB) and that its dependencies resolve (`ldd` it)",
                 path.display()
             )
         })?;

@@ -29,6 +29,7 @@ pub mod ffi;
 pub mod registration;
 mod workers;
 
+use crate::flag::{ACCESS_KEY, BUCKET, CONCURRENCY, ENDPOINT, RDMA_NO_RANGE, RDMA_THREADS, REGION, SECRET_KEY, SESSION_TOKEN};
 use std::ffi::CString;
 use std::ops::Range;
 use std::sync::mpsc::Sender;
@@ -113,24 +114,24 @@ impl RdmaStore {
         let (lib, info) = Lib::load(&path).map_err(StoreError::Library)?;
         let endpoint = http.location();
         let (scheme, hostport) = endpoint.split_once("://").unwrap_or(("https", endpoint.as_str()));
-        let c = |s: &str, what: &str| CString::new(s).map_err(|_| StoreError::Config(format!("{what} contains a NUL byte")));
+        let c = |s: &str, what: crate::flag::Flag| CString::new(s).map_err(|_| StoreError::Config(format!("{what} contains a NUL byte")));
         let cargs = Arc::new(ClientArgs {
-            endpoint: c(hostport, "--endpoint")?,
-            region: c(&args.region, "--region")?,
-            access_key: c(args.access_key.as_deref().unwrap_or_default(), "--access-key")?,
-            secret_key: c(args.secret_key.as_deref().unwrap_or_default(), "--secret-key")?,
+            endpoint: c(hostport, ENDPOINT)?,
+            region: c(&args.region, REGION)?,
+            access_key: c(args.access_key.as_deref().unwrap_or_default(), ACCESS_KEY)?,
+            secret_key: c(args.secret_key.as_deref().unwrap_or_default(), SECRET_KEY)?,
             // The library signs with these for the client's life: temporary
             // credentials that expire mid-run are not refreshed on this path.
-            session_token: args.session_token.as_deref().map(|t| c(t, "--session-token")).transpose()?,
+            session_token: args.session_token.as_deref().map(|t| c(t, SESSION_TOKEN)).transpose()?,
             use_https: i32::from(scheme == "https"),
         });
-        let bucket = c(&args.bucket, "--bucket")?;
+        let bucket = c(&args.bucket, BUCKET)?;
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let threads = args.rdma_threads.unwrap_or(8).max(1);
         if threads > MAX_WORKERS {
             return Err(StoreError::Config(format!(
-                "{threads} RDMA worker threads asked for (--rdma-threads, else the largest --concurrency): at most {MAX_WORKERS}, one library client each; lower it"
+                "{threads} RDMA worker threads asked for ({RDMA_THREADS}, else the largest {CONCURRENCY}): at most {MAX_WORKERS}, one library client each; lower it"
             )));
         }
         let mut workers = Vec::new();
@@ -332,8 +333,12 @@ impl RdmaStore {
     }
 
     /// Why ranged reads do not go through the library.
-    fn no_range_reason(&self) -> &'static str {
-        if self.lib.get_object_range.is_none() { "the library lacks miniocpp_get_object_range (minio-cpp PR #258)" } else { "--rdma-no-range is set" }
+    fn no_range_reason(&self) -> String {
+        if self.lib.get_object_range.is_none() {
+            "the library lacks miniocpp_get_object_range (minio-cpp PR #258)".into()
+        } else {
+            format!("{RDMA_NO_RANGE} is set")
+        }
     }
 
     /// Figures of the C ABI's return codes so far.
