@@ -78,7 +78,7 @@ pub struct FilePart {
     pub at: usize,
 }
 
-/// What a store's own device pipeline did ([`super::ObjectStore::read_to_device`]):
+/// What a store's own device pipeline did ([`super::Transport::read_to_device`]):
 /// one transfer per part, in order, and where the time went.
 #[derive(Debug, Clone)]
 pub struct DeviceLoad {

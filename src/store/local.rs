@@ -110,7 +110,7 @@ impl LocalStore {
         Ok(Transfer { version: Some(file_version(&md)), ..Transfer::of(bytes, TransferPath::Local) })
     }
 
-    /// [`ObjectStore::read_to_device`]: every part's file checked as a read
+    /// [`Transport::read_to_device`]: every part's file checked as a read
     /// checks it (present, of the pinned version, long enough), loaded on
     /// the reader threads, then checked again: a file replaced or rewritten
     /// during the load is [`StoreError::Changed`], since its bytes may mix

@@ -217,7 +217,7 @@ pub trait Transport {
 }
 
 /// The shape of one kind of transfer a bench plans, for
-/// [`ObjectStore::leaves_transport`].
+/// [`Transport::leaves_transport`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlannedIo {
     /// GETs of `bytes` each: of whole objects (`whole`), or ranges within them.

@@ -11,7 +11,7 @@ use crate::mem::Buffer;
 /// The staged pipeline's reads of `range`: `(read, skip)` pairs, where
 /// `read` is the range to read into a bounce buffer of `chunk` bytes and
 /// `skip` the bytes at its front that belong to no destination (0 but for an
-/// O_DIRECT store). With `align` (the store's [`ObjectStore::direct_alignment`])
+/// O_DIRECT store). With `align` (the store's [`Capabilities::direct_alignment`](super::Capabilities::direct_alignment))
 /// and an unaligned `range.start`, every read starts on `align`, `skip` bytes
 /// early, and carries at most `chunk - align` bytes of the range, so read plus
 /// skip fit the buffer: a safetensors data section (it starts at 8 + header

@@ -111,7 +111,7 @@ pub fn check_version(key: &str, location: &str, pinned: &ObjectVersion, served: 
     }
 }
 
-/// Named counters of a store (see [`ObjectStore::stats`](super::ObjectStore::stats)): `bytes_<path>`
+/// Named counters of a store (see [`Transport::stats`](super::Transport::stats)): `bytes_<path>`
 /// per [`TransferPath`], plus backend counters such as `rdma_calls`. Missing
 /// keys read as 0.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -70,7 +70,7 @@ pub struct Session {
     pub host: String,
     output: OutputConfig,
     /// What the record's `environment.warnings` says: the store's before any
-    /// transfer ([`ObjectStore::preflight`] of size 0), then whatever a bench
+    /// transfer ([`Transport::preflight`] of size 0), then whatever a bench
     /// adds through [`Session::warn`].
     warnings: std::sync::Mutex<Vec<String>>,
     /// How long each timed window of this rank lasted, seconds (see [`short_windows`]).

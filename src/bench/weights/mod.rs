@@ -76,7 +76,7 @@ type Loaded = (u64, u64, Option<crate::store::LoadTimeline>, Option<crate::store
 ///
 /// Into device memory over a store that cannot write it, every shard goes
 /// through the store's own device pipeline where it has one
-/// ([`ObjectStore::read_to_device`]: local files on reader threads), else through one staged pipeline ([`store::staged_read_pooled`]): the shards'
+/// ([`Transport::read_to_device`]: local files on reader threads), else through one staged pipeline ([`store::staged_read_pooled`]): the shards'
 /// bounce buffers are pooled and read in file order, so as many ranged GETs
 /// stay in flight to the end whatever the shards' sizes (one pipeline per
 /// shard idled the small last shard's buffers once it was done).

@@ -51,7 +51,7 @@ pub use workers::CallCounts;
 use workers::{ClientArgs, Completion, Counters, Job, Op, WaitOnDrop, worker};
 
 /// What the rdma backend's library is, as a bench or `verify` may ask of any
-/// store ([`ObjectStore::rdma_engine`]): its generation decides which host
+/// store ([`Transport::rdma_engine`]): its generation decides which host
 /// checks apply and whether host memory can be an RDMA path.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RdmaEngine {
