@@ -23,6 +23,7 @@ pub mod record;
 pub mod report;
 pub mod sampler;
 pub mod signals;
+pub mod stats;
 pub mod store;
 pub mod units;
 pub mod witness;

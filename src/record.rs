@@ -8,7 +8,6 @@
 //! `_gbps` (1e9 bytes/s), `_gibps` (2^30 bytes/s), `_cores` (CPU-seconds /
 //! wall-seconds).
 
-use crate::flag::RESULTS_DIR;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,6 +17,7 @@ use serde_json::Value;
 use sysinfo::System;
 
 use crate::error::{Error, Result};
+use crate::flag::RESULTS_DIR;
 
 /// Version of the record layout; bump on any incompatible change (history: docs/results.md).
 pub const SCHEMA_VERSION: u32 = 2;

@@ -6,18 +6,18 @@
 //! and the requests, polls, bytes and listed keys the ranks' meeting cost
 //! the server, per rank per barrier.
 
-use crate::flag::{BARRIERS, RANKS, RANKS_PER_PROCESS};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
-use super::Latency;
 use super::session::{Outcome, Session, SessionSpec, World};
 use crate::bench::session::RunPlan;
 use crate::error::{Error, Result};
+use crate::flag::{BARRIERS, RANKS, RANKS_PER_PROCESS};
 use crate::ranks::{Coordination, Group, GroupConfig, Rank, Rendezvous};
+use crate::stats::Latency;
 
 /// One rank's barriers: when it entered and left each (Unix ns, this host's
 /// clock), and what its meeting cost over the timed barriers.

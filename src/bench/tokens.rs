@@ -11,7 +11,6 @@
 //! batch (`--compute`); the time it waits for the next run is the fetch wait.
 //! The first `--warmup-shards` shards are read once, untimed.
 
-use crate::flag::{FETCH_WORKERS, GPU_TFLOPS, MFU, PREFIX, RUN_BYTES, WARMUP_SHARDS};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -20,13 +19,14 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use serde_json::json;
 
-use super::Spread;
 use super::session::{Direction, Outcome, Session, SessionSpec};
 use crate::bench::session::RunPlan;
 use crate::error::{Error, Result};
+use crate::flag::{FETCH_WORKERS, GPU_TFLOPS, MFU, PREFIX, RUN_BYTES, WARMUP_SHARDS};
 use crate::format::shards::{self, Listed, TokenShard};
 use crate::mem::Buffer;
 use crate::sampler::{Sampler, SamplerReport};
+use crate::stats::Spread;
 use crate::store::ObjectStore;
 use crate::witness::WitnessReport;
 
@@ -200,8 +200,8 @@ async fn pass(
         batches,
         wall_s,
         fetch_wait_s: wait.as_secs_f64(),
-        step_ms_median: super::percentile(&steps, 0.5).unwrap_or(0.0),
-        step_ms_p99: super::percentile(&steps, 0.99).unwrap_or(0.0),
+        step_ms_median: crate::stats::percentile(&steps, 0.5).unwrap_or(0.0),
+        step_ms_p99: crate::stats::percentile(&steps, 0.99).unwrap_or(0.0),
     })
 }
 

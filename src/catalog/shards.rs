@@ -4,10 +4,10 @@
 //! are not what its sidecars and manifest say is refused here, before a
 //! bench counts one byte of it.
 
-use crate::flag::{BACKEND, BUCKET, PREFIX};
 use std::collections::HashMap;
 
 use crate::error::{Error, Result, StoreError};
+use crate::flag::{BACKEND, BUCKET, PREFIX};
 use crate::format::shards::{
     DatasetManifest, JpegIndex, Listed, RawShard, SHARD_DIGITS, SetState, ShardMeta, TokenShard, manifest_key, parse_sidecar, shard_key,
 };

@@ -6,9 +6,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
 
-use clap::CommandFactory;
-
 use crate::flag::Flag;
+use clap::CommandFactory;
 
 /// Every long flag of every subcommand, keyed as [`Flag::name`] keys them
 /// (`ACCESS_KEY` -> `access-key`).

@@ -12,10 +12,10 @@
 //! Also here: the state the bench saves (the exact ResNet-50 state dict +
 //! SGD momentum, and synthetic Adam-shaped transformer state of a given size).
 
-use crate::flag::SIZES;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::flag::SIZES;
 
 /// Alignment of every tensor's offset in the flat buffer, bytes (the original
 /// suite's; also a multiple of any dtype's size and of O_DIRECT's sector).

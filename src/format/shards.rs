@@ -21,10 +21,10 @@
 //! items and bytes; a set without a manifest (one the original suite wrote)
 //! is read with a recorded warning.
 
-use crate::flag::{BACKEND, BUCKET, PREFIX};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::flag::{BACKEND, BUCKET, PREFIX};
 
 /// Digits of the shard number in a key (`-000000`).
 pub const SHARD_DIGITS: usize = 6;

@@ -9,12 +9,12 @@
 //! (`commit::commit_ingest`). A failed or killed ingest leaves a set every
 //! reader refuses until an ingest of the prefix completes.
 
-use crate::flag::{INPUT, PREFIX};
 use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::error::{Error, Result};
+use crate::flag::{INPUT, PREFIX};
 use crate::format::shards;
 use crate::store;
 

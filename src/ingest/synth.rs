@@ -2,13 +2,13 @@
 //! bf16 bytes, written as Hugging Face writes them (`weights --synth`), and
 //! the removal of what an earlier model left under the same prefix.
 
-use crate::flag::SHARD_SIZE;
 use std::collections::BTreeMap;
 
 use rand::{RngCore, SeedableRng, rngs::SmallRng};
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::error::{Error, Result, StoreError};
+use crate::flag::SHARD_SIZE;
 use crate::format::digest::Digest;
 use crate::format::weights::{INDEX, SINGLE, is_numbered_shard, key_in, parse_header, plan_shards, synth_shapes};
 use crate::mem::Buffer;

@@ -3,12 +3,12 @@
 //! `--synthetic`, packed into `--seq-len` sequences and `--shard-bytes`
 //! shards of int32 ids ([`TokenShard`] sidecars), the set's manifest last.
 
-use crate::flag::{INPUT, SEQ_LEN, SHARD_BYTES, TOKENIZER, TOTAL_BYTES};
 use rand::{Rng, SeedableRng, rngs::SmallRng};
 use rayon::prelude::*;
 
 use super::{TokensIngest, bar, check_shard_memory, collect_files, commit, pool};
 use crate::error::{Error, Result};
+use crate::flag::{INPUT, SEQ_LEN, SHARD_BYTES, TOKENIZER, TOTAL_BYTES};
 use crate::format::shards::{self, DatasetManifest, TokenShard};
 use crate::store::{self, ObjectStore};
 

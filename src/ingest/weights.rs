@@ -6,11 +6,11 @@
 //! sharded model by it), and the model's digest (`format::digest`, what
 //! `weights --verify` checks a load against) last of all.
 
-use crate::flag::{MODEL, SRC};
 use std::path::{Path, PathBuf};
 
 use super::plan::{WeightsIngest, WeightsSource};
 use crate::error::{Error, Result};
+use crate::flag::{MODEL, SRC};
 use crate::format::digest;
 use crate::format::weights::{INDEX, SINGLE, parse_header};
 use crate::store;

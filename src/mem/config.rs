@@ -2,12 +2,12 @@
 //! from the command line (`cli::MemArgs::config`) before the session starts:
 //! the session and the benches read this, never the flags.
 
-use crate::flag::DEST;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use super::{Dest, Gpu};
+use crate::flag::DEST;
 
 /// The memory a run reads into and writes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,13 +1,13 @@
 //! One GPU's primary context, opened once per process (in the background
 //! when asked), and the driver probe.
 
-use crate::flag::DEVICE;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use cudarc::driver::{result, sys};
 
 use super::cuda_err;
+use crate::flag::DEVICE;
 
 /// One GPU's primary context. CUDA contexts are per thread: call
 /// [`Gpu::bind`] on a thread before it makes CUDA calls (the rdma workers do

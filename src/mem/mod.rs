@@ -10,10 +10,10 @@
 //! bounce buffer, synchronised before the bounce buffer is reused).
 //! No managed memory anywhere. Every CUDA call is checked.
 
-use crate::flag::DEST;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use crate::flag::DEST;
 use cudarc::driver::{result, sys};
 
 mod config;

@@ -17,7 +17,6 @@
 //! Every request is counted ([`Coordination`]), so a record states what the
 //! ranks' meeting cost the server it measures.
 
-use crate::flag::{BARRIER_TIMEOUT, RUN_ID};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -32,6 +31,7 @@ use super::Rank;
 use super::markers::{GATHER_CONCURRENCY, remove_markers, remove_where};
 use super::poll::{GoWait, Memory};
 use crate::error::{Error, Result, StoreError};
+use crate::flag::{BARRIER_TIMEOUT, RUN_ID};
 use crate::mem::Buffer;
 use crate::store::{self, ObjectMeta, ObjectStore};
 

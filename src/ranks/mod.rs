@@ -20,7 +20,6 @@ mod poll;
 pub use group::{CLOCK_SLACK, Coordination, Group, GroupConfig, Released, Rendezvous};
 pub use markers::{CLEAR_BUDGET, clear_on_stop, remove_markers};
 
-use crate::flag::{PROCS, RANKS, RUN_ID};
 use std::ffi::OsString;
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -29,6 +28,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 
+use crate::flag::{PROCS, RANKS, RUN_ID};
 use crate::rank_env::{ENV_LOCAL, ENV_RANK, ENV_RUN, ENV_WORLD};
 
 /// This process's place in a group.

@@ -2,12 +2,12 @@
 //! that are not JSON, non-records, runs that measured nothing and rows whose
 //! figures cannot be measurements are skipped with a note on stderr.
 
-use crate::flag::INCLUDE_TEST_DOUBLES;
 use std::path::PathBuf;
 
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::flag::INCLUDE_TEST_DOUBLES;
 use crate::report::Row;
 use crate::report::rows::rows_of;
 

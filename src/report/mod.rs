@@ -23,14 +23,14 @@ mod plot;
 mod render;
 mod rows;
 
-use crate::flag::{BASELINE, GROUP_BY};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::bench::Spread;
 use crate::error::{Error, Result};
+use crate::flag::{BASELINE, GROUP_BY};
+use crate::stats::Spread;
 
 pub use load::{impossible, load};
 pub use render::{render, write_stdout};

@@ -6,13 +6,13 @@
 //! bars. SVG through `plotters` (its SVG backend needs no font files; PNG
 //! would need a font rasteriser, so it is refused with the conversion to use).
 
-use crate::flag::{PLOT, SERIES};
 use std::path::Path;
 
 use plotters::prelude::*;
 
 use super::Row;
 use crate::error::{Error, Result};
+use crate::flag::{PLOT, SERIES};
 
 fn err(e: impl std::fmt::Display) -> Error {
     Error::Runtime(format!("{PLOT}: {e}"))

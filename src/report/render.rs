@@ -7,9 +7,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::{ReportFormat, ReportPlan};
-use crate::bench::Spread;
 use crate::error::{Error, Result};
 use crate::report::Row;
+use crate::stats::Spread;
 
 /// Sort key of a row: the `--group-by` fields in order; numbers and sizes
 /// compare by value (2 before 16, 64MiB before 1GiB), everything else as text.

@@ -17,7 +17,6 @@
 //! bounce buffer's copy, seconds queuing copies; per part: when its first
 //! read began and its last ended ([`LoadTimeline`]).
 
-use crate::flag::BOUNCE_BUFFERS;
 use std::fs::File;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
@@ -30,6 +29,7 @@ use serde::Serialize;
 
 use super::load_timeline::{LoadTimeline, PartTimeline, ThreadTimeline};
 use super::staged_check::{self, Item, StagedCheck, StagedHashes, ThreadHashes};
+use crate::flag::BOUNCE_BUFFERS;
 use crate::mem::{Buffer, DeviceBuffer, Landing};
 
 /// Bytes read (or copied out of a mapping) at a time in a checked load, then

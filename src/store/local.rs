@@ -7,7 +7,6 @@
 //! directory is synced: a reader never sees a half-written object and a
 //! completed PUT survives a crash.
 
-use crate::flag::{DIRECT, ROOT};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::ops::Range;
@@ -22,6 +21,7 @@ use super::{
     Capabilities, ObjectMeta, ObjectStore, StoreStats, Transfer, TransferPath, Transport, blocking, check_capacity, check_key, check_source, resolve_range,
 };
 use crate::error::StoreError;
+use crate::flag::{DIRECT, ROOT};
 use crate::mem::{Buffer, HOST_ALIGN};
 use crate::store::{Backend, StoreConfig};
 

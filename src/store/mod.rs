@@ -31,7 +31,6 @@ pub use staged::{StagedPart, pool_shares, read_plan, staged_read, staged_read_po
 pub use staged_check::{StagedCheck, StagedHashes};
 pub use transfer::{ObjectVersion, Rails, StoreStats, Transfer, TransferPath, check_version};
 
-use crate::flag::DIRECT;
 use std::fmt;
 use std::ops::Range;
 
@@ -39,6 +38,7 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use crate::error::StoreError;
+use crate::flag::DIRECT;
 use crate::mem::Buffer;
 
 /// What `head` and `list` report about an object.

@@ -2,10 +2,10 @@
 //! device memory themselves (local, http) go through pinned bounce buffers,
 //! each read's host-to-device copy queued on its own stream.
 
-use crate::flag::BOUNCE_BUFFERS;
 use std::ops::Range;
 
 use super::{ObjectStore, StoreError, Transfer, chunks};
+use crate::flag::BOUNCE_BUFFERS;
 use crate::mem::Buffer;
 
 /// The staged pipeline's reads of `range`: `(read, skip)` pairs, where

@@ -20,13 +20,13 @@
 //! window counts from zero (MinIO creates series on first use); one that goes
 //! backwards (server restart) or vanishes makes the window `unverified`.
 
-use crate::flag::{ENDPOINT, METRICS_TOKEN, METRICS_URL, SERVERS};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result, root_cause};
+use crate::flag::{ENDPOINT, METRICS_TOKEN, METRICS_URL, SERVERS};
 
 mod rails;
 mod recheck;

@@ -27,7 +27,6 @@
 //! crates around them (e.g. <https://docs.rs/mincore>: residency alone) neither
 //! evict nor drop caches.
 
-use crate::flag::{CHUNK, DIRECT, RESTORE_CACHE, ROOT};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
@@ -39,6 +38,7 @@ use serde::{Deserialize, Serialize};
 
 use super::plan::RestoreCache;
 use crate::error::{Error, Result};
+use crate::flag::{CHUNK, DIRECT, RESTORE_CACHE, ROOT};
 use crate::store::{ObjectStore, blocking};
 
 /// The sysctl that drops the page cache (root only).

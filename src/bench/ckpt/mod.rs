@@ -37,7 +37,6 @@
 //! long as its slowest rank, and its GB/s is all ranks' bytes over that
 //! ([`AGGREGATION`]).
 
-use crate::flag::{CHUNK, COLD, METHODS, OPS, PREFIX, RANKS, RESTORE_CACHE, SIZES, TRAIN_LOAD, WORKLOAD};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -45,6 +44,7 @@ use serde_json::json;
 use super::dedup;
 use super::session::{Outcome, Session, SessionSpec, World};
 use crate::error::{Error, Result};
+use crate::flag::{CHUNK, COLD, METHODS, OPS, PREFIX, RANKS, RESTORE_CACHE, SIZES, TRAIN_LOAD, WORKLOAD};
 use crate::format::ckpt::{self as fmt, Manifest, TensorEntry};
 use crate::mem::{Buffer, Dest};
 use crate::ranks::{self, Rank};

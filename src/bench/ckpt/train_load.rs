@@ -11,12 +11,12 @@
 //! and measures the seconds the save cost training against
 //! [`TrainLoad::reference`], a run of the same loop with no save.
 
-use crate::flag::TRAIN_GEMM;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use super::train_view::span;
 use crate::error::{Error, Result};
+use crate::flag::TRAIN_GEMM;
 use crate::mem::{Gemm, Gpu};
 
 /// Steps (at least) timed before each save, and after it has persisted.

@@ -5,7 +5,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
 use super::results::{Row, method_name};
 use super::train_view::TrainRow;
-use crate::bench::Spread;
+use crate::stats::Spread;
 
 /// `median (min–max)`, or the median alone when the repeats agree; `-` for none.
 fn cell(s: Option<&Spread>, digits: usize) -> String {

@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::Spread;
+use crate::stats::Spread;
 
 /// First start to last end of `steps` (start, end; seconds), 0 for none.
 pub(super) fn span<T: std::borrow::Borrow<(f64, f64)>>(steps: &[T]) -> f64 {

@@ -3,13 +3,13 @@
 //! alone, 64 streams x 1 GiB objects needed 64 GiB of buffers, where warp
 //! reads them in bounded memory).
 
-use crate::flag::{CONCURRENCY, PREPARE, PROCS, SIZES, STREAM_BUFFER, VERIFY};
 use std::time::Instant;
 
 use serde_json::{Value, json};
 
 use super::plan::StreamBuffer;
 use crate::error::{Error, Result, StoreError};
+use crate::flag::{CONCURRENCY, PREPARE, PROCS, SIZES, STREAM_BUFFER, VERIFY};
 use crate::mem::{Buffer, Dest};
 use crate::store::{self, ObjectStore, Transfer};
 use crate::units::{size_approx, size_name};

@@ -6,7 +6,6 @@
 //! GETs each). Throughput = bytes / wall, wall = from start to the last
 //! stream's last completed GET (GETs in flight at the deadline finish and count).
 
-use crate::flag::{BACKEND, DIRECT, ENDPOINT, NO_PREPARE, PREFIX, PREPARE, SIZES, STREAM_BUFFER, VERIFY};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +17,7 @@ use super::dedup;
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::clock::now_unix;
 use crate::error::{Error, Result, StoreError};
+use crate::flag::{BACKEND, DIRECT, ENDPOINT, NO_PREPARE, PREFIX, PREPARE, SIZES, STREAM_BUFFER, VERIFY};
 use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};
 use crate::sampler::Sampler;

@@ -1,8 +1,8 @@
 //! What `fetch` records and prints: each process's figures, a repeat summed over processes, the per-cell summary over repeats, and the table.
 
 use super::OpSample;
-use crate::bench::{Latency, Spread, host_cores};
 use crate::sampler::SamplerReport;
+use crate::stats::{Latency, Spread, host_cores};
 use crate::store::TransferPath;
 use crate::units::size_name;
 use crate::witness::{self, Verdict, WitnessReport};

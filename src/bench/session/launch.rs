@@ -2,11 +2,11 @@
 //! ranks this process starts on this host and supervises ([`find_rank`]).
 //! Part of the session (`session/mod.rs`).
 
-use crate::flag::{DEST, PROCS, RANKS, RANKS_PER_PROCESS};
 use std::sync::Arc;
 
 use super::{MAX_LOCAL_RANKS, SessionSpec, World};
 use crate::error::{Error, Result};
+use crate::flag::{DEST, PROCS, RANKS, RANKS_PER_PROCESS};
 use crate::mem::Dest;
 use crate::ranks::{self, GroupConfig, Rank};
 use crate::store;

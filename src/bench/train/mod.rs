@@ -24,7 +24,6 @@
 //! which is the same compute and the same input traffic per GPU as data-parallel
 //! training without the all-reduce.
 
-use crate::flag::{BATCH_SIZE, CROP, LOADER_ONLY, PREFETCH_BATCHES, PREFIX};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -33,6 +32,7 @@ use tokio::sync::mpsc;
 
 use super::session::{Direction, OpenWindow, Session, SessionSpec, World};
 use crate::error::{Error, Result};
+use crate::flag::{BATCH_SIZE, CROP, LOADER_ONLY, PREFETCH_BATCHES, PREFIX};
 use crate::format::shards::{self, Listed, RawShard};
 use crate::mem::{Buffer, Dest, Gpu};
 use crate::sampler::Sampler;

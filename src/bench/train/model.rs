@@ -13,7 +13,6 @@
 //! same bf16 tensor cores either way. Weights and inputs are channels-last
 //! (NHWC strides), as NVIDIA's ResNet-50 recipes use.
 
-use crate::flag::{AMP, DEST, LOADER_ONLY, LR};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,6 +21,7 @@ use tch::{Device, Kind, Tensor, nn, nn::ModuleT, nn::OptimizerConfig};
 
 use super::{Amp, Batch, Pixels, StepTimes, Stepper, TrainPlan};
 use crate::error::{Error, Result};
+use crate::flag::{AMP, DEST, LOADER_ONLY, LR};
 use crate::mem::{Buffer, Dest, Gpu};
 
 /// ImageNet channel mean and standard deviation (torchvision's normalisation), on 0..1 pixels.

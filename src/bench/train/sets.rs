@@ -3,7 +3,6 @@
 //! allocated before any timed window, the loader tasks spawned. Part of
 //! `train` (`mod.rs`).
 
-use crate::flag::{BATCH_SIZE, CROP, FETCH_WORKERS, PREFETCH_BATCHES, PREFIX, SAMPLES_PER_SHARD};
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -13,6 +12,7 @@ use super::plan::TrainPlan;
 use super::{Batch, l_classes};
 use crate::bench::session::Session;
 use crate::error::{Error, Result};
+use crate::flag::{BATCH_SIZE, CROP, FETCH_WORKERS, PREFETCH_BATCHES, PREFIX, SAMPLES_PER_SHARD};
 use crate::format::shards::{JpegIndex, RawShard, ShardMeta, TAR_HEADER};
 use crate::mem::{Buffer, Dest, Gpu};
 

@@ -2,11 +2,11 @@
 
 use super::plan::TrainPlan;
 use super::{Batch, Pixels};
-use crate::bench::Spread;
 use crate::bench::session::{Outcome, Session};
 use crate::error::{Error, Result};
 use crate::flag::{FETCH_WORKERS, LOADER_ONLY, PREFETCH_BATCHES, STEPS, WARMUP};
 use crate::mem::Buffer;
+use crate::stats::Spread;
 use crate::witness::WitnessReport;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
@@ -160,8 +160,8 @@ pub(crate) fn train_loop<W>(
                 images: 0,
                 wall_s,
                 images_per_s: 0.0,
-                step_s_median: crate::bench::percentile(&step_s, 0.5).unwrap_or(0.0),
-                step_s_p99: crate::bench::percentile(&step_s, 0.99).unwrap_or(0.0),
+                step_s_median: crate::stats::percentile(&step_s, 0.5).unwrap_or(0.0),
+                step_s_p99: crate::stats::percentile(&step_s, 0.99).unwrap_or(0.0),
                 fetch_wait_s: times.iter().map(|t| t.fetch_wait_s).sum(),
                 h2d_s: times.iter().map(|t| t.h2d_s).sum(),
                 augment_s: times.iter().map(|t| t.augment_s).sum(),
@@ -269,7 +269,7 @@ pub(crate) async fn finish(
                 "gets": rows.iter().map(|x| x.gets).sum::<u64>(),
                 "decode_thread_s": rows.iter().map(|x| x.decode_thread_s).sum::<f64>(),
                 "client_cpu_cores": rows.iter().map(|x| x.client_cpu_cores).sum::<f64>(),
-                "host_cpu_cores": crate::bench::host_cores(rows.iter().map(|x| (x.host.as_str(), x.host_cpu_cores))),
+                "host_cpu_cores": crate::stats::host_cores(rows.iter().map(|x| (x.host.as_str(), x.host_cpu_cores))),
                 "loss_first": rows.first().and_then(|x| x.figures.loss_first), "loss_last": rows.first().and_then(|x| x.figures.loss_last),
                 "ranks": rows,
                 "witness": witnesses.get(r),

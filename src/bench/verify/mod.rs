@@ -23,7 +23,6 @@ mod env;
 mod probe;
 mod verbs;
 
-use crate::flag::{BUCKET, DEVICE, KEY, METRICS_TOKEN, METRICS_URL, PREPARE, RDMA_LIB, REQUIRE_RDMA, ROOT, SIZES};
 use std::path::Path;
 
 use serde::Serialize;
@@ -31,6 +30,7 @@ use serde_json::{Value, json};
 
 use crate::bench::session::{Outcome, RunPlan, Session, SessionSpec};
 use crate::error::{Error, Result};
+use crate::flag::{BUCKET, DEVICE, KEY, METRICS_TOKEN, METRICS_URL, PREPARE, RDMA_LIB, REQUIRE_RDMA, ROOT, SIZES};
 use crate::store::{self, Backend};
 use crate::units::size_name;
 use crate::witness::{Payload, Verdict, Witness, WitnessReport};

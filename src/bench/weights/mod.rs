@@ -14,7 +14,6 @@
 //! `store::staged_read_pooled`). Every tensor is then a view (offset, length) into its shard's
 //! buffer: no per-tensor allocation or copy.
 
-use crate::flag::{BACKEND, BASELINE_DIR, BASELINES, BUCKET, CONCURRENCY, IO_THREADS, MODEL, REFERENCE, SYNTH, VERIFY, WINDOW};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,12 +21,14 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use serde_json::json;
 
+use super::fanout;
 use super::session::{Direction, Outcome, Session, SessionSpec};
-use super::{Spread, fanout};
 use crate::error::{Error, Result};
+use crate::flag::{BACKEND, BASELINE_DIR, BASELINES, BUCKET, CONCURRENCY, IO_THREADS, MODEL, REFERENCE, SYNTH, VERIFY, WINDOW};
 use crate::format::weights::ShardLayout;
 use crate::mem::{Buffer, Dest};
 use crate::sampler::{Sampler, SamplerReport};
+use crate::stats::Spread;
 use crate::store::Backend;
 use crate::store::{self, ObjectStore};
 use crate::witness::WitnessReport;

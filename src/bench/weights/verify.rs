@@ -10,12 +10,12 @@
 //!    model that was written (bytes changed at rest read back the same), so
 //!    it is reported as "re-read matches (no independent reference)".
 
-use crate::flag::{REFERENCE, VERIFY};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::flag::{REFERENCE, VERIFY};
 use crate::format::digest::{DIGEST, Digest};
 use crate::format::weights::{ShardLayout, key_in};
 use crate::mem::Buffer;

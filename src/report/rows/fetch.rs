@@ -8,9 +8,9 @@ use serde_json::Number;
 
 use super::fields::{Figure, lenient, median, spread};
 use super::{Head, ReportRows, Windows};
-use crate::bench::Spread;
 use crate::error::Result;
 use crate::report::Row;
+use crate::stats::Spread;
 use crate::units::size_name;
 
 /// The fields of a fetch record the report reads.

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::{Number, Value};
 
-use crate::bench::Spread;
+use crate::stats::Spread;
 use crate::units::size_name;
 
 /// One figure as records store it: a plain number, or a `{median, min, max}`

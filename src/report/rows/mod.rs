@@ -19,9 +19,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::bench::Spread;
 use crate::error::{Error, Result};
 use crate::report::Row;
+use crate::stats::Spread;
 use crate::witness::Proof;
 use fields::{Verdict, lenient, present, verdict_text};
 

@@ -52,7 +52,7 @@ struct Item {
 
 impl Item {
     /// The first known figure and its unit.
-    fn figure(&self) -> Option<(&'static str, crate::bench::Spread)> {
+    fn figure(&self) -> Option<(&'static str, crate::stats::Spread)> {
         [(&self.throughput_gbps, "GB/s"), (&self.gbps, "GB/s"), (&self.tokens_per_s, "tokens/s"), (&self.images_per_s, "images/s")]
             .into_iter()
             .find_map(|(f, unit)| spread(f).map(|v| (unit, v)))

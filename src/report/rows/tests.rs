@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::fields::Figure;
 use super::{rows_of, server_of};
-use crate::bench::Spread;
+use crate::stats::Spread;
 
 #[test]
 fn a_figure_is_a_number_or_a_spread_with_a_numeric_median() {

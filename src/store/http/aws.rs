@@ -28,7 +28,6 @@
 //!   `auto`), else path-style for a configured endpoint (what S3-compatible
 //!   stores serve) and virtual-hosted for AWS.
 
-use crate::flag::{ACCESS_KEY, CA_BUNDLE, ENDPOINT, PROFILE, REGION, SECRET_KEY, SESSION_TOKEN};
 use std::borrow::Cow;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -43,6 +42,7 @@ use aws_types::os_shim_internal::{Env, Fs};
 use aws_types::region::Region;
 
 use crate::error::StoreError;
+use crate::flag::{ACCESS_KEY, CA_BUNDLE, ENDPOINT, PROFILE, REGION, SECRET_KEY, SESSION_TOKEN};
 
 /// What was given explicitly (flags or a library caller); `None`: not given.
 #[derive(Debug, Clone, Default)]

@@ -18,11 +18,11 @@
 //! request per connection at a time, idle connections pooled. Signing is the
 //! `aws-sigv4` crate's, header parsing `httparse`'s (both already under the SDK).
 
-use crate::flag::{HTTP_GET, READ_TIMEOUT};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::flag::{HTTP_GET, READ_TIMEOUT};
 use aws_credential_types::Credentials;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sigv4::http_request::{PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings, UriPathNormalizationMode, sign};

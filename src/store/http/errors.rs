@@ -3,12 +3,12 @@
 //! and the fix (the `object_store` model: backend errors converted into one
 //! public error). Part of the http store (`mod.rs`).
 
-use crate::flag::{ATTEMPTS, CONNECT_TIMEOUT, ENDPOINT, READ_TIMEOUT};
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 
 use super::HttpStore;
 use super::direct::DirectError;
 use crate::error::{AuthProblem, StoreError, never_connected, root_cause};
+use crate::flag::{ATTEMPTS, CONNECT_TIMEOUT, ENDPOINT, READ_TIMEOUT};
 
 impl HttpStore {
     /// Map an SDK error to a [`StoreError`] naming the bucket or key, the endpoint and the fix.

@@ -21,7 +21,6 @@ pub mod sdk_retries;
 pub(crate) mod served;
 mod tls;
 
-use crate::flag::{ACCESS_KEY, BACKEND, ENDPOINT, HTTP_GET, PROFILE, READ_TIMEOUT, RESPONSE_CHECKSUMS, SECRET_KEY};
 use std::ops::Range;
 use std::time::Instant;
 
@@ -42,6 +41,7 @@ use super::{
     resolve_range,
 };
 use crate::error::{AuthProblem, StoreError, root_cause};
+use crate::flag::{ACCESS_KEY, BACKEND, ENDPOINT, HTTP_GET, PROFILE, READ_TIMEOUT, RESPONSE_CHECKSUMS, SECRET_KEY};
 use crate::mem::Buffer;
 use crate::store::{Backend, ChecksumMode, HttpGet, StoreConfig};
 use aws::AwsSetup;

@@ -3,11 +3,11 @@
 //! connections (a certificate the client does not trust is a configuration
 //! error: retrying it cannot help).
 
-use crate::flag::CA_BUNDLE;
 use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider::CryptoMode};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 
 use crate::error::StoreError;
+use crate::flag::CA_BUNDLE;
 use crate::store::http::aws::CaBundle;
 
 /// The SDK's own HTTPS client (rustls on aws-lc), trusting `ca` as well as the

@@ -22,12 +22,12 @@
 //! libcufile; GPU device memory only) and libs3rdma (minio-cpp v0.6.0 and
 //! later; any memory `ibv_reg_mr` accepts, rails, `s3rdma_version`).
 
-use crate::flag::RDMA_LIB;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::flag::RDMA_LIB;
 use crate::store::Rails;
 
 /// Opaque `miniocpp_client*`.

@@ -29,7 +29,6 @@ pub mod ffi;
 pub mod registration;
 mod workers;
 
-use crate::flag::{ACCESS_KEY, BUCKET, CONCURRENCY, ENDPOINT, RDMA_NO_RANGE, RDMA_THREADS, REGION, SECRET_KEY, SESSION_TOKEN};
 use std::ffi::CString;
 use std::ops::Range;
 use std::sync::mpsc::Sender;
@@ -43,6 +42,7 @@ use serde_json::json;
 use super::http::HttpStore;
 use super::{Capabilities, ObjectMeta, ObjectStore, Transfer, TransferPath, Transport, check_capacity, check_key, check_source, resolve_range};
 use crate::error::StoreError;
+use crate::flag::{ACCESS_KEY, BUCKET, CONCURRENCY, ENDPOINT, RDMA_NO_RANGE, RDMA_THREADS, REGION, SECRET_KEY, SESSION_TOKEN};
 use crate::mem::Buffer;
 use crate::store::{Backend, StoreConfig};
 use ffi::{Lib, LibInfo};
