@@ -15,7 +15,7 @@
 # async into device memory (SKIP_CKPT=1: not), and
 # scripts/probe_register.py on the page-cache copy (SKIP_PROBE=1: not).
 # Builds nothing. Env: ROUNDS (3), CACHES (pagecache tmpfs), LOADERS (peers beside
-# s3rdma-verify), OUT (records copied there).
+# the variants), VARIANTS (verify=--verify), OUT (records copied there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 for f in .carry/*.xz; do [ -e "$f" ] && xz -dkf "$f" && chmod +x "${f%.xz}"; done
@@ -31,6 +31,11 @@ if [ -x .carry/conformance ]; then
   .carry/conformance --test-threads 1 --nocapture local_reader_threads_put_every_byte_in_place 2>&1 | grep -E "^test |SKIP|byte-exact|panicked|test result" | tail -8
 fi
 ROUNDS=${ROUNDS:-3}
+# More s3rdma loaders beside the default, ';'-separated NAME=FLAGS (each one
+# s3rdma-NAME in the table), e.g. VARIANTS="verify=--verify;mmap=--file-io mmap".
+VARIANT_ARGS=()
+IFS=';' read -ra VS <<< "${VARIANTS:-verify=--verify}"
+for v in "${VS[@]}"; do VARIANT_ARGS+=(--variant "$v"); done
 mkdir -p results
 for cache in ${CACHES:-pagecache tmpfs}; do
   case $cache in
@@ -46,7 +51,7 @@ for cache in ${CACHES:-pagecache tmpfs}; do
   fi
   echo "== $cache ($ROOT: $(df -hT "$ROOT" | tail -1 | awk '{print $2}'))"
   python3 scripts/peers_weights.py --s3rdma "$S" --root "$ROOT" --model m/llama --rounds "$ROUNDS" --caches warm \
-    --loaders "${LOADERS:-s3rdma-default,instanttensor-mmap,instanttensor-buffered}" --variant "verify=--verify" --tag "gpu-verify-$cache"
+    --loaders "${LOADERS:-s3rdma-default,instanttensor-mmap,instanttensor-buffered}" "${VARIANT_ARGS[@]}" --tag "gpu-verify-$cache"
   # The verified runs' own records (stages, what was checked), and the
   # peers record, as each cache state ends (a run cut short keeps them).
   if [ -n "${OUT:-}" ]; then

@@ -23,12 +23,14 @@ mod host;
 mod kernels;
 mod landing;
 mod sequence;
+mod stream_copy;
 
 pub use config::MemConfig;
 pub use gemm::Gemm;
 pub use gpu::{CudaInfo, Gpu, bind_active_gpu, cuda_probe};
 pub use host::{HostBuffer, PinnedBuffer, check_host_memory};
 pub use landing::{Landing, Run, checksum as landing_checksum};
+pub use stream_copy::{STREAM_MIN, copy_streaming};
 
 /// Alignment of host buffers in bytes: one 4 KiB page, which is what O_DIRECT
 /// needs on every common Linux filesystem and what `cuMemHostRegister` wants.

@@ -48,7 +48,8 @@ pub enum FileIo {
     Pread,
     /// The file mapped once (`mmap`, read-only, shared) and each chunk copied
     /// out of the mapping by the reader thread (the page cache's pages mapped
-    /// into this process, faulted in by the copy). A file cut short by another
+    /// into this process, faulted in by the copy; unchecked loads copy with
+    /// streaming stores, [`crate::mem::copy_streaming`]). A file cut short by another
     /// process during the load kills the process with SIGBUS (a `pread` would
     /// return a short read): use it on files nothing else writes.
     Mmap,
@@ -390,7 +391,14 @@ fn fill(src: &Source, offset: u64, dst: &mut [u8], mut sink: Sink<'_>) -> std::i
             Some(m) => {
                 let from = (at as usize).min(m.len());
                 let have = (end - done).min(m.len() - from);
-                dst[done..done + have].copy_from_slice(&m[from..from + have]);
+                // Unchecked, the bounce buffer is read next by the GPU's DMA, not
+                // the CPU: streaming stores save the destination's read (crate::mem::stream_copy).
+                // Checked, the sink reads it at once, from cache.
+                if sink.is_some() {
+                    dst[done..done + have].copy_from_slice(&m[from..from + have]);
+                } else {
+                    crate::mem::copy_streaming(&mut dst[done..done + have], &m[from..from + have]);
+                }
                 have
             }
             None => read_full(&src.file, &mut dst[done..end], at)?,
