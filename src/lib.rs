@@ -45,14 +45,14 @@ pub async fn run(cli: Cli) -> Result<()> {
         store.resolve_aws().await;
     }
     match cli.command {
-        Command::Fetch(args) => bench::fetch::run(args.plan()).await,
-        Command::Verify(args) => bench::verify::run(args.plan()).await,
-        Command::Ckpt(args) => bench::ckpt::run(args.plan()).await,
+        Command::Fetch(args) => bench::driver::drive(bench::fetch::Fetch::new(args.plan())).await,
+        Command::Verify(args) => bench::driver::drive(bench::verify::Verify::new(args.plan())).await,
+        Command::Ckpt(args) => bench::driver::drive(bench::ckpt::Ckpt::new(args.plan())).await,
         Command::Ingest(kind) => ingest::run(kind.plan()).await,
-        Command::Tokens(args) => bench::tokens::run(args.plan()).await,
-        Command::Weights(args) => bench::weights::run(args.plan()).await,
-        Command::Train(args) => bench::train::run(args.plan()).await,
-        Command::Barrier(args) => bench::barrier::run(args.plan()).await,
+        Command::Tokens(args) => bench::driver::drive(bench::tokens::Tokens::new(args.plan())).await,
+        Command::Weights(args) => bench::driver::drive(bench::weights::Weights::new(args.plan())).await,
+        Command::Train(args) => bench::driver::drive(bench::train::Train::new(args.plan())).await,
+        Command::Barrier(args) => bench::driver::drive(bench::barrier::Barrier::new(args.plan())).await,
         Command::Report(args) => report::run(args.plan()).await,
         Command::Completions { shell } => report::write_stdout(&cli::completions(shell)),
     }

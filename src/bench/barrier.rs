@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
 
+use super::driver::Bench;
 use super::session::{Outcome, Session, SessionSpec, World};
 use crate::bench::session::RunPlan;
 use crate::error::{Error, Result};
@@ -100,69 +101,93 @@ pub struct BarrierPlan {
     pub ranks_per_process: u32,
 }
 
-/// Run `s3rdma barrier`.
-///
-/// Errors: the session's (store, ranks); a barrier that times out, naming the missing ranks.
-pub async fn run(plan: BarrierPlan) -> Result<()> {
-    if plan.barriers == 0 {
-        return Err(Error::Usage(format!("{BARRIERS} 0: give at least one timed barrier")));
+/// `s3rdma barrier` as a [`Bench`]: the plan and the ranks each process simulates.
+#[derive(Debug)]
+pub struct Barrier {
+    plan: BarrierPlan,
+    /// Simulated ranks per process (`--ranks-per-process`, at least 1).
+    per: u32,
+}
+
+impl Barrier {
+    /// The bench of `plan`.
+    pub fn new(plan: BarrierPlan) -> Self {
+        let per = plan.ranks_per_process.max(1);
+        Barrier { plan, per }
     }
-    // 8 ranks by default when this process starts them; a launcher's count otherwise.
-    let launched = crate::ranks::Rank::from_env(plan.run.run_id()).ok().flatten().is_some();
-    let per = plan.ranks_per_process.max(1);
-    let ranks = if launched { plan.ranks } else { Some(plan.ranks.unwrap_or(8)) };
-    if let Some(n) = ranks.filter(|n| n % per != 0) {
-        return Err(Error::Usage(format!(
-            "{RANKS} {n} does not split into processes of {RANKS_PER_PROCESS} {per} ranks each: give {RANKS} as a multiple of {RANKS_PER_PROCESS}{}",
-            if per > n { format!(" (at most {n} ranks per process here)") } else { String::new() }
-        )));
+}
+
+impl Bench for Barrier {
+    type Params = serde_json::Value;
+    type Results = Option<BarrierResults>;
+
+    /// Errors: no timed barrier, or ranks that do not split into processes.
+    async fn setup(&mut self) -> Result<Option<SessionSpec>> {
+        let (plan, per) = (&self.plan, self.per);
+        if plan.barriers == 0 {
+            return Err(Error::Usage(format!("{BARRIERS} 0: give at least one timed barrier")));
+        }
+        // 8 ranks by default when this process starts them; a launcher's count otherwise.
+        let launched = crate::ranks::Rank::from_env(plan.run.run_id()).ok().flatten().is_some();
+        let ranks = if launched { plan.ranks } else { Some(plan.ranks.unwrap_or(8)) };
+        if let Some(n) = ranks.filter(|n| n % per != 0) {
+            return Err(Error::Usage(format!(
+                "{RANKS} {n} does not split into processes of {RANKS_PER_PROCESS} {per} ranks each: give {RANKS} as a multiple of {RANKS_PER_PROCESS}{}",
+                if per > n { format!(" (at most {n} ranks per process here)") } else { String::new() }
+            )));
+        }
+        let processes = if launched { None } else { ranks.map(|n| n / per) };
+        // As ckpt: a bucket directory is made for the local backend; a missing S3
+        // bucket is refused (a typo must not create a bucket in the account).
+        Ok(Some(SessionSpec {
+            world: World::Ranks(processes),
+            create_bucket: plan.run.store.creates_bucket_on_write(),
+            no_bucket: crate::bench::session::create_bucket_first,
+            ..plan.run.spec("barrier")
+        }))
     }
-    let processes = if launched { None } else { ranks.map(|n| n / per) };
-    // As ckpt: a bucket directory is made for the local backend; a missing S3
-    // bucket is refused (a typo must not create a bucket in the account).
-    let spec = SessionSpec {
-        world: World::Ranks(processes),
-        create_bucket: plan.run.store.backend == crate::store::Backend::Local,
-        no_bucket: crate::bench::session::create_bucket_first,
-        ..plan.run.spec("barrier")
-    };
-    let Some(s) = Session::start(spec).await? else { return Ok(()) };
-    let group = plan.run.group.clone().unwrap_or_default();
-    let (all, tasks) = if per == 1 {
-        let mine = time_barriers(&s.group, &s.host, plan.warmup, plan.barriers).await?;
-        (s.gather("barriers", &mine).await?, Vec::new())
-    } else {
-        let tasks = join_tasks(&s, per as usize, &group).await?;
-        let mut runs = tokio::task::JoinSet::new();
+
+    /// Errors: a barrier that times out, naming the missing ranks; the store's.
+    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<serde_json::Value, Option<BarrierResults>>> {
+        let (plan, per) = (&self.plan, self.per);
+        let group = plan.run.group.clone().unwrap_or_default();
+        let (all, tasks) = if per == 1 {
+            let mine = time_barriers(&s.group, &s.host, plan.warmup, plan.barriers).await?;
+            (s.gather("barriers", &mine).await?, Vec::new())
+        } else {
+            let tasks = join_tasks(s, per as usize, &group).await?;
+            let mut runs = tokio::task::JoinSet::new();
+            for g in &tasks {
+                let (g, host, (warmup, barriers)) = (g.clone(), s.host.clone(), (plan.warmup, plan.barriers));
+                runs.spawn(async move { time_barriers(&g, &host, warmup, barriers).await });
+            }
+            // The first simulated rank that fails ends the process's run at once
+            // (dropping the set aborts the others): its error is the one to say,
+            // not the others' timeouts waiting for it.
+            let mut mine = Vec::with_capacity(per as usize);
+            while let Some(r) = runs.join_next().await {
+                mine.push(r.map_err(|e| Error::Runtime(format!("a simulated rank's task failed: {e}")))??);
+            }
+            mine.sort_by_key(|m| m.rank);
+            // Every process's ranks have left their last barrier once rank 0 holds all figures.
+            let all: Vec<RankBarriers> = s.gather("barriers", &mine).await?.into_iter().flatten().collect();
+            (all, tasks)
+        };
         for g in &tasks {
-            let (g, host) = (g.clone(), s.host.clone());
-            runs.spawn(async move { time_barriers(&g, &host, plan.warmup, plan.barriers).await });
+            g.cleanup().await;
         }
-        // The first simulated rank that fails ends the process's run at once
-        // (dropping the set aborts the others): its error is the one to say,
-        // not the others' timeouts waiting for it.
-        let mut mine = Vec::with_capacity(per as usize);
-        while let Some(r) = runs.join_next().await {
-            mine.push(r.map_err(|e| Error::Runtime(format!("a simulated rank's task failed: {e}")))??);
-        }
-        mine.sort_by_key(|m| m.rank);
-        // Every process's ranks have left their last barrier once rank 0 holds all figures.
-        let all: Vec<RankBarriers> = s.gather("barriers", &mine).await?.into_iter().flatten().collect();
-        (all, tasks)
-    };
-    for g in &tasks {
-        g.cleanup().await;
+        let results = if s.is_root() { Some(summarize(&all, plan.barriers, s.group.method())?) } else { None };
+        let params = serde_json::json!({"ranks": s.me.world * per as usize, "processes": s.me.world, "ranks_per_process": per, "barriers": plan.barriers, "warmup": plan.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": group.barrier_timeout.as_secs_f64()});
+        let mut outcome = Outcome::new(params, results, Vec::new());
+        outcome.verdict_without_windows = Some("coordination only: no data moved, nothing for the witness to judge".into());
+        Ok(outcome)
     }
-    let results = if s.is_root() { Some(summarize(&all, plan.barriers, s.group.method())?) } else { None };
-    let params = serde_json::json!({"ranks": s.me.world * per as usize, "processes": s.me.world, "ranks_per_process": per, "barriers": plan.barriers, "warmup": plan.warmup, "rendezvous": s.group.method(), "barrier_timeout_s": group.barrier_timeout.as_secs_f64()});
-    let mut outcome = Outcome::new(params, results.clone(), Vec::new());
-    outcome.verdict_without_windows = Some("coordination only: no data moved, nothing for the witness to judge".into());
-    let print = || {
-        if let Some(r) = &results {
-            print_table(r, per);
+
+    fn print(&self, _s: &Session, results: &Option<BarrierResults>) {
+        if let Some(r) = results {
+            print_table(r, self.per);
         }
-    };
-    s.finish(outcome, print).await
+    }
 }
 
 /// One rank's warm-up barriers, then its timed ones, back to back.

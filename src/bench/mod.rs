@@ -3,6 +3,7 @@
 
 pub mod barrier;
 pub mod ckpt;
+pub mod driver;
 pub(crate) mod fanout;
 pub mod fetch;
 pub mod session;

@@ -19,6 +19,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use serde_json::json;
 
+use super::driver::Bench;
 use super::session::{Direction, Outcome, Session, SessionSpec};
 use crate::bench::session::RunPlan;
 use crate::error::{Error, Result};
@@ -230,77 +231,150 @@ pub struct TokensPlan {
     pub mfu: f64,
 }
 
-/// Run `s3rdma tokens`.
-pub async fn run(plan: TokensPlan) -> Result<()> {
-    if !(plan.mfu > 0.0 && plan.mfu <= 1.0 && plan.gpu_tflops > 0.0 && plan.gpu_tflops.is_finite()) {
-        return Err(Error::Usage(format!("{MFU} {} must be in (0, 1] and {GPU_TFLOPS} {} above 0", plan.mfu, plan.gpu_tflops)));
+/// `s3rdma tokens` as a [`Bench`]: the plan, then what [`Bench::prepare`]
+/// found (the shards, their runs, the buffers, the untimed warm-up).
+#[derive(Debug)]
+pub struct Tokens {
+    plan: TokensPlan,
+    ready: Option<Prepared>,
+    /// The worst verdict over the repeats (the table's witness column).
+    worst: Option<crate::witness::Verdict>,
+}
+
+/// What the timed passes read, into what.
+#[derive(Debug)]
+struct Prepared {
+    listed: Vec<Listed<TokenShard>>,
+    warm_runs: Arc<Vec<Run>>,
+    timed_runs: Arc<Vec<Run>>,
+    /// The largest run, bytes.
+    run_cap: u64,
+    bufs: Vec<Buffer>,
+}
+
+impl Tokens {
+    /// The bench of `plan`.
+    pub fn new(plan: TokensPlan) -> Self {
+        Tokens { plan, ready: None, worst: None }
     }
-    let spec = SessionSpec { rdma_threads: plan.fetch_workers, no_bucket: shards::no_dataset_bucket, ..plan.run.spec("tokens") };
-    let Some(s) = Session::start(spec).await? else { return Ok(()) };
-    let store = s.store.clone();
-    let dest = s.mem.dest;
-    let set = crate::catalog::shards::list::<crate::format::shards::TokenShard>(store.as_ref(), &plan.prefix).await?;
-    set.warnings.iter().for_each(|w| s.warn(w.clone()));
-    let listed = set.shards;
-    let seq_len = listed[0].meta.seq_len;
-    let (vocab, tokenizer) = (listed[0].meta.vocab_size, &listed[0].meta.tokenizer);
-    if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len || s.meta.vocab_size != vocab || &s.meta.tokenizer != tokenizer) {
-        return Err(Error::Runtime(format!(
-            "'{}' holds sequences of {} tokens from '{}' (vocabulary {}), the first shard {seq_len} from '{tokenizer}' ({vocab}): one set per {PREFIX}: re-run `s3rdma ingest tokens` there",
-            s.sidecar_key, s.meta.seq_len, s.meta.tokenizer, s.meta.vocab_size
-        )));
+}
+
+impl Bench for Tokens {
+    type Params = serde_json::Value;
+    type Results = TokensResults;
+
+    async fn setup(&mut self) -> Result<Option<SessionSpec>> {
+        let plan = &self.plan;
+        if !(plan.mfu > 0.0 && plan.mfu <= 1.0 && plan.gpu_tflops > 0.0 && plan.gpu_tflops.is_finite()) {
+            return Err(Error::Usage(format!("{MFU} {} must be in (0, 1] and {GPU_TFLOPS} {} above 0", plan.mfu, plan.gpu_tflops)));
+        }
+        Ok(Some(SessionSpec { rdma_threads: plan.fetch_workers, no_bucket: shards::no_dataset_bucket, ..plan.run.spec("tokens") }))
     }
-    let warm = plan.warmup_shards as usize;
-    if listed.len() <= warm {
-        return Err(Error::Usage(format!(
-            "{} token shard(s) under '{}' and {WARMUP_SHARDS} {warm}: nothing left to time; lower {WARMUP_SHARDS} or ingest more shards",
-            listed.len(),
-            plan.prefix
-        )));
+
+    async fn prepare(&mut self, s: &mut Session) -> Result<()> {
+        let plan = &self.plan;
+        let store = s.store.clone();
+        let set = crate::catalog::shards::list::<crate::format::shards::TokenShard>(store.as_ref(), &plan.prefix).await?;
+        set.warnings.iter().for_each(|w| s.warn(w.clone()));
+        let listed = set.shards;
+        let seq_len = listed[0].meta.seq_len;
+        let (vocab, tokenizer) = (listed[0].meta.vocab_size, &listed[0].meta.tokenizer);
+        if let Some(s) = listed.iter().find(|s| s.meta.seq_len != seq_len || s.meta.vocab_size != vocab || &s.meta.tokenizer != tokenizer) {
+            return Err(Error::Runtime(format!(
+                "'{}' holds sequences of {} tokens from '{}' (vocabulary {}), the first shard {seq_len} from '{tokenizer}' ({vocab}): one set per {PREFIX}: re-run `s3rdma ingest tokens` there",
+                s.sidecar_key, s.meta.seq_len, s.meta.tokenizer, s.meta.vocab_size
+            )));
+        }
+        let warm = plan.warmup_shards as usize;
+        if listed.len() <= warm {
+            return Err(Error::Usage(format!(
+                "{} token shard(s) under '{}' and {WARMUP_SHARDS} {warm}: nothing left to time; lower {WARMUP_SHARDS} or ingest more shards",
+                listed.len(),
+                plan.prefix
+            )));
+        }
+        let warm_runs = Arc::new(runs_of(&listed[..warm], plan.run_bytes));
+        let timed_runs = Arc::new(runs_of(&listed[warm..], plan.run_bytes));
+        let run_cap = timed_runs.iter().chain(warm_runs.iter()).map(|r| r.range.end - r.range.start).max().expect("shards hold sequences");
+        // No more buffers than runs to fill them.
+        let workers = (plan.fetch_workers as usize).min(timed_runs.len().max(warm_runs.len())) as u32;
+        let dest = s.mem.dest;
+        if dest != crate::mem::Dest::Device {
+            crate::mem::check_host_memory(
+                &format!("{workers} run buffers of {run_cap} bytes"),
+                workers as u64 * run_cap,
+                &format!("lower {FETCH_WORKERS} or {RUN_BYTES}"),
+            )?;
+        }
+        let bufs: Vec<Buffer> = (0..workers).map(|_| s.buffer(run_cap as usize)).collect::<std::result::Result<_, _>>().map_err(|e| {
+            Error::Runtime(format!(
+                "cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower {FETCH_WORKERS} or {RUN_BYTES}",
+                plan.fetch_workers,
+                dest.name()
+            ))
+        })?;
+        self.ready = Some(Prepared { listed, warm_runs, timed_runs, run_cap, bufs });
+        Ok(())
     }
-    let warm_runs = Arc::new(runs_of(&listed[..warm], plan.run_bytes));
-    let timed_runs = Arc::new(runs_of(&listed[warm..], plan.run_bytes));
-    let run_cap = timed_runs.iter().chain(warm_runs.iter()).map(|r| r.range.end - r.range.start).max().expect("shards hold sequences");
-    // No more buffers than runs to fill them.
-    let workers = (plan.fetch_workers as usize).min(timed_runs.len().max(warm_runs.len())) as u32;
-    if dest != crate::mem::Dest::Device {
-        crate::mem::check_host_memory(
-            &format!("{workers} run buffers of {run_cap} bytes"),
-            workers as u64 * run_cap,
-            &format!("lower {FETCH_WORKERS} or {RUN_BYTES}"),
-        )?;
+
+    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<serde_json::Value, TokensResults>> {
+        let plan = &self.plan;
+        let Prepared { listed, warm_runs, timed_runs, bufs, .. } = self.ready.as_mut().expect("prepare ran");
+        let store = s.store.clone();
+        let warm = plan.warmup_shards as usize;
+        let batch_seqs = plan.batch_seqs as u64;
+        let warmup = if warm > 0 { Some(pass(&store, warm_runs, bufs, plan.run.store.window, batch_seqs, Duration::ZERO).await?) } else { None };
+        let mut repeats = Vec::new();
+        let mut stats = crate::store::StoreStats::default();
+        for rep in 1..=plan.repeats {
+            let window = s.open_window().await?;
+            let sampler = Sampler::start();
+            let f = pass(&store, timed_runs, bufs, plan.run.store.window, batch_seqs, plan.compute).await?;
+            let smp = sampler.finish();
+            let closed = s.close_window(window, Direction::Read, f.bytes, ()).await?;
+            stats.add(&closed.stats);
+            repeats.push(TokensRepeat {
+                repeat: rep,
+                tokens_per_s: f.tokens as f64 / f.wall_s,
+                throughput_gbps: f.bytes as f64 / f.wall_s / 1e9,
+                client_cpu_cores: smp.client_cpu_cores,
+                host_cpu_cores: smp.host_cpu_cores,
+                figures: f,
+                sampler: smp,
+                witness: closed.witness.expect("a single-process bench is rank 0"),
+            });
+        }
+        self.worst = repeats.iter().map(|r| r.witness.verdict).min();
+        let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
+        let params = json!({"prefix": plan.prefix, "fetch_workers": plan.fetch_workers, "run_bytes": plan.run_bytes, "batch_seqs": plan.batch_seqs,
+                       "compute_s": plan.compute.as_secs_f64(), "warmup_shards": warm, "repeats": plan.repeats, "window_bytes": plan.run.store.window,
+                       "gpu_tflops": plan.gpu_tflops, "mfu": plan.mfu,
+                       "feed_formula": "gpu_tokens_per_s = mfu * gpu_tflops * 1e12 / (6 * params) (6N FLOPs per token: Kaplan et al. 2020)"});
+        let timed_bytes: u64 = timed_runs.iter().map(|r| r.range.end - r.range.start).sum();
+        let results = summarize(plan, listed, timed_bytes, warmup, repeats);
+        let mut outcome = Outcome::new(params, results, windows);
+        outcome.stats = stats;
+        Ok(outcome)
     }
-    let mut bufs: Vec<Buffer> = (0..workers).map(|_| s.buffer(run_cap as usize)).collect::<std::result::Result<_, _>>().map_err(|e| {
-        Error::Runtime(format!("cannot allocate {} x {run_cap} bytes of {} memory: {e}: lower {FETCH_WORKERS} or {RUN_BYTES}", plan.fetch_workers, dest.name()))
-    })?;
-    let batch_seqs = plan.batch_seqs as u64;
-    let warmup = if warm > 0 { Some(pass(&store, &warm_runs, &mut bufs, plan.run.store.window, batch_seqs, Duration::ZERO).await?) } else { None };
-    let mut repeats = Vec::new();
-    let mut stats = crate::store::StoreStats::default();
-    for rep in 1..=plan.repeats {
-        let window = s.open_window().await?;
-        let sampler = Sampler::start();
-        let f = pass(&store, &timed_runs, &mut bufs, plan.run.store.window, batch_seqs, plan.compute).await?;
-        let smp = sampler.finish();
-        let closed = s.close_window(window, Direction::Read, f.bytes, ()).await?;
-        stats.add(&closed.stats);
-        repeats.push(TokensRepeat {
-            repeat: rep,
-            tokens_per_s: f.tokens as f64 / f.wall_s,
-            throughput_gbps: f.bytes as f64 / f.wall_s / 1e9,
-            client_cpu_cores: smp.client_cpu_cores,
-            host_cpu_cores: smp.host_cpu_cores,
-            figures: f,
-            sampler: smp,
-            witness: closed.witness.expect("a single-process bench is rank 0"),
-        });
+
+    fn print(&self, s: &Session, results: &TokensResults) {
+        let (backend, location) = (s.store.capabilities().name, s.store.location());
+        let run_cap = self.ready.as_ref().map_or(0, |r| r.run_cap);
+        print_table(results, &self.plan, (backend, &location), s.mem.dest, self.worst.unwrap_or(crate::witness::Verdict::Unverified), run_cap)
     }
-    let tps = Spread::of(repeats.iter().map(|r| r.tokens_per_s)).expect("repeats >= 1");
-    let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
-    let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
-    let wait = Spread::of(repeats.iter().map(|r| r.figures.fetch_wait_s)).expect("repeats >= 1");
-    let step = Spread::of(repeats.iter().map(|r| r.figures.step_ms_median)).expect("repeats >= 1");
-    let worst = repeats.iter().min_by_key(|r| r.witness.verdict).map(|r| r.witness.verdict).expect("repeats >= 1");
+}
+
+/// The record's results: the repeats' spreads and the GPUs the median rate could feed.
+fn summarize(plan: &TokensPlan, listed: &[Listed<TokenShard>], timed_bytes: u64, warmup: Option<PassFigures>, repeats: Vec<TokensRepeat>) -> TokensResults {
+    let spread = |f: fn(&TokensRepeat) -> f64| Spread::of(repeats.iter().map(f)).expect("repeats >= 1");
+    let tps = spread(|r| r.tokens_per_s);
+    let summary = TokensSummary {
+        tokens_per_s: tps.clone(),
+        throughput_gbps: spread(|r| r.throughput_gbps),
+        client_cpu_cores: spread(|r| r.client_cpu_cores),
+        fetch_wait_s: spread(|r| r.figures.fetch_wait_s),
+        step_ms_median: spread(|r| r.figures.step_ms_median),
+    };
     let feeds: Vec<Feed> = MODELS
         .iter()
         .map(|m| {
@@ -308,29 +382,20 @@ pub async fn run(plan: TokensPlan) -> Result<()> {
             Feed { model: m.name, params: m.params, gpu_tokens_per_s: per_gpu, gpu_bytes_per_s: per_gpu * 4.0, gpus_fed: (tps.median / per_gpu).floor() }
         })
         .collect();
-    let timed_bytes: u64 = timed_runs.iter().map(|r| r.range.end - r.range.start).sum();
-    let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
-    let params = json!({"prefix": plan.prefix, "fetch_workers": plan.fetch_workers, "run_bytes": plan.run_bytes, "batch_seqs": plan.batch_seqs,
-                   "compute_s": plan.compute.as_secs_f64(), "warmup_shards": warm, "repeats": plan.repeats, "window_bytes": plan.run.store.window,
-                   "gpu_tflops": plan.gpu_tflops, "mfu": plan.mfu,
-                   "feed_formula": "gpu_tokens_per_s = mfu * gpu_tflops * 1e12 / (6 * params) (6N FLOPs per token: Kaplan et al. 2020)"});
-    let results = TokensResults {
+    let warm = plan.warmup_shards as usize;
+    TokensResults {
         shards: listed.len(),
         timed_shards: listed.len() - warm,
-        seq_len,
+        seq_len: listed[0].meta.seq_len,
         vocab_size: listed[0].meta.vocab_size,
         synthetic: listed[0].meta.synthetic,
         tokenizer: listed[0].meta.tokenizer.clone(),
         timed_bytes,
         warmup,
-        summary: TokensSummary { tokens_per_s: tps, throughput_gbps: gbps, client_cpu_cores: cores, fetch_wait_s: wait, step_ms_median: step },
+        summary,
         gpus_it_could_feed: feeds,
         repeats,
-    };
-    let mut outcome = Outcome::new(params, &results, windows);
-    outcome.stats = stats;
-    let (backend, location) = (store.capabilities().name, store.location());
-    s.finish(outcome, || print_table(&results, &plan, (backend, &location), dest, worst, run_cap)).await
+    }
 }
 
 /// The run's line, its table (one row: rates, CPU, fetch wait, GPUs fed per

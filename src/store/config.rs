@@ -140,6 +140,22 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
+    /// Whether a bench that writes may create a missing bucket: the local
+    /// backend's bucket is a directory under `root`, made like any directory
+    /// a save writes into; a server's bucket stays its operator's to create
+    /// (a mistyped name must not create a bucket in the account).
+    pub fn creates_bucket_on_write(&self) -> bool {
+        self.backend == Backend::Local
+    }
+
+    /// The directory holding the bucket's objects as files, where this
+    /// machine's page cache holds them (the local backend: `root/bucket`,
+    /// as `store/local.rs` lays them out, made absolute); `None` for a
+    /// server, whose cache is its own.
+    pub fn local_bucket_dir(&self) -> Option<std::path::PathBuf> {
+        (self.backend == Backend::Local).then(|| std::path::absolute(&self.root).unwrap_or_else(|_| self.root.clone()).join(&self.bucket))
+    }
+
     /// The explicitly given AWS values (flags), for [`aws::AwsSetup`].
     pub fn explicit_aws(&self) -> aws::AwsExplicit {
         aws::AwsExplicit {

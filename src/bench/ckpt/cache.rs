@@ -110,6 +110,7 @@ pub(crate) trait CacheOps {
 }
 
 /// This host; its drop_caches sysctl at `drop_caches` ([`DROP_CACHES`]; tests point it elsewhere).
+#[derive(Debug)]
 pub(crate) struct Host {
     pub(crate) drop_caches: PathBuf,
 }
@@ -237,6 +238,7 @@ pub(crate) fn make_cold(start: Method, files: &[(PathBuf, u64)], ops: &dyn Cache
 }
 
 /// How this run's restores meet the cache, made once from the flags.
+#[derive(Debug)]
 pub(crate) struct Plan {
     pub(crate) asked: RestoreCache,
     /// The bucket directory of the local backend (`None` over http and rdma).

@@ -42,6 +42,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::dedup;
+use super::driver::Bench;
 use super::session::{Outcome, Session, SessionSpec, World};
 use crate::error::{Error, Result};
 use crate::flag::{CHUNK, COLD, METHODS, OPS, PREFIX, RANKS, RESTORE_CACHE, SIZES, TRAIN_LOAD, WORKLOAD};
@@ -187,7 +188,7 @@ fn check_plan(plan: &mut CkptPlan) -> Result<()> {
         )));
     }
     if asked == RestoreCache::Direct
-        && plan.run.store.backend == crate::store::Backend::Local
+        && plan.run.store.local_bucket_dir().is_some()
         && !plan.run.store.direct
         && !plan.chunk.is_multiple_of(crate::mem::HOST_ALIGN as u64)
     {
@@ -298,182 +299,213 @@ async fn check_restore(
     })
 }
 
-/// Run `s3rdma ckpt`.
-pub async fn run(plan: CkptPlan) -> Result<()> {
-    let mut plan = plan;
-    check_plan(&mut plan)?;
-    let asked = plan.restore_cache;
-    let spec = SessionSpec {
-        world: World::Ranks(plan.ranks),
-        rdma_threads: plan.concurrency,
-        // A checkpoint writes: on the local backend its bucket directory is
-        // created like any directory a save writes into (a fresh --root needs no mkdir by hand);
-        // a server's bucket stays the operator's to create.
-        create_bucket: plan.run.store.backend == crate::store::Backend::Local,
-        no_bucket: crate::bench::session::create_bucket_first,
-        ..plan.run.spec("ckpt")
-    };
-    // How restores meet the page cache: the local backend's files are under
-    // <root>/<bucket> (as store/local.rs lays them out); a server's cache is its own.
-    let cache_plan = cache::Plan {
-        asked,
-        dir: (spec.store.backend == crate::store::Backend::Local)
-            .then(|| std::path::absolute(&spec.store.root).unwrap_or_else(|_| spec.store.root.clone()).join(&spec.store.bucket)),
-        direct: spec.store.direct,
-        chunk: plan.chunk,
-        host: cache::Host { drop_caches: cache::DROP_CACHES.into() },
-    };
-    let Some(mut s) = Session::start(spec).await? else { return Ok(()) };
-    let me = s.me.clone();
-    let specs = states(&plan, me.world)?;
-    // Every chunk is one whole object, written and read back whole.
-    let chunk = specs.iter().map(|st| (st.size_bytes / me.world.max(1) as u64).min(plan.chunk)).max().unwrap_or(plan.chunk);
-    let planned = [
-        (format!("checkpoint chunks of {chunk} bytes (save)"), crate::store::PlannedIo::Put { bytes: chunk }),
-        (format!("checkpoint chunks of {chunk} bytes (restore)"), crate::store::PlannedIo::Get { whole: true, bytes: chunk }),
-    ];
-    s.check_io_plan(&planned, Some(&format!("{CHUNK} of at most 4294967295 bytes (4 GiB - 1) keeps every chunk on RDMA")))?;
-    let dest = s.mem.dest;
-    let gpu = s.gpu()?;
-    let store = s.store.clone();
-    // ckpt stages device memory through --chunk-sized pinned buffers, one per
-    // chunk in flight (not the bounce buffers of --stage-chunk/--bounce-buffers).
-    s.device_path = Some(serde_json::json!({
-        "mode": if store.capabilities().device_writes { "direct" } else { "staged" },
-        "staging": format!("one pinned buffer of {CHUNK} bytes per chunk in flight"),
-        "chunk_bytes": plan.chunk,
-        "buffers": plan.concurrency,
-    }));
-    let s = s;
-    // serialize-then-put is the shape of torch.save + one PUT: one stream, plain HTTP.
-    let serial = s.open_variant(|a| {
-        a.part_concurrency = 1;
-        if a.backend == Backend::Rdma {
-            a.backend = Backend::Http;
-        }
-    })?;
-    // Cold restores that end up reading with O_DIRECT (the last of cache.rs's methods) read through these.
-    let direct = if cache_plan.dir.is_some() && asked != RestoreCache::Warm && !cache_plan.direct {
-        Some((
-            s.open_variant(|a| a.direct = true)?,
-            s.open_variant(|a| {
-                a.direct = true;
-                a.part_concurrency = 1;
-            })?,
-        ))
-    } else {
-        None
-    };
+/// `s3rdma ckpt` as a [`Bench`]: the plan, how restores meet the page
+/// cache, and what [`Bench::prepare`] decided.
+#[derive(Debug)]
+pub struct Ckpt {
+    plan: CkptPlan,
+    cache_plan: Option<cache::Plan>,
+    specs: Vec<StateSpec>,
+    /// The training load's GPU and side, for the table (`--train-load`).
+    train: Option<(&'static str, usize)>,
+}
 
-    // The training load beside saves: one loop per rank, on its GPU (a CPU stand-in without one).
-    let load = match plan.train_load {
-        Some(t) => {
-            let side = t.gemm_side.unwrap_or(if gpu.is_some() { TrainLoadPlan::GPU_SIDE } else { TrainLoadPlan::CPU_SIDE });
-            Some(blocking(|| train_load::TrainLoad::start(gpu.clone(), side))?)
-        }
-        None => None,
-    };
-    let mut rows: Vec<Row> = Vec::new();
-    let mut mismatch: Option<String> = None;
-    // The store counters' growth over every timed window (the record's in_windows).
-    let mut in_windows = crate::store::StoreStats::default();
-    let after_commit = std::sync::Mutex::new(Vec::new());
-    for spec in &specs {
-        let key = format!("{}/{}/rank{:05}", plan.prefix, spec.name, me.rank);
-        let state = State::new(spec, dest, gpu.as_ref(), plan.seed, me.rank)?;
-        let mut bufs = allocate(&plan, &state, dest, gpu.as_ref(), store.capabilities().device_writes)?;
-        let staging = std::mem::take(&mut bufs.staging);
-        let ctx = Ctx {
-            store: store.clone(),
-            serial: serial.clone(),
-            chunk: plan.chunk,
-            concurrency: plan.concurrency as usize,
-            checksum: plan.checksum,
-            seed: plan.seed,
-            staging: Arc::new(tokio::sync::Mutex::new(staging)),
+impl Ckpt {
+    /// The bench of `plan`.
+    pub fn new(plan: CkptPlan) -> Self {
+        Ckpt { plan, cache_plan: None, specs: Vec::new(), train: None }
+    }
+}
+
+impl Bench for Ckpt {
+    type Params = serde_json::Value;
+    type Results = CkptResults;
+
+    async fn setup(&mut self) -> Result<Option<SessionSpec>> {
+        let plan = &mut self.plan;
+        check_plan(plan)?;
+        let spec = SessionSpec {
+            world: World::Ranks(plan.ranks),
+            rdma_threads: plan.concurrency,
+            // A checkpoint writes: on the local backend its bucket directory is
+            // created like any directory a save writes into (a fresh --root needs no mkdir by hand);
+            // a server's bucket stays the operator's to create.
+            create_bucket: plan.run.store.creates_bucket_on_write(),
+            no_bucket: crate::bench::session::create_bucket_first,
+            ..plan.run.spec("ckpt")
         };
-        // The no-save reference of this state's saves, taken before them.
-        let reference = match &load {
-            Some(l) => Some(l.reference(3 * train_load::STEPS_AROUND).await?),
+        // How restores meet the page cache: the local backend's files; a server's cache is its own.
+        self.cache_plan = Some(cache::Plan {
+            asked: plan.restore_cache,
+            dir: spec.store.local_bucket_dir(),
+            direct: spec.store.direct,
+            chunk: plan.chunk,
+            host: cache::Host { drop_caches: cache::DROP_CACHES.into() },
+        });
+        Ok(Some(spec))
+    }
+
+    async fn prepare(&mut self, s: &mut Session) -> Result<()> {
+        let plan = &self.plan;
+        let specs = states(plan, s.me.world)?;
+        // Every chunk is one whole object, written and read back whole.
+        let chunk = specs.iter().map(|st| (st.size_bytes / s.me.world.max(1) as u64).min(plan.chunk)).max().unwrap_or(plan.chunk);
+        let planned = [
+            (format!("checkpoint chunks of {chunk} bytes (save)"), crate::store::PlannedIo::Put { bytes: chunk }),
+            (format!("checkpoint chunks of {chunk} bytes (restore)"), crate::store::PlannedIo::Get { whole: true, bytes: chunk }),
+        ];
+        s.check_io_plan(&planned, Some(&format!("{CHUNK} of at most 4294967295 bytes (4 GiB - 1) keeps every chunk on RDMA")))?;
+        // ckpt stages device memory through --chunk-sized pinned buffers, one per
+        // chunk in flight (not the bounce buffers of --stage-chunk/--bounce-buffers).
+        s.device_path = Some(serde_json::json!({
+            "mode": if s.store.capabilities().device_writes { "direct" } else { "staged" },
+            "staging": format!("one pinned buffer of {CHUNK} bytes per chunk in flight"),
+            "chunk_bytes": plan.chunk,
+            "buffers": plan.concurrency,
+        }));
+        self.specs = specs;
+        Ok(())
+    }
+
+    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<serde_json::Value, CkptResults>> {
+        let (plan, specs) = (&self.plan, &self.specs);
+        let cache_plan = self.cache_plan.as_ref().expect("setup ran");
+        let asked = plan.restore_cache;
+        let me = s.me.clone();
+        let dest = s.mem.dest;
+        let gpu = s.gpu()?;
+        let store = s.store.clone();
+        // serialize-then-put is the shape of torch.save + one PUT: one stream, plain HTTP.
+        let serial = s.open_variant(|a| {
+            a.part_concurrency = 1;
+            if a.backend == Backend::Rdma {
+                a.backend = Backend::Http;
+            }
+        })?;
+        // Cold restores that end up reading with O_DIRECT (the last of cache.rs's methods) read through these.
+        let direct = if cache_plan.dir.is_some() && asked != RestoreCache::Warm && !cache_plan.direct {
+            Some((
+                s.open_variant(|a| a.direct = true)?,
+                s.open_variant(|a| {
+                    a.direct = true;
+                    a.part_concurrency = 1;
+                })?,
+            ))
+        } else {
+            None
+        };
+
+        // The training load beside saves: one loop per rank, on its GPU (a CPU stand-in without one).
+        let load = match plan.train_load {
+            Some(t) => {
+                let side = t.gemm_side.unwrap_or(if gpu.is_some() { TrainLoadPlan::GPU_SIDE } else { TrainLoadPlan::CPU_SIDE });
+                Some(blocking(|| train_load::TrainLoad::start(gpu.clone(), side))?)
+            }
             None => None,
         };
-        let direct_ctx = direct.as_ref().map(|(d, serial)| Ctx { store: d.clone(), serial: serial.clone(), staging: ctx.staging.clone(), ..ctx });
-        let repeats = repeat::Repeats {
-            s: &s,
-            plan: &plan,
-            cache_plan: &cache_plan,
-            key: &key,
-            spec,
-            state: &state,
-            ctx: &ctx,
-            direct_ctx: direct_ctx.as_ref(),
-            after_commit: &after_commit,
-            load: load.as_ref().zip(reference),
-        };
-        for &method in &plan.methods {
-            let mut views: Option<Vec<TensorEntry>> = None;
-            for &op in &plan.ops {
-                let mut reps = Vec::new();
-                for rep in 1..=plan.repeats {
-                    let (row, grown) = repeats.one(method, op, rep, &mut bufs, &mut views).await?;
-                    in_windows.add(&grown);
-                    reps.push(row);
-                }
-                let verified = if op == CkptOp::Restore {
-                    let what = format!("{key} ({method:?})");
-                    Some(
-                        check_restore(
-                            &s,
-                            &format!("{}-{method:?}-verified", spec.name),
-                            &what,
-                            &state,
-                            views.as_deref().unwrap_or(&[]),
-                            &bufs.restored,
-                            &mut mismatch,
+        let mut rows: Vec<Row> = Vec::new();
+        let mut mismatch: Option<String> = None;
+        // The store counters' growth over every timed window (the record's in_windows).
+        let mut in_windows = crate::store::StoreStats::default();
+        let after_commit = std::sync::Mutex::new(Vec::new());
+        for spec in specs {
+            let key = format!("{}/{}/rank{:05}", plan.prefix, spec.name, me.rank);
+            let state = State::new(spec, dest, gpu.as_ref(), plan.seed, me.rank)?;
+            let mut bufs = allocate(&plan, &state, dest, gpu.as_ref(), store.capabilities().device_writes)?;
+            let staging = std::mem::take(&mut bufs.staging);
+            let ctx = Ctx {
+                store: store.clone(),
+                serial: serial.clone(),
+                chunk: plan.chunk,
+                concurrency: plan.concurrency as usize,
+                checksum: plan.checksum,
+                seed: plan.seed,
+                staging: Arc::new(tokio::sync::Mutex::new(staging)),
+            };
+            // The no-save reference of this state's saves, taken before them.
+            let reference = match &load {
+                Some(l) => Some(l.reference(3 * train_load::STEPS_AROUND).await?),
+                None => None,
+            };
+            let direct_ctx = direct.as_ref().map(|(d, serial)| Ctx { store: d.clone(), serial: serial.clone(), staging: ctx.staging.clone(), ..ctx });
+            let repeats = repeat::Repeats {
+                s: s,
+                plan: &plan,
+                cache_plan: &cache_plan,
+                key: &key,
+                spec,
+                state: &state,
+                ctx: &ctx,
+                direct_ctx: direct_ctx.as_ref(),
+                after_commit: &after_commit,
+                load: load.as_ref().zip(reference),
+            };
+            for &method in &plan.methods {
+                let mut views: Option<Vec<TensorEntry>> = None;
+                for &op in &plan.ops {
+                    let mut reps = Vec::new();
+                    for rep in 1..=plan.repeats {
+                        let (row, grown) = repeats.one(method, op, rep, &mut bufs, &mut views).await?;
+                        in_windows.add(&grown);
+                        reps.push(row);
+                    }
+                    let verified = if op == CkptOp::Restore {
+                        let what = format!("{key} ({method:?})");
+                        Some(
+                            check_restore(
+                                s,
+                                &format!("{}-{method:?}-verified", spec.name),
+                                &what,
+                                &state,
+                                views.as_deref().unwrap_or(&[]),
+                                &bufs.restored,
+                                &mut mismatch,
+                            )
+                            .await?,
                         )
-                        .await?,
-                    )
-                } else {
-                    None
-                };
-                rows.push(summarize(spec, method, op, &plan, me.world, reps, verified));
-            }
-            // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
-            // Measured and checked by now: a clean-up that fails is said and recorded, not the run's failure.
-            if !plan.keep
-                && plan.ops.contains(&CkptOp::Save)
-                && let Err(e) = delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await
-            {
-                let note = format!("rank {}: removing checkpoint {key} ({method:?}) after the run failed: {e}", me.rank);
-                eprintln!("warning: {note}");
-                after_commit.lock().unwrap_or_else(|p| p.into_inner()).push(note);
+                    } else {
+                        None
+                    };
+                    rows.push(summarize(spec, method, op, &plan, me.world, reps, verified));
+                }
+                // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
+                // Measured and checked by now: a clean-up that fails is said and recorded, not the run's failure.
+                if !plan.keep
+                    && plan.ops.contains(&CkptOp::Save)
+                    && let Err(e) = delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await
+                {
+                    let note = format!("rank {}: removing checkpoint {key} ({method:?}) after the run failed: {e}", me.rank);
+                    eprintln!("warning: {note}");
+                    after_commit.lock().unwrap_or_else(|p| p.into_inner()).push(note);
+                }
             }
         }
+        let windows = windows_of(&rows);
+        let params = json!({"workloads": plan.workload, "sizes_bytes": plan.sizes, "methods": plan.methods, "ops": plan.ops,
+                            "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
+                            "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
+                            "alignment": fmt::ALIGNMENT,
+                            "train_load": load.as_ref().map(|l| json!({"gemm_side": l.side, "device": l.device,
+                                "steps_around": train_load::STEPS_AROUND, "seconds_around": train_load::SECONDS_AROUND})),
+                            "async_next_step": (plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save)).then_some(
+                                "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time")});
+        let after_commit = after_commit.into_inner().unwrap_or_else(|p| p.into_inner());
+        let results = CkptResults { rows, aggregation: AGGREGATION, after_commit };
+        let mut outcome = Outcome::new(params, results, windows);
+        outcome.failure = mismatch.map(Error::Mismatch);
+        outcome.stats = in_windows;
+        self.train = load.as_ref().map(|l| (l.device, l.side));
+        drop(load);
+        Ok(outcome)
     }
-    let windows = windows_of(&rows);
-    let params = json!({"workloads": plan.workload, "sizes_bytes": plan.sizes, "methods": plan.methods, "ops": plan.ops,
-                        "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
-                        "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
-                        "alignment": fmt::ALIGNMENT,
-                        "train_load": load.as_ref().map(|l| json!({"gemm_side": l.side, "device": l.device,
-                            "steps_around": train_load::STEPS_AROUND, "seconds_around": train_load::SECONDS_AROUND})),
-                        "async_next_step": (plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save)).then_some(
-                            "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time")});
-    let after_commit = after_commit.into_inner().unwrap_or_else(|p| p.into_inner());
-    let results = CkptResults { rows, aggregation: AGGREGATION, after_commit };
-    let mut outcome = Outcome::new(params, &results, windows);
-    outcome.failure = mismatch.map(Error::Mismatch);
-    outcome.stats = in_windows;
-    let (backend, location) = (store.capabilities().name, store.location());
-    let train = load.as_ref().map(|l| (l.device, l.side));
-    drop(load);
-    s.finish(outcome, || {
-        print_table(&results.rows, backend, &location, dest, me.world);
-        if let Some((device, side)) = train {
+
+    fn print(&self, s: &Session, results: &CkptResults) {
+        let (backend, location) = (s.store.capabilities().name, s.store.location());
+        print_table(&results.rows, backend, &location, s.mem.dest, s.me.world);
+        if let Some((device, side)) = self.train {
             train_table::print_train_table(&results.rows, device, side);
         }
-    })
-    .await
+    }
 }
 
 /// A missing bucket: ckpt writes into an existing one (the default local directory excepted).

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// A state to save: its name in keys and records, and its tensors (this rank's share).
+#[derive(Debug)]
 pub(crate) struct StateSpec {
     pub(crate) name: String,
     /// `resnet50` or `synthetic`.

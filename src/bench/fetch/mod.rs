@@ -14,6 +14,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use super::dedup;
+use super::driver::Bench;
 use super::session::{Direction, Outcome, Session, SessionSpec, World};
 use crate::clock::now_unix;
 use crate::error::{Error, Result, StoreError};
@@ -320,126 +321,164 @@ async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams:
     Ok(CellResult { size_bytes: size, concurrency: streams, procs, repeats, summary })
 }
 
-/// Run `s3rdma fetch` end to end: prepare, measure every cell, write the record, print.
-pub async fn run(plan: FetchPlan) -> Result<()> {
-    let (buffering, buffer_input) = check_args(&plan)?;
-    let mut plan = plan;
-    dedup(&mut plan.sizes);
-    dedup(&mut plan.concurrency);
-    dedup(&mut plan.procs);
-    let max_procs = *plan.procs.iter().max().expect("the flag parser gives at least one count") as usize;
-    let prepare = plan.prepare;
-    let spec = SessionSpec {
-        world: World::AtLeast(max_procs),
-        // One RDMA worker (and client) per stream of the widest cell.
-        rdma_threads: *plan.concurrency.iter().max().expect("the flag parser gives at least one count"),
-        create_bucket: prepare,
-        ..plan.run.spec("fetch")
-    };
-    let Some(session) = Session::start(spec).await? else { return Ok(()) };
-    let store = session.store.clone();
-    let me = session.me.clone();
-    let chosen_by = if buffering == BufferPlan::Window(None) {
-        "auto: whole-object buffers would need over half of this host's memory".to_string()
-    } else if plan.stream_buffer == StreamBuffer::Auto {
-        "auto".to_string()
-    } else {
-        STREAM_BUFFER.to_string()
-    };
-    let buffering =
-        buffers::resolve(buffering, &buffer_input, store.as_ref(), "whole-object buffers for every stream would need over half of this host's memory")?;
-    for &size in &plan.sizes {
-        for w in store.preflight(size) {
-            session.warn(w);
-        }
+/// `s3rdma fetch` as a [`Bench`]: the plan, the stream buffers chosen and
+/// the keys of every size, then what the run checked.
+#[derive(Debug)]
+pub struct Fetch {
+    plan: FetchPlan,
+    buffering: BufferPlan,
+    /// What the stream buffers are chosen from ([`Bench::setup`]).
+    buffer_input: Option<buffers::PlanInput>,
+    /// Who chose the stream buffers (the table's line and the record's).
+    chosen_by: String,
+    key_sets: Vec<(u64, Arc<Vec<String>>)>,
+    /// What `--verify` checked, or why bytes were not compared (the line under the table).
+    checked: String,
+}
+
+impl Fetch {
+    /// The bench of `plan` (repeated sizes, stream counts and process counts run once).
+    pub fn new(mut plan: FetchPlan) -> Self {
+        dedup(&mut plan.sizes);
+        dedup(&mut plan.concurrency);
+        dedup(&mut plan.procs);
+        Fetch { plan, buffering: BufferPlan::Object, buffer_input: None, chosen_by: String::new(), key_sets: Vec::new(), checked: String::new() }
     }
-    let mut planned: Vec<(String, crate::store::PlannedIo)> = Vec::new();
-    for &size in &plan.sizes {
-        planned.push((format!("fetch of {size}-byte objects"), crate::store::PlannedIo::Get { whole: true, bytes: size }));
-        if plan.prepare {
-            planned.push((format!("{PREPARE} of {size}-byte objects"), crate::store::PlannedIo::Put { bytes: size }));
-        }
+}
+
+impl Bench for Fetch {
+    type Params = serde_json::Value;
+    type Results = Vec<CellResult>;
+
+    async fn setup(&mut self) -> Result<Option<SessionSpec>> {
+        let plan = &self.plan;
+        let (buffering, input) = check_args(plan)?;
+        (self.buffering, self.buffer_input) = (buffering, Some(input));
+        let max_procs = *plan.procs.iter().max().expect("the flag parser gives at least one count") as usize;
+        Ok(Some(SessionSpec {
+            world: World::AtLeast(max_procs),
+            // One RDMA worker (and client) per stream of the widest cell.
+            rdma_threads: *plan.concurrency.iter().max().expect("the flag parser gives at least one count"),
+            create_bucket: plan.prepare,
+            ..plan.run.spec("fetch")
+        }))
     }
-    session.check_io_plan(&planned, Some(&format!("{SIZES} of at most 4294967295 bytes (4 GiB - 1) stay on RDMA")))?;
-    let mut key_sets = Vec::new();
-    for &size in &plan.sizes {
-        let keys: Vec<String> = (0..plan.objects).map(|i| object_key(&plan.prefix, size, i)).collect();
-        if me.is_root() {
-            prepare_objects(store.as_ref(), &keys, size, prepare).await?;
-        }
-        key_sets.push((size, Arc::new(keys)));
-    }
-    session.group.barrier("prepared").await?;
-    let cx = CellCtx { session: &session, plan: &plan, buffering };
-    let mut cells = Vec::new();
-    for (size, keys) in &key_sets {
-        for &c in &plan.concurrency {
-            for &p in &plan.procs {
-                cells.push(run_cell(&cx, keys, *size, c, p).await?);
+
+    /// Errors: stream buffers that do not fit, an I/O plan off RDMA under
+    /// `--require-rdma`, the objects' preparation.
+    async fn prepare(&mut self, session: &mut Session) -> Result<()> {
+        let plan = &self.plan;
+        let store = session.store.clone();
+        self.chosen_by = if self.buffering == BufferPlan::Window(None) {
+            "auto: whole-object buffers would need over half of this host's memory".to_string()
+        } else if plan.stream_buffer == StreamBuffer::Auto {
+            "auto".to_string()
+        } else {
+            STREAM_BUFFER.to_string()
+        };
+        self.buffering = buffers::resolve(
+            self.buffering,
+            self.buffer_input.as_ref().expect("setup ran"),
+            store.as_ref(),
+            "whole-object buffers for every stream would need over half of this host's memory",
+        )?;
+        for &size in &plan.sizes {
+            for w in store.preflight(size) {
+                session.warn(w);
             }
         }
+        let mut planned: Vec<(String, crate::store::PlannedIo)> = Vec::new();
+        for &size in &plan.sizes {
+            planned.push((format!("fetch of {size}-byte objects"), crate::store::PlannedIo::Get { whole: true, bytes: size }));
+            if plan.prepare {
+                planned.push((format!("{PREPARE} of {size}-byte objects"), crate::store::PlannedIo::Put { bytes: size }));
+            }
+        }
+        session.check_io_plan(&planned, Some(&format!("{SIZES} of at most 4294967295 bytes (4 GiB - 1) stay on RDMA")))?;
+        for &size in &plan.sizes {
+            let keys: Vec<String> = (0..plan.objects).map(|i| object_key(&plan.prefix, size, i)).collect();
+            if session.me.is_root() {
+                prepare_objects(store.as_ref(), &keys, size, plan.prepare).await?;
+            }
+            self.key_sets.push((size, Arc::new(keys)));
+        }
+        session.group.barrier("prepared").await?;
+        Ok(())
     }
-    let mut windows = Vec::new();
-    let mut stats = StoreStats::default();
-    for c in &cells {
-        for r in &c.repeats {
-            windows.push((format!("{} x {} streams x {} procs, repeat {}", size_name(c.size_bytes), c.concurrency, c.procs, r.repeat), r.witness.clone()));
-            stats.add(&r.store_stats);
+
+    async fn measure(&mut self, session: &Arc<Session>) -> Result<Outcome<serde_json::Value, Vec<CellResult>>> {
+        let (plan, buffering) = (&self.plan, self.buffering);
+        let cx = CellCtx { session, plan, buffering };
+        let mut cells = Vec::new();
+        for (size, keys) in &self.key_sets {
+            for &c in &plan.concurrency {
+                for &p in &plan.procs {
+                    cells.push(run_cell(&cx, keys, *size, c, p).await?);
+                }
+            }
+        }
+        let mut windows = Vec::new();
+        let mut stats = StoreStats::default();
+        for c in &cells {
+            for r in &c.repeats {
+                windows.push((format!("{} x {} streams x {} procs, repeat {}", size_name(c.size_bytes), c.concurrency, c.procs, r.repeat), r.witness.clone()));
+                stats.add(&r.store_stats);
+            }
+        }
+        let verdict_cells = json!(
+            cells
+                .iter()
+                .map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency, "procs": c.procs,
+            "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
+            "rdma_share": c.summary.witness_share}))
+                .collect::<Vec<_>>()
+        );
+        let fits = |size: u64| match buffering {
+            BufferPlan::Object => true,
+            BufferPlan::Window(n) => n.is_some_and(|n| size <= n),
+        };
+        let whole = (plan.sizes.iter().any(|&s| fits(s)), plan.sizes.iter().all(|&s| fits(s)));
+        let verify_checks = plan.verify.then(|| buffers::verify_checks(session.store.as_ref(), session.mem.dest, whole));
+        let params = json!({
+            "sizes_bytes": plan.sizes, "concurrency": plan.concurrency, "procs": plan.procs, "objects": plan.objects,
+            "prefix": plan.prefix, "bucket": plan.run.store.bucket,
+            "duration_s": plan.timing.iters.is_none().then_some(plan.timing.duration.as_secs_f64()),
+            "iters": plan.timing.iters, "warmup_s": plan.timing.warmup.as_secs_f64(),
+            "repeats": plan.timing.repeats, "prepare": plan.prepare, "verify": plan.verify,
+            "verify_checks": verify_checks,
+            "stream_buffer": buffers::describe(buffering, &self.chosen_by),
+        });
+        self.checked = match &verify_checks {
+            Some(what) => format!("{VERIFY}: every byte read (warm-up included) matched what {PREPARE} wrote; checked: {what}"),
+            None => format!("bytes not compared with what {PREPARE} wrote (lengths and object versions are checked): pass {VERIFY} to compare every byte"),
+        };
+        let mut outcome = Outcome::new(params, cells, windows);
+        outcome.witness_extra = vec![("cells", verdict_cells)];
+        outcome.stats = stats;
+        Ok(outcome)
+    }
+
+    fn print(&self, session: &Session, cells: &Vec<CellResult>) {
+        let store = &session.store;
+        let gpu = session.gpu().ok().flatten().map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
+        println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.capabilities().name, store.location(), store.bucket(), session.mem.dest.name());
+        if let BufferPlan::Window(Some(n)) = self.buffering {
+            println!("each stream reads through one reusable {} buffer, in ranged reads ({}); the bytes are not kept", size_name(n), self.chosen_by);
+        }
+        if store.capabilities().page_cache {
+            println!("local reads go through the page cache: pass {DIRECT} for O_DIRECT reads");
+        }
+        println!("{}", table(cells));
+        println!("{}", self.checked);
+        if self.plan.timing.repeats > 1 {
+            println!("GB/s: median (min–max) over repeats; latency columns: the median-throughput repeat");
         }
     }
-    let verdict_cells = json!(
-        cells
-            .iter()
-            .map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency, "procs": c.procs,
-        "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
-        "rdma_share": c.summary.witness_share}))
-            .collect::<Vec<_>>()
-    );
-    let fits = |size: u64| match buffering {
-        BufferPlan::Object => true,
-        BufferPlan::Window(n) => n.is_some_and(|n| size <= n),
-    };
-    let whole = (plan.sizes.iter().any(|&s| fits(s)), plan.sizes.iter().all(|&s| fits(s)));
-    let verify_checks = plan.verify.then(|| buffers::verify_checks(store.as_ref(), session.mem.dest, whole));
-    let params = json!({
-        "sizes_bytes": plan.sizes, "concurrency": plan.concurrency, "procs": plan.procs, "objects": plan.objects,
-        "prefix": plan.prefix, "bucket": plan.run.store.bucket,
-        "duration_s": plan.timing.iters.is_none().then_some(plan.timing.duration.as_secs_f64()),
-        "iters": plan.timing.iters, "warmup_s": plan.timing.warmup.as_secs_f64(),
-        "repeats": plan.timing.repeats, "prepare": prepare, "verify": plan.verify,
-        "verify_checks": verify_checks,
-        "stream_buffer": buffers::describe(buffering, &chosen_by),
-    });
-    let mut outcome = Outcome::new(params, &cells, windows);
-    outcome.witness_extra = vec![("cells", verdict_cells)];
-    outcome.stats = stats;
-    let dest = session.mem.dest;
-    let gpu = session.gpu()?.map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
-    let checked = match &verify_checks {
-        Some(what) => format!("{VERIFY}: every byte read (warm-up included) matched what {PREPARE} wrote; checked: {what}"),
-        None => format!("bytes not compared with what {PREPARE} wrote (lengths and object versions are checked): pass {VERIFY} to compare every byte"),
-    };
-    let done = session
-        .finish(outcome, || {
-            println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.capabilities().name, store.location(), store.bucket(), dest.name(),);
-            if let BufferPlan::Window(Some(n)) = buffering {
-                println!("each stream reads through one reusable {} buffer, in ranged reads ({chosen_by}); the bytes are not kept", size_name(n));
-            }
-            if store.capabilities().page_cache {
-                println!("local reads go through the page cache: pass {DIRECT} for O_DIRECT reads");
-            }
-            println!("{}", table(&cells));
-            println!("{checked}");
-            if plan.timing.repeats > 1 {
-                println!("GB/s: median (min–max) over repeats; latency columns: the median-throughput repeat");
-            }
-        })
-        .await;
-    // With --json stdout is the record alone: say what was checked on stderr.
-    if done.is_ok() && plan.run.output.json && session.me.is_root() {
-        eprintln!("{checked}");
+
+    /// With `--json` stdout is the record alone: what was checked goes to stderr.
+    fn json_note(&self) -> Option<String> {
+        Some(self.checked.clone())
     }
-    done
 }
 
 #[cfg(test)]

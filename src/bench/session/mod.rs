@@ -342,6 +342,11 @@ impl Session {
         Ok(Arc::new(self.counted.sibling(Arc::from(store::open(&a)?))))
     }
 
+    /// Whether stdout is the record alone (`--json`): no table is printed.
+    pub fn json_output(&self) -> bool {
+        self.output.json
+    }
+
     /// Whether this process writes the record (rank 0).
     pub fn is_root(&self) -> bool {
         self.me.is_root()
@@ -504,7 +509,7 @@ impl Session {
     /// Errors: the bench's failure, `--require-rdma` (exit 3), a record that
     /// cannot be written; a measurement the bench found invalid
     /// ([`Outcome::invalid`]: no record).
-    pub async fn finish<P: Serialize, R: Serialize>(&self, o: Outcome<P, R>, print: impl FnOnce()) -> Result<()> {
+    pub async fn finish<P: Serialize, R: Serialize>(&self, o: Outcome<P, R>, print: impl FnOnce(&R)) -> Result<()> {
         // The last meeting: every rank's counts; the others are done after it.
         let counts = self.gather("done", &self.group.coordination()).await?;
         self.group.cleanup().await;
@@ -573,7 +578,7 @@ impl Session {
         };
         let stats_line = self.store.stats_summary(&o.stats);
         let print = || {
-            print();
+            print(&o.results);
             println!("witness: {} ({reason})", verdict.as_str());
             if let Some(line) = stats_line {
                 println!("{line}");

@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::session::{Direction, OpenWindow, Session, SessionSpec, World};
+use super::driver::Bench;
+use super::session::{Direction, OpenWindow, Outcome, Session, SessionSpec, World};
 use crate::error::{Error, Result};
 use crate::flag::{BATCH_SIZE, CROP, LOADER_ONLY, PREFETCH_BATCHES, PREFIX};
 use crate::format::shards::{self, Listed, RawShard};
@@ -50,7 +51,7 @@ pub(crate) use loader::{LoaderCtx, counters_now};
 pub use plan::{Amp, JpegFetch, Layout, TrainPlan};
 use sets::Started;
 pub use steps::{LoaderOnly, LoopFigures, RankRepeat, StepTimes, Stepper};
-pub(crate) use steps::{RepeatOutput, WindowFigures, finish, train_loop};
+pub(crate) use steps::{RepeatOutput, WindowFigures, train_loop};
 
 fn usage_without_model() -> Error {
     Error::Usage(format!(
@@ -59,112 +60,149 @@ fn usage_without_model() -> Error {
     ))
 }
 
-/// Run `s3rdma train`.
-pub async fn run(plan: TrainPlan) -> Result<()> {
-    if !plan.loader_only && !cfg!(feature = "train") {
-        return Err(usage_without_model());
-    }
-    let prefix = plan.prefix.clone().unwrap_or_else(|| match plan.layout {
-        Layout::Raw => "raw/train".into(),
-        Layout::Jpeg => "jpeg/train".into(),
-    });
-    store::check_key(&format!("{prefix}-000000.json")).map_err(|e| Error::Usage(format!("{PREFIX} '{prefix}': {e}")))?;
-    if plan.layout == Layout::Jpeg {
-        check_jpeg_memory(&plan)?;
-    }
-    let spec = SessionSpec {
-        world: World::Ranks(plan.ranks),
-        rdma_threads: plan.fetch_workers,
-        create_bucket: plan.run.default_local_dir,
-        no_bucket: shards::no_dataset_bucket,
-        ..plan.run.spec("train")
-    };
-    let Some(session) = Session::start(spec).await? else { return Ok(()) };
-    let session = Arc::new(session);
-    let me = session.me.clone();
-    let mem = session.mem.clone();
-    let dest = mem.dest;
-    let gpu = session.gpu()?;
-    let store = session.store.clone();
-    let batch = plan.batch_size as usize;
-    let counters = Arc::new(LoaderCounters::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let ctx = Arc::new(LoaderCtx {
-        store: store.clone(),
-        counters: counters.clone(),
-        stop: stop.clone(),
-        gate: Default::default(),
-        batch,
-        window: plan.run.store.window,
-        seed: plan.seed ^ (me.rank as u64) << 48,
-    });
-    let (tx, mut rx) = mpsc::channel::<Result<Batch>>(plan.prefetch_batches.max(2) as usize * 4);
-    let started = match plan.layout {
-        Layout::Raw => sets::start_raw_set(&session, &plan, &prefix, ctx.clone(), tx).await?,
-        Layout::Jpeg => sets::start_jpeg_set(&session, &plan, &prefix, gpu.as_ref(), ctx.clone(), tx).await?,
-    };
-    let Started { classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads, bytes_per_image } = started;
+/// `s3rdma train` as a [`Bench`]: the plan, the dataset prefix, and the
+/// table's figures once measured.
+#[derive(Debug)]
+pub struct Train {
+    plan: TrainPlan,
+    prefix: String,
+    table: steps::TrainTable,
+}
 
-    // The training loop on its own thread: libtorch calls block, and the model lives there.
-    let rt = tokio::runtime::Handle::current();
-    let (tplan, tsession, tcounters, tgpu, gate) = (plan.clone(), session.clone(), counters.clone(), gpu.clone(), ctx.gate.clone());
-    let trainer = std::thread::Builder::new()
-        .name("train-loop".into())
-        .spawn(move || -> Result<(Vec<RepeatOutput>, serde_json::Value)> {
-            let mut stepper: Box<dyn Stepper> = make_stepper(&tplan, tgpu.as_ref(), dest, classes, device_batch)?;
-            let desc = stepper.describe();
-            let mut open: Option<(OpenWindow, Sampler, [u64; 4])> = None;
-            let figures = train_loop(&mut rx, stepper.as_mut(), tplan.warmup, tplan.steps, tplan.repeats, |rep, start| {
-                // Each boundary pauses the loader: in-flight reads finish and
-                // are counted, none starts, until the scrape is done.
-                let paused = rt.block_on(gate.write());
-                if start {
-                    let _ = rep;
-                    let c0 = counters_now(&tcounters);
-                    let window = rt.block_on(tsession.open_window())?;
+impl Train {
+    /// The bench of `plan` (the layout's default prefix when none is given).
+    pub fn new(plan: TrainPlan) -> Self {
+        let prefix = plan.prefix.clone().unwrap_or_else(|| match plan.layout {
+            Layout::Raw => "raw/train".into(),
+            Layout::Jpeg => "jpeg/train".into(),
+        });
+        Train { plan, prefix, table: steps::TrainTable::default() }
+    }
+}
+
+impl Bench for Train {
+    type Params = serde_json::Value;
+    type Results = serde_json::Value;
+
+    /// Errors: a model without the `train` feature, a bad prefix, JPEG batches the host cannot hold.
+    async fn setup(&mut self) -> Result<Option<SessionSpec>> {
+        let (plan, prefix) = (&self.plan, &self.prefix);
+        if !plan.loader_only && !cfg!(feature = "train") {
+            return Err(usage_without_model());
+        }
+        store::check_key(&format!("{prefix}-000000.json")).map_err(|e| Error::Usage(format!("{PREFIX} '{prefix}': {e}")))?;
+        if plan.layout == Layout::Jpeg {
+            check_jpeg_memory(plan)?;
+        }
+        Ok(Some(SessionSpec {
+            world: World::Ranks(plan.ranks),
+            rdma_threads: plan.fetch_workers,
+            create_bucket: plan.run.default_local_dir,
+            no_bucket: shards::no_dataset_bucket,
+            ..plan.run.spec("train")
+        }))
+    }
+
+    async fn measure(&mut self, session: &Arc<Session>) -> Result<Outcome<serde_json::Value, serde_json::Value>> {
+        let (plan, prefix) = (&self.plan, &self.prefix);
+        let me = session.me.clone();
+        let mem = session.mem.clone();
+        let dest = mem.dest;
+        let gpu = session.gpu()?;
+        let store = session.store.clone();
+        let batch = plan.batch_size as usize;
+        let counters = Arc::new(LoaderCounters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let ctx = Arc::new(LoaderCtx {
+            store: store.clone(),
+            counters: counters.clone(),
+            stop: stop.clone(),
+            gate: Default::default(),
+            batch,
+            window: plan.run.store.window,
+            seed: plan.seed ^ (me.rank as u64) << 48,
+        });
+        let (tx, mut rx) = mpsc::channel::<Result<Batch>>(plan.prefetch_batches.max(2) as usize * 4);
+        let started = match plan.layout {
+            Layout::Raw => sets::start_raw_set(session, plan, prefix, ctx.clone(), tx).await?,
+            Layout::Jpeg => sets::start_jpeg_set(session, plan, prefix, gpu.as_ref(), ctx.clone(), tx).await?,
+        };
+        let Started { classes, shards_total, shards_mine, samples_mine, device_batch, handles, decode_threads, bytes_per_image } = started;
+
+        // The training loop on its own thread: libtorch calls block, and the model lives there.
+        let rt = tokio::runtime::Handle::current();
+        let (tplan, tsession, tcounters, tgpu, gate) = (plan.clone(), session.clone(), counters.clone(), gpu.clone(), ctx.gate.clone());
+        let trainer = std::thread::Builder::new()
+            .name("train-loop".into())
+            .spawn(move || -> Result<(Vec<RepeatOutput>, serde_json::Value)> {
+                let mut stepper: Box<dyn Stepper> = make_stepper(&tplan, tgpu.as_ref(), dest, classes, device_batch)?;
+                let desc = stepper.describe();
+                let mut open: Option<(OpenWindow, Sampler, [u64; 4])> = None;
+                let figures = train_loop(&mut rx, stepper.as_mut(), tplan.warmup, tplan.steps, tplan.repeats, |rep, start| {
+                    // Each boundary pauses the loader: in-flight reads finish and
+                    // are counted, none starts, until the scrape is done.
+                    let paused = rt.block_on(gate.write());
+                    if start {
+                        let _ = rep;
+                        let c0 = counters_now(&tcounters);
+                        let window = rt.block_on(tsession.open_window())?;
+                        drop(paused);
+                        open = Some((window, Sampler::start(), c0));
+                        return Ok(None);
+                    }
+                    let (window, sampler, c0) = open.take().expect("a window was opened");
+                    let s = sampler.finish();
+                    let c1 = counters_now(&tcounters);
+                    let mut f = WindowFigures {
+                        read_bytes: c1[0] - c0[0],
+                        gets: c1[1] - c0[1],
+                        fetch_thread_s: (c1[2] - c0[2]) as f64 / 1e6,
+                        decode_thread_s: (c1[3] - c0[3]) as f64 / 1e6,
+                        client_cpu_cores: s.client_cpu_cores,
+                        host_cpu_cores: s.host_cpu_cores,
+                        witness: None,
+                    };
+                    let closed = rt.block_on(tsession.close_window(window, Direction::Read, f.read_bytes, ()))?;
                     drop(paused);
-                    open = Some((window, Sampler::start(), c0));
-                    return Ok(None);
-                }
-                let (window, sampler, c0) = open.take().expect("a window was opened");
-                let s = sampler.finish();
-                let c1 = counters_now(&tcounters);
-                let mut f = WindowFigures {
-                    read_bytes: c1[0] - c0[0],
-                    gets: c1[1] - c0[1],
-                    fetch_thread_s: (c1[2] - c0[2]) as f64 / 1e6,
-                    decode_thread_s: (c1[3] - c0[3]) as f64 / 1e6,
-                    client_cpu_cores: s.client_cpu_cores,
-                    host_cpu_cores: s.host_cpu_cores,
-                    witness: None,
-                };
-                let closed = rt.block_on(tsession.close_window(window, Direction::Read, f.read_bytes, ()))?;
-                drop(paused);
-                f.witness = closed.witness;
-                Ok(Some(f))
-            })?;
-            Ok((figures, desc))
-        })
-        .map_err(|e| Error::Runtime(format!("cannot start the training thread: {e}")))?;
-    let result = tokio::task::spawn_blocking(move || trainer.join()).await.map_err(|e| Error::Runtime(format!("training thread: {e}")))?;
-    stop.store(true, Ordering::Relaxed);
-    for h in &handles {
-        h.abort();
-    }
-    let (figures, stepper_desc) = match result {
-        Ok(r) => r?,
-        Err(_) => return Err(Error::Runtime("the training thread panicked".into())),
-    };
+                    f.witness = closed.witness;
+                    Ok(Some(f))
+                })?;
+                Ok((figures, desc))
+            })
+            .map_err(|e| Error::Runtime(format!("cannot start the training thread: {e}")))?;
+        let result = tokio::task::spawn_blocking(move || trainer.join()).await.map_err(|e| Error::Runtime(format!("training thread: {e}")))?;
+        stop.store(true, Ordering::Relaxed);
+        for h in &handles {
+            h.abort();
+        }
+        let (figures, stepper_desc) = match result {
+            Ok(r) => r?,
+            Err(_) => return Err(Error::Runtime("the training thread panicked".into())),
+        };
 
-    // Every rank's figures to rank 0.
-    let mine = rank_repeats(&figures, me.rank, batch);
-    let per_rank: Vec<Vec<RankRepeat>> = session.gather("train-figures", &mine).await?;
-    let witnesses: Vec<WitnessReport> = figures.iter().filter_map(|(_, w, _)| w.witness.clone()).collect();
-    let losses: Vec<&Vec<f64>> = figures.iter().map(|(_, _, l)| l).collect();
-    finish(&session, &plan, &prefix, &per_rank, &witnesses, &losses, json!({
-        "classes": classes, "bytes_per_image": bytes_per_image, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
-    }))
-    .await
+        // Every rank's figures to rank 0.
+        let mine = rank_repeats(&figures, me.rank, batch);
+        let per_rank: Vec<Vec<RankRepeat>> = session.gather("train-figures", &mine).await?;
+        let witnesses: Vec<WitnessReport> = figures.iter().filter_map(|(_, w, _)| w.witness.clone()).collect();
+        let losses: Vec<&Vec<f64>> = figures.iter().map(|(_, _, l)| l).collect();
+        let (outcome, table) = steps::outcome(
+            session,
+            plan,
+            prefix,
+            &per_rank,
+            &witnesses,
+            &losses,
+            json!({
+                "classes": classes, "bytes_per_image": bytes_per_image, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
+            }),
+        );
+        self.table = table;
+        Ok(outcome)
+    }
+
+    fn print(&self, s: &Session, _results: &serde_json::Value) {
+        steps::print_table(s, &self.plan, &self.prefix, &self.table);
+    }
 }
 
 /// JPEG batches are decoded into host memory: the batch buffers, plus each

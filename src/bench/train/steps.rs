@@ -240,8 +240,27 @@ pub(crate) fn window_check(reps: &[serde_json::Value], steps: u32, warmup: u32, 
     (None, warnings)
 }
 
-/// Aggregate the ranks' figures per repeat and finish the session (rank 0 writes the record).
-pub(crate) async fn finish(
+/// What the table under a train run shows: the repeats' spreads, the
+/// loss's first and last ten steps, the worst verdict, the ranks.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TrainTable {
+    wall: Spread,
+    ips: Spread,
+    step: Spread,
+    wait: Spread,
+    h2d: Spread,
+    aug: Spread,
+    comp: Spread,
+    gbps: Spread,
+    host_cores: Spread,
+    loss: (Option<f64>, Option<f64>),
+    worst: Option<crate::witness::Verdict>,
+    world: usize,
+}
+
+/// Aggregate the ranks' figures per repeat into the record's parts (rank 0's
+/// are the ones written) and the table's figures.
+pub(crate) fn outcome(
     session: &Session,
     plan: &TrainPlan,
     prefix: &str,
@@ -249,7 +268,7 @@ pub(crate) async fn finish(
     witnesses: &[WitnessReport],
     losses: &[&Vec<f64>],
     extra: serde_json::Value,
-) -> Result<()> {
+) -> (Outcome<serde_json::Value, serde_json::Value>, TrainTable) {
     let world = per_rank.len();
     // Per repeat: the slowest rank's wall; aggregate images/s = all images / that wall.
     let reps: Vec<serde_json::Value> = (0..plan.repeats as usize)
@@ -303,65 +322,69 @@ pub(crate) async fn finish(
                                 "loss_first": loss_first, "loss_last": loss_last},
                     "repeats": reps, "dataset": extra, "losses_rank0": losses});
     let windows: Vec<(String, WitnessReport)> = witnesses.iter().enumerate().map(|(i, w)| (format!("repeat {}", i + 1), w.clone())).collect();
-    let store = &session.store;
     let mut outcome = Outcome::new(params, results, windows);
     outcome.invalid = failure;
-    session
-        .finish(outcome, || {
-            let r =
-                |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
-            let mut t = Table::new();
-            t.load_preset(UTF8_FULL_CONDENSED);
-            t.set_header([
-                "layout",
-                "backend",
-                "ranks",
-                "steps",
-                "seconds",
-                "images/s",
-                "step s (median)",
-                "fetch wait s",
-                "h2d s",
-                "augment s",
-                "compute s",
-                "read GB/s",
-                "host cores",
-                "loss first→last",
-                "witness",
-            ]);
-            t.add_row([
-                format!("{:?}", plan.layout).to_lowercase(),
-                store.capabilities().name.to_string(),
-                world.to_string(),
-                plan.steps.to_string(),
-                r(&wall, 2),
-                r(&ips, 0),
-                format!("{:.4}", step.median),
-                format!("{:.2}", wait.median),
-                format!("{:.2}", h2d.median),
-                format!("{:.2}", aug.median),
-                format!("{:.2}", comp.median),
-                format!("{:.2}", gbps.median),
-                format!("{:.1}", host_cores.median),
-                match (loss_first, loss_last) {
-                    (Some(a), Some(b)) => format!("{a:.3}→{b:.3}"),
-                    _ => "-".into(),
-                },
-                worst.as_ref().map_or("-".into(), |w| w.verdict.as_str().to_string()),
-            ]);
-            println!(
-                "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
-                if plan.loader_only { format!(" {LOADER_ONLY}") } else { String::new() },
-                format!("{:?}", plan.layout).to_lowercase(),
-                store.capabilities().name,
-                store.location(),
-                plan.batch_size,
-                world,
-                plan.steps,
-                plan.warmup,
-                plan.repeats
-            );
-            println!("{t}");
-        })
-        .await
+    let _ = cores;
+    let table = TrainTable { wall, ips, step, wait, h2d, aug, comp, gbps, host_cores, loss: (loss_first, loss_last), worst: worst.map(|w| w.verdict), world };
+    (outcome, table)
+}
+
+/// Print the run's line and its table (one row).
+pub(crate) fn print_table(session: &Session, plan: &TrainPlan, prefix: &str, table: &TrainTable) {
+    let store = &session.store;
+    let TrainTable { wall, ips, step, wait, h2d, aug, comp, gbps, host_cores, loss: (loss_first, loss_last), worst, world } = table;
+    let world = *world;
+    let r = |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "layout",
+        "backend",
+        "ranks",
+        "steps",
+        "seconds",
+        "images/s",
+        "step s (median)",
+        "fetch wait s",
+        "h2d s",
+        "augment s",
+        "compute s",
+        "read GB/s",
+        "host cores",
+        "loss first→last",
+        "witness",
+    ]);
+    t.add_row([
+        format!("{:?}", plan.layout).to_lowercase(),
+        store.capabilities().name.to_string(),
+        world.to_string(),
+        plan.steps.to_string(),
+        r(wall, 2),
+        r(ips, 0),
+        format!("{:.4}", step.median),
+        format!("{:.2}", wait.median),
+        format!("{:.2}", h2d.median),
+        format!("{:.2}", aug.median),
+        format!("{:.2}", comp.median),
+        format!("{:.2}", gbps.median),
+        format!("{:.1}", host_cores.median),
+        match (loss_first, loss_last) {
+            (Some(a), Some(b)) => format!("{a:.3}→{b:.3}"),
+            _ => "-".into(),
+        },
+        worst.map_or("-".into(), |w| w.as_str().to_string()),
+    ]);
+    println!(
+        "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
+        if plan.loader_only { format!(" {LOADER_ONLY}") } else { String::new() },
+        format!("{:?}", plan.layout).to_lowercase(),
+        store.capabilities().name,
+        store.location(),
+        plan.batch_size,
+        world,
+        plan.steps,
+        plan.warmup,
+        plan.repeats
+    );
+    println!("{t}");
 }

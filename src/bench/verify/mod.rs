@@ -25,9 +25,12 @@ mod verbs;
 
 use std::path::Path;
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::bench::driver::Bench;
 use crate::bench::session::{Outcome, RunPlan, Session, SessionSpec};
 use crate::error::{Error, Result};
 use crate::flag::{BUCKET, DEVICE, KEY, METRICS_TOKEN, METRICS_URL, PREPARE, RDMA_LIB, REQUIRE_RDMA, ROOT, SIZES};
@@ -67,6 +70,7 @@ pub struct Step {
     pub fix: Option<String>,
 }
 
+#[derive(Debug)]
 struct Steps {
     steps: Vec<Step>,
     quiet: bool,
@@ -111,137 +115,175 @@ pub struct VerifyPlan {
     pub keep: bool,
 }
 
-/// Run `s3rdma verify`.
-pub async fn run(plan: VerifyPlan) -> Result<()> {
-    crate::record::check_results_dir(&plan.run.output.results_dir)?;
-    let backend = plan.run.store.backend;
-    let quiet = plan.run.output.json;
-    let mut s = Steps { steps: Vec::new(), quiet };
-    let sizes: Vec<String> = plan.sizes.iter().map(|&b| size_name(b)).collect();
-    // Each probe holds the bytes, a source and a destination in host memory at once.
-    let largest = plan.sizes.iter().copied().max().unwrap_or(0);
-    crate::mem::check_host_memory(&format!("a {} probe", size_name(largest)), largest.saturating_mul(3), &format!("lower the largest {SIZES} entry"))?;
-    if !quiet {
-        println!("s3rdma verify: backend {}, bucket '{}', sizes {}", backend.name(), plan.run.store.bucket, sizes.join(", "));
-    }
-    let (gpu, no_gpu_why) = open_gpu(&mut s, plan.device);
+/// `s3rdma verify` as a [`Bench`]: the plan, the steps so far and the GPU
+/// step 1 opened (before the session, so that a GPU the library cannot
+/// use is a finding, not an early exit).
+#[derive(Debug)]
+pub struct Verify {
+    plan: VerifyPlan,
+    steps: Steps,
+    gpu: Option<std::sync::Arc<crate::mem::Gpu>>,
+    /// Why GPU-Direct into device memory was not checked, when no GPU opened.
+    no_gpu_why: String,
+}
 
-    // Through the session like every bench (store counted, witness, record),
-    // except that a store the library cannot open is step 1's finding and an
-    // unreachable bucket step 2's, not an early exit.
-    let spec = SessionSpec { ensure_bucket: false, require_rdma: false, ..plan.run.spec("verify") };
-    let session = match Session::start(spec).await {
-        Ok(Some(session)) => session,
-        Ok(None) => return Ok(()),
-        Err(Error::Store(e)) => return Err(unopened_store(e, quiet)),
-        Err(e) => return Err(e),
-    };
-    let (store, witness) = (session.store.as_ref(), &session.witness);
-    let engine = store.rdma_engine();
-    check_engine(&mut s, engine.as_ref(), Path::new("/sys/class/infiniband"), gpu.is_some());
-    // libs3rdma registers host memory too: its host probes are judged like the
-    // device probes. The cuObject generation carries device memory only.
-    let host_rdma = engine.as_ref().is_some_and(|e| e.generation.carries_host_memory() == Some(true));
-    for w in store.preflight(plan.sizes.iter().copied().max().unwrap_or(0)) {
-        let fix = if w.contains("get_object_range") {
-            "a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) carries ranged reads over RDMA; until then they go over HTTP"
-        } else {
-            "use a libminiocpp built with RDMA on a host with an RDMA NIC: see the library's reason and the checks above"
-        };
-        s.add(1, Status::Warn, w, Some(fix.into()));
+impl Verify {
+    /// The bench of `plan`.
+    pub fn new(plan: VerifyPlan) -> Self {
+        let quiet = plan.run.output.json;
+        Verify { plan, steps: Steps { steps: Vec::new(), quiet }, gpu: None, no_gpu_why: String::new() }
     }
-    store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid {KEY}: {e}")))?;
-    let registration = registration_step(&mut s, store, engine.as_ref(), &plan.sizes);
+}
 
-    let (reached, config_failure) = bucket_step(&mut s, store, &plan).await;
-    let mut ops: Vec<ProbeOp> = Vec::new();
-    if reached {
-        metrics_step(&mut s, backend, witness).await;
-        let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
-        let ctx = ProbeCtx { store, witness, key: &plan.key, gpu: gpu.as_ref(), explain: plan.run.output.explain };
-        for &size in &plan.sizes {
-            for &memory in &memories {
-                let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;
-                probe_steps(&mut s, &ctx, backend, size, memory, decisive, &mut ops).await;
+impl Bench for Verify {
+    type Params = Value;
+    type Results = Value;
+
+    /// Errors: an unwritable results directory, a probe the host cannot hold.
+    async fn setup(&mut self) -> Result<Option<SessionSpec>> {
+        let plan = &self.plan;
+        crate::record::check_results_dir(&plan.run.output.results_dir)?;
+        let sizes: Vec<String> = plan.sizes.iter().map(|&b| size_name(b)).collect();
+        // Each probe holds the bytes, a source and a destination in host memory at once.
+        let largest = plan.sizes.iter().copied().max().unwrap_or(0);
+        crate::mem::check_host_memory(&format!("a {} probe", size_name(largest)), largest.saturating_mul(3), &format!("lower the largest {SIZES} entry"))?;
+        if !self.steps.quiet {
+            println!("s3rdma verify: backend {}, bucket '{}', sizes {}", plan.run.store.backend.name(), plan.run.store.bucket, sizes.join(", "));
+        }
+        (self.gpu, self.no_gpu_why) = open_gpu(&mut self.steps, plan.device);
+        // Through the session like every bench (store counted, witness, record),
+        // except that a store the library cannot open is step 1's finding and an
+        // unreachable bucket step 2's, not an early exit.
+        Ok(Some(SessionSpec { ensure_bucket: false, require_rdma: false, ..plan.run.spec("verify") }))
+    }
+
+    /// A store the library cannot open is step 1's finding.
+    fn start_failed(&self, e: Error) -> Error {
+        match e {
+            Error::Store(e) => unopened_store(e, self.steps.quiet),
+            e => e,
+        }
+    }
+
+    async fn measure(&mut self, session: &Arc<Session>) -> Result<Outcome<Value, Value>> {
+        let (plan, gpu, no_gpu_why) = (&self.plan, &self.gpu, &self.no_gpu_why);
+        let s = &mut self.steps;
+        let backend = plan.run.store.backend;
+        let quiet = s.quiet;
+        let sizes: Vec<String> = plan.sizes.iter().map(|&b| size_name(b)).collect();
+        let (store, witness) = (session.store.as_ref(), &session.witness);
+        let engine = store.rdma_engine();
+        check_engine(s, engine.as_ref(), Path::new("/sys/class/infiniband"), gpu.is_some());
+        // libs3rdma registers host memory too: its host probes are judged like the
+        // device probes. The cuObject generation carries device memory only.
+        let host_rdma = engine.as_ref().is_some_and(|e| e.generation.carries_host_memory() == Some(true));
+        for w in store.preflight(plan.sizes.iter().copied().max().unwrap_or(0)) {
+            let fix = if w.contains("get_object_range") {
+                "a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) carries ranged reads over RDMA; until then they go over HTTP"
+            } else {
+                "use a libminiocpp built with RDMA on a host with an RDMA NIC: see the library's reason and the checks above"
+            };
+            s.add(1, Status::Warn, w, Some(fix.into()));
+        }
+        store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid {KEY}: {e}")))?;
+        let registration = registration_step(s, store, engine.as_ref(), &plan.sizes);
+
+        let (reached, config_failure) = bucket_step(s, store, &plan).await;
+        let mut ops: Vec<ProbeOp> = Vec::new();
+        if reached {
+            metrics_step(s, backend, witness).await;
+            let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
+            let ctx = ProbeCtx { store, witness, key: &plan.key, gpu: gpu.as_ref(), explain: plan.run.output.explain };
+            for &size in &plan.sizes {
+                for &memory in &memories {
+                    let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;
+                    probe_steps(s, &ctx, backend, size, memory, decisive, &mut ops).await;
+                }
+            }
+            if !plan.keep {
+                let _ = store.delete(&plan.key).await;
+            }
+            if !quiet && !ops.is_empty() {
+                println!("{}", probe::table(&ops));
             }
         }
-        if !plan.keep {
-            let _ = store.delete(&plan.key).await;
+
+        // Step 6: RESULT, decided by every probe RDMA can carry: device and host
+        // with libs3rdma, device alone where a GPU is usable with cuObject.
+        let decisive: Vec<&ProbeOp> = ops.iter().filter(|o| gpu.is_none() || o.memory == Memory::Device || host_rdma).collect();
+        let worst = decisive.iter().min_by_key(|o| o.witness.verdict).copied();
+        let (verdict, reason) = match worst {
+            Some(o) => (o.witness.verdict, format!("{}: {}", o.what(), o.witness.reason)),
+            None => (Verdict::Unverified, "no transfer happened".to_string()),
+        };
+        let mismatch = ops.iter().any(|o| o.data_match == Some(false));
+        let (pass, result, failure): (bool, String, Option<Error>) = if s.failed() {
+            let why = s.steps.iter().find(|x| x.status == Status::Fail).map(|x| x.text.clone()).unwrap_or_default();
+            let err = if mismatch {
+                Error::Mismatch(format!("verify: {why}"))
+            } else if config_failure {
+                Error::Store(crate::error::StoreError::Config(format!("verify: {why}")))
+            } else {
+                Error::Runtime(format!("verify: {why}"))
+            };
+            (false, format!("FAIL - {why}"), Some(err))
+        } else if !witness.expects_rdma() && plan.run.require_rdma {
+            (
+                false,
+                format!("FAIL - round trips over {} verified, but {REQUIRE_RDMA} asks for RDMA, which {} does not carry", backend.name(), backend.name()),
+                None,
+            )
+        } else if !witness.expects_rdma() {
+            (true, format!("PASS - round trips over {} verified ({}); RDMA not applicable", backend.name(), sizes.join(", ")), None)
+        } else if verdict == Verdict::RdmaVerified {
+            let proof: Vec<String> = decisive.iter().map(|o| format!("{}: {}", o.what(), o.evidence())).collect();
+            let kinds = proven_kinds(&decisive);
+            let gpu_direct = if decisive.iter().any(|o| o.memory == Memory::Device) {
+                "GPU-Direct RDMA is live".to_string()
+            } else {
+                format!("GPU-Direct into GPU memory NOT checked: {no_gpu_why}")
+            };
+            (true, format!("PASS - RDMA carried every probe ({kinds}); {gpu_direct}: {}", proof.join("; ")), None)
+        } else {
+            let unavailable = store.transport_unavailable();
+            let trap = match (&unavailable, worst) {
+                (Some(why), _) => format!("RDMA unavailable: {why}"),
+                (None, Some(o)) if o.witness.verdict == Verdict::Unverified => format!("no proof either way: {}", o.witness.reason),
+                _ => likely_trap(&s.steps, gpu.is_some(), engine.as_ref().map(|e| e.generation)),
+            };
+            let at = worst.map(|o| format!(" ({})", o.what())).unwrap_or_default();
+            (false, format!("FAIL - verdict {}{at}: most likely: {trap}", verdict.as_str()), None)
+        };
+        if !quiet {
+            println!("RESULT: {result}");
         }
-        if !quiet && !ops.is_empty() {
-            println!("{}", probe::table(&ops));
-        }
+        let windows: Vec<(String, WitnessReport)> = decisive.iter().map(|o| (o.what(), o.witness.clone())).collect();
+        let data_match = !s.failed() && !mismatch && ops.iter().any(|o| o.data_match == Some(true));
+        // On the rdma backend verify exists to prove RDMA: anything else is exit
+        // 3, as with --require-rdma, and said as verify's own rule (the user may
+        // not have passed that flag).
+        let failure = failure.or_else(|| {
+            ((witness.expects_rdma() || plan.run.require_rdma) && verdict != Verdict::RdmaVerified).then(|| {
+                let rule = if plan.run.require_rdma {
+                    REQUIRE_RDMA.to_string()
+                } else {
+                    "verify on the rdma backend passes only when every probe is rdma-verified".to_string()
+                };
+                Error::WitnessFailed(format!("RDMA not proven ({rule}): witness verdict {} for {reason}", verdict.as_str()))
+            })
+        });
+        let mut outcome = Outcome::new(
+            json!({"sizes_bytes": plan.sizes, "key": plan.key, "prepare": plan.prepare, "keep": plan.keep, "device": plan.device}),
+            json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops, "registration": registration}),
+            windows,
+        );
+        outcome.environment = vec![("gpu", json!(gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name}))))];
+        outcome.failure = failure;
+        Ok(outcome)
     }
 
-    // Step 6: RESULT, decided by every probe RDMA can carry: device and host
-    // with libs3rdma, device alone where a GPU is usable with cuObject.
-    let decisive: Vec<&ProbeOp> = ops.iter().filter(|o| gpu.is_none() || o.memory == Memory::Device || host_rdma).collect();
-    let worst = decisive.iter().min_by_key(|o| o.witness.verdict).copied();
-    let (verdict, reason) = match worst {
-        Some(o) => (o.witness.verdict, format!("{}: {}", o.what(), o.witness.reason)),
-        None => (Verdict::Unverified, "no transfer happened".to_string()),
-    };
-    let mismatch = ops.iter().any(|o| o.data_match == Some(false));
-    let (pass, result, failure): (bool, String, Option<Error>) = if s.failed() {
-        let why = s.steps.iter().find(|x| x.status == Status::Fail).map(|x| x.text.clone()).unwrap_or_default();
-        let err = if mismatch {
-            Error::Mismatch(format!("verify: {why}"))
-        } else if config_failure {
-            Error::Store(crate::error::StoreError::Config(format!("verify: {why}")))
-        } else {
-            Error::Runtime(format!("verify: {why}"))
-        };
-        (false, format!("FAIL - {why}"), Some(err))
-    } else if !witness.expects_rdma() && plan.run.require_rdma {
-        (false, format!("FAIL - round trips over {} verified, but {REQUIRE_RDMA} asks for RDMA, which {} does not carry", backend.name(), backend.name()), None)
-    } else if !witness.expects_rdma() {
-        (true, format!("PASS - round trips over {} verified ({}); RDMA not applicable", backend.name(), sizes.join(", ")), None)
-    } else if verdict == Verdict::RdmaVerified {
-        let proof: Vec<String> = decisive.iter().map(|o| format!("{}: {}", o.what(), o.evidence())).collect();
-        let kinds = proven_kinds(&decisive);
-        let gpu_direct = if decisive.iter().any(|o| o.memory == Memory::Device) {
-            "GPU-Direct RDMA is live".to_string()
-        } else {
-            format!("GPU-Direct into GPU memory NOT checked: {no_gpu_why}")
-        };
-        (true, format!("PASS - RDMA carried every probe ({kinds}); {gpu_direct}: {}", proof.join("; ")), None)
-    } else {
-        let unavailable = store.transport_unavailable();
-        let trap = match (&unavailable, worst) {
-            (Some(why), _) => format!("RDMA unavailable: {why}"),
-            (None, Some(o)) if o.witness.verdict == Verdict::Unverified => format!("no proof either way: {}", o.witness.reason),
-            _ => likely_trap(&s.steps, gpu.is_some(), engine.as_ref().map(|e| e.generation)),
-        };
-        let at = worst.map(|o| format!(" ({})", o.what())).unwrap_or_default();
-        (false, format!("FAIL - verdict {}{at}: most likely: {trap}", verdict.as_str()), None)
-    };
-    if !quiet {
-        println!("RESULT: {result}");
-    }
-    let windows: Vec<(String, WitnessReport)> = decisive.iter().map(|o| (o.what(), o.witness.clone())).collect();
-    let data_match = !s.failed() && !mismatch && ops.iter().any(|o| o.data_match == Some(true));
-    // On the rdma backend verify exists to prove RDMA: anything else is exit
-    // 3, as with --require-rdma, and said as verify's own rule (the user may
-    // not have passed that flag).
-    let failure = failure.or_else(|| {
-        ((witness.expects_rdma() || plan.run.require_rdma) && verdict != Verdict::RdmaVerified).then(|| {
-            let rule = if plan.run.require_rdma {
-                REQUIRE_RDMA.to_string()
-            } else {
-                "verify on the rdma backend passes only when every probe is rdma-verified".to_string()
-            };
-            Error::WitnessFailed(format!("RDMA not proven ({rule}): witness verdict {} for {reason}", verdict.as_str()))
-        })
-    });
-    let mut outcome = Outcome::new(
-        json!({"sizes_bytes": plan.sizes, "key": plan.key, "prepare": plan.prepare, "keep": plan.keep, "device": plan.device}),
-        json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops, "registration": registration}),
-        windows,
-    );
-    outcome.environment = vec![("gpu", json!(gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name}))))];
-    outcome.failure = failure;
-    // The steps were printed as they ran.
-    session.finish(outcome, || {}).await
+    /// The steps and the result were printed as they ran.
+    fn print(&self, _s: &Session, _results: &Value) {}
 }
 
 /// Step 1's registration line: what registering a host buffer of each probe

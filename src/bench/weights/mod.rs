@@ -21,6 +21,7 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use serde::Serialize;
 use serde_json::json;
 
+use super::driver::Bench;
 use super::fanout;
 use super::session::{Direction, Outcome, Session, SessionSpec};
 use crate::error::{Error, Result};
@@ -230,148 +231,212 @@ async fn baselines(plan: &WeightsPlan, store: &dyn ObjectStore, layout: &[ShardL
     Ok(out)
 }
 
-/// Run `s3rdma weights`.
-pub async fn run(plan: WeightsPlan) -> Result<()> {
-    if let Some(name) = &plan.synth {
-        if plan.verify || plan.reference.is_some() {
-            return Err(Error::Usage(format!("{SYNTH} writes a model and loads none: run {VERIFY} (or {REFERENCE}) as a second command, without {SYNTH}")));
+/// `s3rdma weights` as a [`Bench`]: the plan, then what [`Bench::prepare`]
+/// read and allocated before the timed loads.
+#[derive(Debug)]
+pub struct Weights {
+    plan: WeightsPlan,
+    ready: Option<Prepared>,
+    /// The worst verdict over the repeats (the table's witness column).
+    worst: Option<crate::witness::Verdict>,
+}
+
+/// The model as read before the timed loads, and where it loads to.
+#[derive(Debug)]
+struct Prepared {
+    layout: Vec<crate::format::weights::ShardLayout>,
+    digest: Option<crate::format::digest::Digest>,
+    header_s: f64,
+    bufs: Vec<Buffer>,
+    gpu: Option<Arc<crate::mem::Gpu>>,
+    /// When the session had started, the headers were read and the buffers allocated.
+    session_at: Instant,
+    headers_at: Instant,
+    buffers_at: Instant,
+}
+
+impl Weights {
+    /// The bench of `plan`.
+    pub fn new(plan: WeightsPlan) -> Self {
+        Weights { plan, ready: None, worst: None }
+    }
+}
+
+impl Bench for Weights {
+    type Params = serde_json::Value;
+    type Results = WeightsResults;
+
+    /// `--synth` writes a model here and measures nothing.
+    async fn setup(&mut self) -> Result<Option<SessionSpec>> {
+        let plan = &self.plan;
+        if let Some(name) = &plan.synth {
+            if plan.verify || plan.reference.is_some() {
+                return Err(Error::Usage(format!("{SYNTH} writes a model and loads none: run {VERIFY} (or {REFERENCE}) as a second command, without {SYNTH}")));
+            }
+            // Writes a model and no record: no timed window, so no session.
+            crate::record::check_results_dir(&plan.run.output.results_dir)?;
+            crate::ingest::synth::run(&plan.run.store, &plan.model, name, plan.shard_size).await?;
+            return Ok(None);
         }
-        // Writes a model and no record: no timed window, so no session.
-        crate::record::check_results_dir(&plan.run.output.results_dir)?;
-        crate::ingest::synth::run(&plan.run.store, &plan.model, name, plan.shard_size).await?;
-        return Ok(());
+        Ok(Some(SessionSpec { rdma_threads: plan.concurrency, no_bucket, defer_gpu: true, ..plan.run.spec("weights") }))
     }
-    let spec = SessionSpec { rdma_threads: plan.concurrency, no_bucket, defer_gpu: true, ..plan.run.spec("weights") };
-    let Some(s) = Session::start(spec).await? else { return Ok(()) };
-    let session_at = Instant::now();
-    let store = s.store.clone();
-    let dest = s.mem.dest;
-    let t_head = Instant::now();
-    let (layout, index_warnings) = crate::catalog::weights::read_layout(store.as_ref(), &plan.model).await?;
-    index_warnings.into_iter().for_each(|w| s.warn(w));
-    let header_s = t_head.elapsed().as_secs_f64();
-    if let Some(r) = &plan.reference {
-        // A wrong --reference fails before the load, not after it.
-        verify::reference_files(r, &plan.model, &layout)?;
-    }
-    // Read before the load: a model whose write stopped midway is refused
-    // whether or not --verify is asked.
-    let digest = crate::catalog::digest::read(store.as_ref(), &plan.model).await?;
-    if let Some(d) = &digest {
-        verify::same_layout(&plan.model, &layout, d)?;
-    }
-    let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
-    let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
-    // What the session said already (the store's size-independent warnings) is not said twice.
-    let sizes: std::collections::BTreeSet<String> = layout.iter().flat_map(|s| store.preflight(s.object_bytes)).collect();
-    for w in sizes {
-        s.warn(w);
-    }
-    // Each shard's data blob is read as ranged GETs of at most --window bytes (it starts after the header).
-    let window = plan.run.store.window.max(1);
-    let planned: Vec<(String, crate::store::PlannedIo)> = layout
-        .iter()
-        .map(|l| (format!("weights reads of shard '{}'", l.key), crate::store::PlannedIo::Get { whole: false, bytes: l.data_bytes().min(window) }))
-        .collect();
-    s.check_io_plan(&planned, Some(&format!("no flag of this tool makes them RDMA: a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) reads them in {WINDOW} ranged reads over RDMA")))?;
-    let headers_at = Instant::now();
-    // One buffer per shard, allocated side by side before any timed window
-    // (the GPU's background open is joined here).
-    let gpu = s.gpu()?;
-    let lens: Vec<usize> = layout.iter().map(|l| l.data_bytes() as usize).collect();
-    let mut bufs = s.pooled_buffers(&lens).map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", dest.name())))?;
-    let buffers_at = Instant::now();
-    // --verify against the digest into device memory: the store's own device
-    // pipeline hashes every tensor as it stages it (each repeat pays it; the
-    // last repeat's hashes are compared).
-    let check = (plan.verify && plan.reference.is_none() && digest.is_some() && dest == Dest::Device).then(|| hashes::staged_check(&layout));
-    let mut staged = None;
-    let mut ready_at = None;
-    let mut repeats = Vec::new();
-    let mut stats = crate::store::StoreStats::default();
-    for rep in 1..=plan.repeats {
-        let window = s.open_window().await?;
-        let sampler = Sampler::start();
-        let t0 = Instant::now();
-        let (bytes, windows, stages, checked) = load(&store, &layout, &mut bufs, plan.run.store.window, plan.concurrency as usize, check.as_ref()).await?;
-        staged = checked.map(|c| (c, stages.as_ref().map_or(1, |t| t.threads)));
-        let wall_s = t0.elapsed().as_secs_f64();
-        ready_at.get_or_insert_with(Instant::now);
-        let smp = sampler.finish();
-        let closed = s.close_window(window, Direction::Read, bytes, ()).await?;
-        stats.add(&closed.stats);
-        repeats.push(LoadRepeat {
-            repeat: rep,
-            bytes,
-            wall_s,
-            throughput_gbps: bytes as f64 / wall_s / 1e9,
-            windows,
-            client_cpu_cores: smp.client_cpu_cores,
-            host_cpu_cores: smp.host_cpu_cores,
-            sampler: smp,
-            witness: closed.witness.expect("a single-process bench is rank 0"),
-            stages,
-        });
-    }
-    let verified = if plan.verify || plan.reference.is_some() {
-        let v =
-            verify::verify(store.as_ref(), &plan.model, &layout, &mut bufs, plan.reference.as_deref(), digest.as_ref(), staged.as_ref().map(|(h, n)| (h, *n)))
-                .await?;
-        if let Some(f) = v.checked.as_ref().and_then(|c| c.fallback.as_ref()) {
-            s.warn(format!("{VERIFY}: {f}"));
+
+    /// Errors: a model that cannot be read or is half written, a wrong
+    /// `--reference`, an I/O plan off RDMA under `--require-rdma`, memory.
+    async fn prepare(&mut self, s: &mut Session) -> Result<()> {
+        let plan = &self.plan;
+        let session_at = Instant::now();
+        let store = s.store.clone();
+        let dest = s.mem.dest;
+        let t_head = Instant::now();
+        let (layout, index_warnings) = crate::catalog::weights::read_layout(store.as_ref(), &plan.model).await?;
+        index_warnings.into_iter().for_each(|w| s.warn(w));
+        let header_s = t_head.elapsed().as_secs_f64();
+        if let Some(r) = &plan.reference {
+            // A wrong --reference fails before the load, not after it.
+            verify::reference_files(r, &plan.model, &layout)?;
         }
-        Some(v)
-    } else {
-        None
-    };
-    let baseline_runs = if plan.baselines.is_empty() { Vec::new() } else { baselines(&plan, store.as_ref(), &layout, &mut bufs).await? };
-    let wall = Spread::of(repeats.iter().map(|r| r.wall_s)).expect("repeats >= 1");
-    let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
-    let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
-    let worst = repeats.iter().map(|r| r.witness.verdict).min().expect("repeats >= 1");
-    let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
-    let failure = verified.as_ref().and_then(Verified::failure);
-    // How the load was read (see `load`): the same rule, said in the record.
-    let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
-        format!("the store's own: reader threads ({IO_THREADS}), each with its bounce buffers and copy streams, chunks in file order")
-    } else if dest == Dest::Device && !store.capabilities().device_writes {
-        "staged: one pipeline, the shards' bounce buffers pooled, reads in file order".to_string()
-    } else {
-        format!("one task per shard, {CONCURRENCY} at once")
-    };
-    // The pool as allocated: at most what the reads need (`store::pool_shares`), so a small model's may be below `--bounce-buffers`.
-    let pooled: usize = bufs.iter().map(|b| if let Buffer::Device(d) = b { d.bounce.len() } else { 0 }).sum();
-    let params = json!({"model": plan.model, "window_bytes": plan.run.store.window, "concurrency": plan.concurrency,
-                        "load_pipeline": pipeline, "bounce_buffers_allocated": pooled, "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
-                        "reference": plan.reference});
-    // Milliseconds: the process-start offset itself is one clock tick (10 ms) coarse.
-    let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;
-    let ready = TimeToReady {
-        exec_to_main_s: crate::clock::exec_to_main_s().map(|m| (m * 1e3).round() / 1e3),
-        session_started_s: at(session_at),
-        headers_read_s: at(headers_at),
-        gpu_open_s: gpu.as_ref().map(|g| (at(g.opened.0), at(g.opened.1))),
-        buffers_allocated_s: at(buffers_at),
-        ready_s: at(ready_at.expect("repeats >= 1")),
-    };
-    let results = WeightsResults {
-        ready,
-        shards: layout.len(),
-        tensors,
-        bytes: total,
-        header_s,
-        device_memory_bytes: if dest == Dest::Device { total } else { 0 },
-        repeats,
-        summary: WeightsSummary { wall_s: wall, throughput_gbps: gbps, client_cpu_cores: cores },
-        verified,
-        baselines: baseline_runs,
-        layout,
-    };
-    let mut outcome = Outcome::new(params, &results, windows);
-    outcome.stats = stats;
-    outcome.failure = failure;
-    let (backend, location) = (store.capabilities().name, store.location());
-    s.finish(outcome, || print_table(&results, &plan.model, backend, &location, dest, worst)).await
+        // Read before the load: a model whose write stopped midway is refused
+        // whether or not --verify is asked.
+        let digest = crate::catalog::digest::read(store.as_ref(), &plan.model).await?;
+        if let Some(d) = &digest {
+            verify::same_layout(&plan.model, &layout, d)?;
+        }
+        let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
+        // What the session said already (the store's size-independent warnings) is not said twice.
+        let sizes: std::collections::BTreeSet<String> = layout.iter().flat_map(|s| store.preflight(s.object_bytes)).collect();
+        for w in sizes {
+            s.warn(w);
+        }
+        // Each shard's data blob is read as ranged GETs of at most --window bytes (it starts after the header).
+        let window = plan.run.store.window.max(1);
+        let planned: Vec<(String, crate::store::PlannedIo)> = layout
+            .iter()
+            .map(|l| (format!("weights reads of shard '{}'", l.key), crate::store::PlannedIo::Get { whole: false, bytes: l.data_bytes().min(window) }))
+            .collect();
+        s.check_io_plan(&planned, Some(&format!("no flag of this tool makes them RDMA: a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) reads them in {WINDOW} ranged reads over RDMA")))?;
+        let headers_at = Instant::now();
+        // One buffer per shard, allocated side by side before any timed window
+        // (the GPU's background open is joined here).
+        let gpu = s.gpu()?;
+        let lens: Vec<usize> = layout.iter().map(|l| l.data_bytes() as usize).collect();
+        let bufs = s.pooled_buffers(&lens).map_err(|e| Error::Runtime(format!("cannot allocate {total} bytes of {} memory: {e}", dest.name())))?;
+        let buffers_at = Instant::now();
+        self.ready = Some(Prepared { layout, digest, header_s, bufs, gpu, session_at, headers_at, buffers_at });
+        Ok(())
+    }
+
+    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<serde_json::Value, WeightsResults>> {
+        let plan = &self.plan;
+        let Prepared { layout, digest, header_s, bufs, gpu, session_at, headers_at, buffers_at } = self.ready.take().expect("prepare ran");
+        let mut bufs = bufs;
+        let (store, dest) = (s.store.clone(), s.mem.dest);
+        let total: u64 = layout.iter().map(|s| s.data_bytes()).sum();
+        let tensors: usize = layout.iter().map(|s| s.tensors.len()).sum();
+        // --verify against the digest into device memory: the store's own device
+        // pipeline hashes every tensor as it stages it (each repeat pays it; the
+        // last repeat's hashes are compared).
+        let check = (plan.verify && plan.reference.is_none() && digest.is_some() && dest == Dest::Device).then(|| hashes::staged_check(&layout));
+        let mut staged = None;
+        let mut ready_at = None;
+        let mut repeats = Vec::new();
+        let mut stats = crate::store::StoreStats::default();
+        for rep in 1..=plan.repeats {
+            let window = s.open_window().await?;
+            let sampler = Sampler::start();
+            let t0 = Instant::now();
+            let (bytes, windows, stages, checked) = load(&store, &layout, &mut bufs, plan.run.store.window, plan.concurrency as usize, check.as_ref()).await?;
+            staged = checked.map(|c| (c, stages.as_ref().map_or(1, |t| t.threads)));
+            let wall_s = t0.elapsed().as_secs_f64();
+            ready_at.get_or_insert_with(Instant::now);
+            let smp = sampler.finish();
+            let closed = s.close_window(window, Direction::Read, bytes, ()).await?;
+            stats.add(&closed.stats);
+            repeats.push(LoadRepeat {
+                repeat: rep,
+                bytes,
+                wall_s,
+                throughput_gbps: bytes as f64 / wall_s / 1e9,
+                windows,
+                client_cpu_cores: smp.client_cpu_cores,
+                host_cpu_cores: smp.host_cpu_cores,
+                sampler: smp,
+                witness: closed.witness.expect("a single-process bench is rank 0"),
+                stages,
+            });
+        }
+        let verified = if plan.verify || plan.reference.is_some() {
+            let v = verify::verify(
+                store.as_ref(),
+                &plan.model,
+                &layout,
+                &mut bufs,
+                plan.reference.as_deref(),
+                digest.as_ref(),
+                staged.as_ref().map(|(h, n)| (h, *n)),
+            )
+            .await?;
+            if let Some(f) = v.checked.as_ref().and_then(|c| c.fallback.as_ref()) {
+                s.warn(format!("{VERIFY}: {f}"));
+            }
+            Some(v)
+        } else {
+            None
+        };
+        let baseline_runs = if plan.baselines.is_empty() { Vec::new() } else { baselines(&plan, store.as_ref(), &layout, &mut bufs).await? };
+        let wall = Spread::of(repeats.iter().map(|r| r.wall_s)).expect("repeats >= 1");
+        let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
+        let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
+        let worst = repeats.iter().map(|r| r.witness.verdict).min().expect("repeats >= 1");
+        let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
+        let failure = verified.as_ref().and_then(Verified::failure);
+        // How the load was read (see `load`): the same rule, said in the record.
+        let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
+            format!("the store's own: reader threads ({IO_THREADS}), each with its bounce buffers and copy streams, chunks in file order")
+        } else if dest == Dest::Device && !store.capabilities().device_writes {
+            "staged: one pipeline, the shards' bounce buffers pooled, reads in file order".to_string()
+        } else {
+            format!("one task per shard, {CONCURRENCY} at once")
+        };
+        // The pool as allocated: at most what the reads need (`store::pool_shares`), so a small model's may be below `--bounce-buffers`.
+        let pooled: usize = bufs.iter().map(|b| if let Buffer::Device(d) = b { d.bounce.len() } else { 0 }).sum();
+        let params = json!({"model": plan.model, "window_bytes": plan.run.store.window, "concurrency": plan.concurrency,
+                            "load_pipeline": pipeline, "bounce_buffers_allocated": pooled, "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
+                            "reference": plan.reference});
+        // Milliseconds: the process-start offset itself is one clock tick (10 ms) coarse.
+        let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;
+        let ready = TimeToReady {
+            exec_to_main_s: crate::clock::exec_to_main_s().map(|m| (m * 1e3).round() / 1e3),
+            session_started_s: at(session_at),
+            headers_read_s: at(headers_at),
+            gpu_open_s: gpu.as_ref().map(|g| (at(g.opened.0), at(g.opened.1))),
+            buffers_allocated_s: at(buffers_at),
+            ready_s: at(ready_at.expect("repeats >= 1")),
+        };
+        let results = WeightsResults {
+            ready,
+            shards: layout.len(),
+            tensors,
+            bytes: total,
+            header_s,
+            device_memory_bytes: if dest == Dest::Device { total } else { 0 },
+            repeats,
+            summary: WeightsSummary { wall_s: wall, throughput_gbps: gbps, client_cpu_cores: cores },
+            verified,
+            baselines: baseline_runs,
+            layout,
+        };
+        self.worst = Some(worst);
+        let mut outcome = Outcome::new(params, results, windows);
+        outcome.stats = stats;
+        outcome.failure = failure;
+        Ok(outcome)
+    }
+
+    fn print(&self, s: &Session, results: &WeightsResults) {
+        let (backend, location) = (s.store.capabilities().name, s.store.location());
+        print_table(results, &self.plan.model, backend, &location, s.mem.dest, self.worst.unwrap_or(crate::witness::Verdict::Unverified))
+    }
 }
 
 /// The load's table (one row for s3rdma, one per baseline), then the time-to-ready line.
