@@ -31,29 +31,14 @@ pub mod witness;
 #[cfg(test)]
 mod proptests;
 
-use cli::{Cli, Command};
+use cli::Cli;
 use error::Result;
 
 /// Run one parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
-    if matches!(cli.command, Command::Fetch(_) | Command::Ckpt(_) | Command::Tokens(_) | Command::Weights(_) | Command::Train(_)) {
-        // These write a record with the host's facts at the end; read them meanwhile.
-        record::HostInfo::prefetch();
-    }
     let mut cli = cli;
     if let Some(store) = cli.command.store_args_mut() {
         store.resolve_aws().await;
     }
-    match cli.command {
-        Command::Fetch(args) => bench::driver::drive(bench::fetch::Fetch::new(args.plan())).await,
-        Command::Verify(args) => bench::driver::drive(bench::verify::Verify::new(args.plan())).await,
-        Command::Ckpt(args) => bench::driver::drive(bench::ckpt::Ckpt::new(args.plan())).await,
-        Command::Ingest(kind) => ingest::run(kind.plan()).await,
-        Command::Tokens(args) => bench::driver::drive(bench::tokens::Tokens::new(args.plan())).await,
-        Command::Weights(args) => bench::driver::drive(bench::weights::Weights::new(args.plan())).await,
-        Command::Train(args) => bench::driver::drive(bench::train::Train::new(args.plan())).await,
-        Command::Barrier(args) => bench::driver::drive(bench::barrier::Barrier::new(args.plan())).await,
-        Command::Report(args) => report::run(args.plan()).await,
-        Command::Completions { shell } => report::write_stdout(&cli::completions(shell)),
-    }
+    cli.command.run().await
 }

@@ -82,6 +82,8 @@ pub trait Bench {
 /// Errors: the first step's error (after [`Bench::cleanup`] when
 /// [`Bench::measure`] failed), or [`Session::finish`]'s.
 pub async fn drive<B: Bench>(mut bench: B) -> Result<()> {
+    // Every bench writes a record with the host's facts at the end; read them meanwhile.
+    crate::record::HostInfo::prefetch();
     let Some(spec) = bench.setup().await? else { return Ok(()) };
     let mut s = match Session::start(spec).await {
         Ok(Some(s)) => s,

@@ -6,6 +6,7 @@ pub mod ckpt;
 pub mod driver;
 pub(crate) mod fanout;
 pub mod fetch;
+pub mod list;
 pub mod session;
 pub mod tokens;
 pub mod train;

@@ -369,7 +369,7 @@ fn summarize(plan: &TokensPlan, listed: &[Listed<TokenShard>], timed_bytes: u64,
     let spread = |f: fn(&TokensRepeat) -> f64| Spread::of(repeats.iter().map(f)).expect("repeats >= 1");
     let tps = spread(|r| r.tokens_per_s);
     let summary = TokensSummary {
-        tokens_per_s: tps.clone(),
+        tokens_per_s: tps,
         throughput_gbps: spread(|r| r.throughput_gbps),
         client_cpu_cores: spread(|r| r.client_cpu_cores),
         fetch_wait_s: spread(|r| r.figures.fetch_wait_s),

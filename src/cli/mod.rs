@@ -49,53 +49,76 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The subcommands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Raw storage read throughput: concurrent GETs of whole objects into memory.
-    Fetch(FetchArgs),
-    /// Bring-up check: PASS only when the server's counters prove RDMA carried the bytes.
-    Verify(VerifyArgs),
-    /// Checkpoint save and restore from GPU memory: flat chunked, async (stall = snapshot) and serialize-then-put, verified, per rank.
-    Ckpt(CkptArgs),
-    /// Build the datasets `tokens` and `train` read: token shards, raw image shards, JPEG tar shards.
-    #[command(subcommand)]
-    Ingest(IngestKind),
-    /// Tokenized int32 loader throughput into GPU memory, and how many GPUs it could feed.
-    Tokens(TokensArgs),
-    /// Model weights (Hugging Face safetensors) into GPU memory: cold start.
-    Weights(WeightsArgs),
-    /// ResNet-50 training (feature `train`) or its input pipeline alone (`--loader-only`): step-time breakdown by backend.
-    Train(TrainArgs),
-    /// Ranks meeting through the store, nothing else: barrier latency and requests per rank per barrier (docs/scaling.md).
-    Barrier(BarrierArgs),
-    /// Compare result records side by side: medians, ranges, CPU, ratio to a baseline, witness verdicts; plots.
-    Report(ReportArgs),
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
-    Completions {
-        #[arg(value_enum)]
-        /// The shell to write completions for.
-        shell: clap_complete::Shell,
-    },
+/// The subcommands: the measuring benches (one line each, below), then
+/// `ingest`, `report` and `completions`.
+///
+/// Each bench line reads `Doc Variant(Args) => Bench`: the subcommand's
+/// help line, its flags (a clap `Args` struct with a `store` field and a
+/// `plan()` method: `bench_args.rs`, or [`SharedArgs`] for a bench with no
+/// flags of its own) and the value [`crate::bench::driver::drive`] runs,
+/// made by `Bench::new(args.plan())`. The macro writes the enum variant,
+/// the store flags' accessor and the dispatch from that one line.
+macro_rules! subcommands {
+    ($($(#[$doc:meta])* $variant:ident($args:ty) => $bench:ty,)*) => {
+        /// The subcommands.
+        #[derive(Debug, Subcommand)]
+        pub enum Command {
+            $($(#[$doc])* $variant($args),)*
+            /// Build the datasets `tokens` and `train` read: token shards, raw image shards, JPEG tar shards.
+            #[command(subcommand)]
+            Ingest(IngestKind),
+            /// Compare result records side by side: medians, ranges, CPU, ratio to a baseline, witness verdicts; plots.
+            Report(ReportArgs),
+            /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+            Completions {
+                #[arg(value_enum)]
+                /// The shell to write completions for.
+                shell: clap_complete::Shell,
+            },
+        }
+
+        impl Command {
+            /// The store flags of a command that opens a store (`None`: report, completions).
+            pub fn store_args_mut(&mut self) -> Option<&mut StoreArgs> {
+                match self {
+                    $(Command::$variant(a) => Some(&mut a.store),)*
+                    Command::Ingest(IngestKind::Tokens(a)) => Some(&mut a.store),
+                    Command::Ingest(IngestKind::Raw(a) | IngestKind::Jpeg(a)) => Some(&mut a.store),
+                    Command::Ingest(IngestKind::Weights(a)) => Some(&mut a.store),
+                    Command::Report(_) | Command::Completions { .. } => None,
+                }
+            }
+
+            /// Run the command: a measuring subcommand through the bench driver.
+            pub async fn run(self) -> crate::error::Result<()> {
+                match self {
+                    $(Command::$variant(a) => crate::bench::driver::drive(<$bench>::new(a.plan())).await,)*
+                    Command::Ingest(kind) => crate::ingest::run(kind.plan()).await,
+                    Command::Report(args) => crate::report::run(args.plan()).await,
+                    Command::Completions { shell } => crate::report::write_stdout(&completions(shell)),
+                }
+            }
+        }
+    };
 }
 
-impl Command {
-    /// The store flags of a command that opens a store (`None`: report, completions).
-    pub fn store_args_mut(&mut self) -> Option<&mut StoreArgs> {
-        match self {
-            Command::Fetch(a) => Some(&mut a.store),
-            Command::Verify(a) => Some(&mut a.store),
-            Command::Ckpt(a) => Some(&mut a.store),
-            Command::Ingest(IngestKind::Tokens(a)) => Some(&mut a.store),
-            Command::Ingest(IngestKind::Raw(a) | IngestKind::Jpeg(a)) => Some(&mut a.store),
-            Command::Ingest(IngestKind::Weights(a)) => Some(&mut a.store),
-            Command::Tokens(a) => Some(&mut a.store),
-            Command::Weights(a) => Some(&mut a.store),
-            Command::Train(a) => Some(&mut a.store),
-            Command::Barrier(a) => Some(&mut a.store),
-            Command::Report(_) | Command::Completions { .. } => None,
-        }
-    }
+subcommands! {
+    /// Raw storage read throughput: concurrent GETs of whole objects into memory.
+    Fetch(FetchArgs) => crate::bench::fetch::Fetch,
+    /// Bring-up check: PASS only when the server's counters prove RDMA carried the bytes.
+    Verify(VerifyArgs) => crate::bench::verify::Verify,
+    /// Checkpoint save and restore from GPU memory: flat chunked, async (stall = snapshot) and serialize-then-put, verified, per rank.
+    Ckpt(CkptArgs) => crate::bench::ckpt::Ckpt,
+    /// Tokenized int32 loader throughput into GPU memory, and how many GPUs it could feed.
+    Tokens(TokensArgs) => crate::bench::tokens::Tokens,
+    /// Model weights (Hugging Face safetensors) into GPU memory: cold start.
+    Weights(WeightsArgs) => crate::bench::weights::Weights,
+    /// ResNet-50 training (feature `train`) or its input pipeline alone (`--loader-only`): step-time breakdown by backend.
+    Train(TrainArgs) => crate::bench::train::Train,
+    /// Ranks meeting through the store, nothing else: barrier latency and requests per rank per barrier (docs/scaling.md).
+    Barrier(BarrierArgs) => crate::bench::barrier::Barrier,
+    /// Listing a prefix: listings/s, keys/s and one listing's latency (what a job pays to find its shards).
+    List(SharedArgs) => crate::bench::list::List,
 }
 
 /// `s3rdma report`.
@@ -208,6 +231,28 @@ pub struct RunArgs {
     /// Never create anything, even in the default local directory.
     #[arg(long, conflicts_with = "prepare")]
     pub no_prepare: bool,
+}
+
+/// The flags of a bench with none of its own: the store, the witness, how
+/// long and how often, where the record goes, and a key prefix. A bench
+/// registered with these needs no flag code of its own.
+#[derive(Debug, Clone, Args)]
+pub struct SharedArgs {
+    #[command(flatten)]
+    /// Which store and how to reach it.
+    pub store: StoreArgs,
+    #[command(flatten)]
+    /// How long and how often.
+    pub run: RunArgs,
+    #[command(flatten)]
+    /// Where the witness scrapes.
+    pub witness: WitnessArgs,
+    #[command(flatten)]
+    /// Where the record goes.
+    pub output: OutputArgs,
+    /// Key prefix the bench works under.
+    #[arg(long, default_value = "fetch/")]
+    pub prefix: String,
 }
 
 /// The `--root` default: the directory the tool creates and owns.

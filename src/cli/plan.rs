@@ -33,6 +33,19 @@ fn run_plan(store: &StoreArgs, witness: &WitnessArgs, mem: Option<&MemArgs>, out
     }
 }
 
+impl super::SharedArgs {
+    /// The plan of a bench with no flags of its own.
+    pub fn plan(self) -> crate::bench::session::SharedPlan {
+        let r = &self.run;
+        crate::bench::session::SharedPlan {
+            run: run_plan(&self.store, &self.witness, None, &self.output, None),
+            timing: Timing { duration: r.duration, iters: r.iters, warmup: r.warmup, repeats: r.repeats },
+            prepare: r.prepare_for(&self.store),
+            prefix: self.prefix,
+        }
+    }
+}
+
 impl FetchArgs {
     /// The plan `s3rdma fetch` runs.
     pub fn plan(self) -> FetchPlan {

@@ -12,6 +12,7 @@ mod data;
 mod dataset_trust;
 mod faults;
 mod fetch;
+mod list;
 mod ranks;
 mod real_lib;
 mod report;

@@ -411,7 +411,7 @@ impl Bench for Ckpt {
         for spec in specs {
             let key = format!("{}/{}/rank{:05}", plan.prefix, spec.name, me.rank);
             let state = State::new(spec, dest, gpu.as_ref(), plan.seed, me.rank)?;
-            let mut bufs = allocate(&plan, &state, dest, gpu.as_ref(), store.capabilities().device_writes)?;
+            let mut bufs = allocate(plan, &state, dest, gpu.as_ref(), store.capabilities().device_writes)?;
             let staging = std::mem::take(&mut bufs.staging);
             let ctx = Ctx {
                 store: store.clone(),
@@ -429,9 +429,9 @@ impl Bench for Ckpt {
             };
             let direct_ctx = direct.as_ref().map(|(d, serial)| Ctx { store: d.clone(), serial: serial.clone(), staging: ctx.staging.clone(), ..ctx });
             let repeats = repeat::Repeats {
-                s: s,
-                plan: &plan,
-                cache_plan: &cache_plan,
+                s,
+                plan,
+                cache_plan,
                 key: &key,
                 spec,
                 state: &state,
@@ -466,7 +466,7 @@ impl Bench for Ckpt {
                     } else {
                         None
                     };
-                    rows.push(summarize(spec, method, op, &plan, me.world, reps, verified));
+                    rows.push(summarize(spec, method, op, plan, me.world, reps, verified));
                 }
                 // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
                 // Measured and checked by now: a clean-up that fails is said and recorded, not the run's failure.

@@ -22,18 +22,7 @@ pub enum StreamBuffer {
     Window(u64),
 }
 
-/// How long and how often each cell runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
-    /// Timed window per cell and repeat (ignored when `iters` is set).
-    pub duration: Duration,
-    /// Instead of `duration`: GETs per stream per cell and repeat.
-    pub iters: Option<u32>,
-    /// Untimed warm-up before each cell and repeat (zero: none).
-    pub warmup: Duration,
-    /// Timed repeats per cell.
-    pub repeats: u32,
-}
+pub use crate::bench::session::Timing;
 
 /// Everything `s3rdma fetch` runs with. Sizes in bytes; each (size,
 /// streams, procs) triple is one cell.

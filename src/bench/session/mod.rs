@@ -603,7 +603,7 @@ pub use end::{conclude, exit_status};
 use launch::find_rank;
 pub use outcome::Outcome;
 use spec::watch_local_server;
-pub use spec::{RunPlan, SessionSpec, World, create_bucket_first, store_error};
+pub use spec::{RunPlan, SessionSpec, SharedPlan, Timing, World, create_bucket_first, store_error};
 
 #[cfg(test)]
 mod tests {

@@ -63,6 +63,35 @@ impl RunPlan {
     }
 }
 
+/// How long and how often each cell of a bench runs (`--duration`, `--iters`, `--warmup`, `--repeats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Timed window per cell and repeat (ignored when `iters` is set).
+    pub duration: std::time::Duration,
+    /// Instead of `duration`: operations per stream per cell and repeat.
+    pub iters: Option<u32>,
+    /// Untimed warm-up before each cell and repeat (zero: none).
+    pub warmup: std::time::Duration,
+    /// Timed repeats per cell.
+    pub repeats: u32,
+}
+
+/// The plan of a bench with no settings of its own: the shared ones, its
+/// timing, the key prefix it works under, and whether it may create what
+/// it reads (`--prepare`). A bench made from this needs no flags of its own
+/// in the CLI (`SharedArgs` there).
+#[derive(Debug, Clone)]
+pub struct SharedPlan {
+    /// The shared configuration.
+    pub run: RunPlan,
+    /// How long and how often.
+    pub timing: Timing,
+    /// Key prefix the bench works under.
+    pub prefix: String,
+    /// Create the bucket and the objects the bench reads.
+    pub prepare: bool,
+}
+
 /// What a bench tells the session before it starts: the configuration made
 /// of the flags once ([`RunPlan::spec`]), and the bench's needs.
 #[derive(Debug, Clone)]

@@ -188,7 +188,7 @@ impl Bench for Verify {
         store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid {KEY}: {e}")))?;
         let registration = registration_step(s, store, engine.as_ref(), &plan.sizes);
 
-        let (reached, config_failure) = bucket_step(s, store, &plan).await;
+        let (reached, config_failure) = bucket_step(s, store, plan).await;
         let mut ops: Vec<ProbeOp> = Vec::new();
         if reached {
             metrics_step(s, backend, witness).await;

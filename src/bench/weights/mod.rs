@@ -383,7 +383,7 @@ impl Bench for Weights {
         } else {
             None
         };
-        let baseline_runs = if plan.baselines.is_empty() { Vec::new() } else { baselines(&plan, store.as_ref(), &layout, &mut bufs).await? };
+        let baseline_runs = if plan.baselines.is_empty() { Vec::new() } else { baselines(plan, store.as_ref(), &layout, &mut bufs).await? };
         let wall = Spread::of(repeats.iter().map(|r| r.wall_s)).expect("repeats >= 1");
         let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
         let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
