@@ -20,7 +20,28 @@ use crate::error::{Error, Result};
 use crate::flag::RESULTS_DIR;
 
 /// Version of the record layout; bump on any incompatible change (history: docs/results.md).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
+
+/// Which cell of a bench and which repeat one timed window measured
+/// (`rdma_witness.windows[].id`, from schema 3): what `report` joins a row
+/// to its own windows on. `cell` indexes the bench's list of cells as its
+/// results hold them (fetch: `results[cell]`; one-cell benches: 0);
+/// `repeat` is 1-based. A window covers every rank of the run at once (rank
+/// 0 judges the ranks' summed counters), so it names no rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowId {
+    /// Index of the cell in the bench's results.
+    pub cell: usize,
+    /// 1-based repeat of that cell.
+    pub repeat: u32,
+}
+
+impl WindowId {
+    /// Repeat `repeat` of a bench with one cell.
+    pub fn repeat(repeat: u32) -> Self {
+        WindowId { cell: 0, repeat }
+    }
+}
 
 /// Which build wrote a record.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::flag::{FETCH_WORKERS, GPU_TFLOPS, MFU, PREFIX, RUN_BYTES, WARMUP_SHARDS};
 use crate::format::shards::{self, Listed, TokenShard};
 use crate::mem::Buffer;
+use crate::record::WindowId;
 use crate::sampler::{Sampler, SamplerReport};
 use crate::stats::Spread;
 use crate::store::ObjectStore;
@@ -345,7 +346,8 @@ impl Bench for Tokens {
             });
         }
         self.worst = repeats.iter().map(|r| r.witness.verdict).min();
-        let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
+        let windows: Vec<(WindowId, String, WitnessReport)> =
+            repeats.iter().map(|r| (WindowId::repeat(r.repeat), format!("repeat {}", r.repeat), r.witness.clone())).collect();
         let params = json!({"prefix": plan.prefix, "fetch_workers": plan.fetch_workers, "run_bytes": plan.run_bytes, "batch_seqs": plan.batch_seqs,
                        "compute_s": plan.compute.as_secs_f64(), "warmup_shards": warm, "repeats": plan.repeats, "window_bytes": plan.run.store.window,
                        "gpu_tflops": plan.gpu_tflops, "mfu": plan.mfu,

@@ -5,14 +5,16 @@
 use serde_json::Value;
 
 use super::{Expect, Verdict, WitnessReport, recheck};
+use crate::record::WindowId;
 use crate::store::Backend;
 
 /// What a record's stored windows prove about its verdicts.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Proof {
     /// Every stored window judged again gives its stored verdict: each
-    /// window's label and verdict (a row shows the worst of its own windows).
-    Rechecked(Vec<(String, Verdict)>),
+    /// window's label, id (schema 3 on) and verdict (a row shows the worst
+    /// of its own windows).
+    Rechecked(Vec<(String, Option<WindowId>, Verdict)>),
     /// A local run: no server, so `not-applicable` whatever the record says.
     Local,
     /// Nothing to prove: a record without windows whose verdict claims
@@ -66,9 +68,11 @@ pub fn proof_of(record: &Value) -> Proof {
         if again != r.verdict {
             return Proof::Unproven(format!("{label}: stored {}, but its own counters give {}", r.verdict.as_str(), again.as_str()));
         }
-        verdicts.push((label, r.verdict));
+        // An id that does not read is no id: the row falls back to the label.
+        let id = serde_json::from_value::<WindowId>(v["id"].clone()).ok();
+        verdicts.push((label, id, r.verdict));
     }
-    let worst = verdicts.iter().map(|(_, v)| *v).min().expect("non-empty");
+    let worst = verdicts.iter().map(|(_, _, v)| *v).min().expect("non-empty");
     if stored != worst.as_str() {
         return Proof::Unproven(format!("the record says {stored}, its windows' worst verdict is {}", worst.as_str()));
     }
@@ -99,7 +103,7 @@ mod tests {
     #[test]
     fn faithful_windows_recheck_to_their_verdicts() {
         let rec = record("partial-fallback", vec![window("a", M, MF, 0.0), window("b", M, MF / 2.0, MF / 2.0)]);
-        assert_eq!(proof_of(&rec), Proof::Rechecked(vec![("a".into(), Verdict::RdmaVerified), ("b".into(), Verdict::PartialFallback)]));
+        assert_eq!(proof_of(&rec), Proof::Rechecked(vec![("a".into(), None, Verdict::RdmaVerified), ("b".into(), None, Verdict::PartialFallback)]));
     }
 
     #[test]

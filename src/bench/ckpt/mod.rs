@@ -49,6 +49,7 @@ use crate::flag::{CHUNK, COLD, METHODS, OPS, PREFIX, RANKS, RESTORE_CACHE, SIZES
 use crate::format::ckpt::{self as fmt, Manifest, TensorEntry};
 use crate::mem::{Buffer, Dest};
 use crate::ranks::{self, Rank};
+use crate::record::WindowId;
 use crate::store::Backend;
 use crate::store::{self, ObjectStore, blocking};
 use crate::units::{gb, size_name};
@@ -254,13 +255,18 @@ fn allocate(plan: &CkptPlan, state: &State, dest: Dest, gpu: Option<&Arc<crate::
 }
 
 /// Every timed window of `rows` with its label ("<state> <method> <op> repeat N").
-fn windows_of(rows: &[Row]) -> Vec<(String, WitnessReport)> {
+fn windows_of(rows: &[Row]) -> Vec<(WindowId, String, WitnessReport)> {
     rows.iter()
-        .flat_map(|r| {
+        .enumerate()
+        .flat_map(|(cell, r)| {
             r.repeats.iter().filter_map(move |rep| {
-                rep.witness
-                    .clone()
-                    .map(|w| (format!("{} {} {} repeat {}", r.state, results::method_name(r.method), format!("{:?}", r.op).to_lowercase(), rep.repeat), w))
+                rep.witness.clone().map(|w| {
+                    (
+                        WindowId { cell, repeat: rep.repeat },
+                        format!("{} {} {} repeat {}", r.state, results::method_name(r.method), format!("{:?}", r.op).to_lowercase(), rep.repeat),
+                        w,
+                    )
+                })
             })
         })
         .collect()

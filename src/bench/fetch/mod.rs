@@ -21,6 +21,7 @@ use crate::error::{Error, Result, StoreError};
 use crate::flag::{BACKEND, DIRECT, ENDPOINT, NO_PREPARE, PREFIX, PREPARE, SIZES, STREAM_BUFFER, VERIFY};
 use crate::format::pattern::Pattern;
 use crate::mem::{Buffer, Dest};
+use crate::record::WindowId;
 use crate::sampler::Sampler;
 use crate::store::{self, ObjectStore, StoreStats, TransferPath};
 use crate::units::{size_approx, size_name};
@@ -419,9 +420,13 @@ impl Bench for Fetch {
         }
         let mut windows = Vec::new();
         let mut stats = StoreStats::default();
-        for c in &cells {
+        for (i, c) in cells.iter().enumerate() {
             for r in &c.repeats {
-                windows.push((format!("{} x {} streams x {} procs, repeat {}", size_name(c.size_bytes), c.concurrency, c.procs, r.repeat), r.witness.clone()));
+                windows.push((
+                    WindowId { cell: i, repeat: r.repeat },
+                    format!("{} x {} streams x {} procs, repeat {}", size_name(c.size_bytes), c.concurrency, c.procs, r.repeat),
+                    r.witness.clone(),
+                ));
                 stats.add(&r.store_stats);
             }
         }

@@ -531,15 +531,16 @@ impl Session {
             Some(why) => (Verdict::NotApplicable, why.clone()),
             None => (Verdict::Unverified, "no timed window ran".to_string()),
         };
-        let (verdict, reason) = witness::worst(o.windows.iter().map(|(l, w)| (l.as_str(), w))).unwrap_or(without);
+        let (verdict, reason) = witness::worst(o.windows.iter().map(|(_, l, w)| (l.as_str(), w))).unwrap_or(without);
         let mut rdma_witness = json!({"verdict": verdict, "reason": reason, "config": self.witness.describe()});
         // Every window with the inputs it was judged from: what `report` judges again.
         let windows: Vec<Value> = o
             .windows
             .iter()
-            .map(|(label, w)| {
+            .map(|(id, label, w)| {
                 let mut v = serde_json::to_value(w).unwrap_or(Value::Null);
                 v["label"] = json!(label);
+                v["id"] = json!(id);
                 v
             })
             .collect();
@@ -549,7 +550,7 @@ impl Session {
         }
         let mut environment = self.environment();
         if self.me.world > 1 {
-            let in_windows: u64 = o.windows.iter().map(|(_, w)| w.coordination_requests).sum();
+            let in_windows: u64 = o.windows.iter().map(|(_, _, w)| w.coordination_requests).sum();
             environment["ranks"]["coordination"] = json!({
                 "rendezvous": self.group.method(),
                 "requests": meeting.requests,

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::error::Error;
+use crate::record::WindowId;
 use crate::store::StoreStats;
 use crate::witness::WitnessReport;
 
@@ -15,8 +16,8 @@ pub struct Outcome<P, R> {
     pub params: P,
     /// The bench's typed results (`results`).
     pub results: R,
-    /// Every timed window's report with a label naming it (rank 0).
-    pub windows: Vec<(String, WitnessReport)>,
+    /// Every timed window's report with its id and a label naming it (rank 0).
+    pub windows: Vec<(WindowId, String, WitnessReport)>,
     /// Extra `rdma_witness` fields (fetch: its per-cell verdicts).
     pub witness_extra: Vec<(&'static str, Value)>,
     /// Extra `environment` fields.
@@ -37,7 +38,7 @@ pub struct Outcome<P, R> {
 
 impl<P, R> Outcome<P, R> {
     /// An outcome with no extras and no failure.
-    pub fn new(params: P, results: R, windows: Vec<(String, WitnessReport)>) -> Self {
+    pub fn new(params: P, results: R, windows: Vec<(WindowId, String, WitnessReport)>) -> Self {
         Outcome {
             params,
             results,

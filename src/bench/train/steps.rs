@@ -6,6 +6,7 @@ use crate::bench::session::{Outcome, Session};
 use crate::error::{Error, Result};
 use crate::flag::{FETCH_WORKERS, LOADER_ONLY, PREFETCH_BATCHES, STEPS, WARMUP};
 use crate::mem::Buffer;
+use crate::record::WindowId;
 use crate::stats::Spread;
 use crate::witness::WitnessReport;
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
@@ -321,7 +322,8 @@ pub(crate) fn outcome(
                                 "compute_s": comp, "client_cpu_cores": cores, "host_cpu_cores": host_cores, "read_gbps": gbps,
                                 "loss_first": loss_first, "loss_last": loss_last},
                     "repeats": reps, "dataset": extra, "losses_rank0": losses});
-    let windows: Vec<(String, WitnessReport)> = witnesses.iter().enumerate().map(|(i, w)| (format!("repeat {}", i + 1), w.clone())).collect();
+    let windows: Vec<(WindowId, String, WitnessReport)> =
+        witnesses.iter().zip(1..).map(|(w, r)| (WindowId::repeat(r), format!("repeat {r}"), w.clone())).collect();
     let mut outcome = Outcome::new(params, results, windows);
     outcome.invalid = failure;
     let _ = cores;

@@ -34,6 +34,7 @@ use crate::bench::driver::Bench;
 use crate::bench::session::{Outcome, RunPlan, Session, SessionSpec};
 use crate::error::{Error, Result};
 use crate::flag::{BUCKET, DEVICE, KEY, METRICS_TOKEN, METRICS_URL, PREPARE, RDMA_LIB, REQUIRE_RDMA, ROOT, SIZES};
+use crate::record::WindowId;
 use crate::store::{self, Backend};
 use crate::units::size_name;
 use crate::witness::{Payload, Verdict, Witness, WitnessReport};
@@ -257,7 +258,13 @@ impl Bench for Verify {
         if !quiet {
             println!("RESULT: {result}");
         }
-        let windows: Vec<(String, WitnessReport)> = decisive.iter().map(|o| (o.what(), o.witness.clone())).collect();
+        // Each probe is its own cell (`results.probes[cell]`), run once.
+        let windows: Vec<(WindowId, String, WitnessReport)> = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| gpu.is_none() || o.memory == Memory::Device || host_rdma)
+            .map(|(i, o)| (WindowId { cell: i, repeat: 1 }, o.what(), o.witness.clone()))
+            .collect();
         let data_match = !s.failed() && !mismatch && ops.iter().any(|o| o.data_match == Some(true));
         // On the rdma backend verify exists to prove RDMA: anything else is exit
         // 3, as with --require-rdma, and said as verify's own rule (the user may

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::flag::{BACKEND, BASELINE_DIR, BASELINES, BUCKET, CONCURRENCY, IO_THREADS, MODEL, REFERENCE, SYNTH, VERIFY, WINDOW};
 use crate::format::weights::ShardLayout;
 use crate::mem::{Buffer, Dest};
+use crate::record::WindowId;
 use crate::sampler::{Sampler, SamplerReport};
 use crate::stats::Spread;
 use crate::store::Backend;
@@ -388,7 +389,8 @@ impl Bench for Weights {
         let gbps = Spread::of(repeats.iter().map(|r| r.throughput_gbps)).expect("repeats >= 1");
         let cores = Spread::of(repeats.iter().map(|r| r.client_cpu_cores)).expect("repeats >= 1");
         let worst = repeats.iter().map(|r| r.witness.verdict).min().expect("repeats >= 1");
-        let windows: Vec<(String, WitnessReport)> = repeats.iter().map(|r| (format!("repeat {}", r.repeat), r.witness.clone())).collect();
+        let windows: Vec<(WindowId, String, WitnessReport)> =
+            repeats.iter().map(|r| (WindowId::repeat(r.repeat), format!("repeat {}", r.repeat), r.witness.clone())).collect();
         let failure = verified.as_ref().and_then(Verified::failure);
         // How the load was read (see `load`): the same rule, said in the record.
         let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {

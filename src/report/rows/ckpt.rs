@@ -53,7 +53,7 @@ impl ReportRows for CkptRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
         let rows = self.results.rows.as_ref().ok_or_else(|| head.bad("ckpt results have no rows"))?;
         let mut out = Vec::new();
-        for row in rows {
+        for (index, row) in rows.iter().enumerate() {
             let Some(v) = spread(&row.throughput_gbps) else { continue };
             let mut dims = BTreeMap::from([
                 ("state".to_string(), row.state.clone()),
@@ -74,7 +74,8 @@ impl ReportRows for CkptRecord {
             }
             r.data_mismatch = Verified::failed(&row.verified);
             r.blocked = row.size_bytes.zip(row.train.as_ref().and_then(|t| spread(&t.blocked_s)));
-            out.push((r, Windows::Run));
+            // Schema 3 joins the row's own windows; older records, by every window of the run.
+            out.push((r, Windows::Cell { index, label_prefix: None }));
         }
         Ok(out)
     }

@@ -99,7 +99,7 @@ impl ReportRows for FetchRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
         let verify = self.params.as_ref().and_then(|p| p.verify) == Some(true);
         let mut out = Vec::new();
-        for cell in &self.results {
+        for (index, cell) in self.results.iter().enumerate() {
             let summary = cell.summary.as_ref();
             // From the raw per-repeat figures where the record has them, else its summary.
             let reps = cell.repeats.iter().filter_map(|r| r.throughput_gbps);
@@ -122,7 +122,7 @@ impl ReportRows for FetchRecord {
             if let Some(v) = cell.stored_verdict(&self.rdma_witness) {
                 r.verdict = v;
             }
-            out.push((r, Windows::Labelled(cell.window_prefix())));
+            out.push((r, Windows::Cell { index, label_prefix: Some(cell.window_prefix()) }));
         }
         Ok(out)
     }

@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::record::WindowId;
 use crate::report::Row;
 use crate::stats::Spread;
 use crate::witness::Proof;
@@ -42,9 +43,31 @@ trait ReportRows {
 enum Windows {
     /// Every window of the run (one figure over the whole run).
     Run,
-    /// The windows whose label starts with this text (a fetch cell's
-    /// `"<size> x <streams> streams x <procs> procs,"`).
+    /// The windows of one cell: those whose id names cell `index` (schema 3
+    /// on); in a record whose windows carry no id, those whose label starts
+    /// with `label_prefix` (a fetch cell's `"<size> x <streams> streams x <procs> procs,"`),
+    /// or every window where older records name no cell (`None`).
+    Cell {
+        /// The cell's index in the bench's results.
+        index: usize,
+        /// The label prefix older records are joined on.
+        label_prefix: Option<String>,
+    },
+    /// The windows whose label starts with this text, ids or not (the
+    /// original suite's records, which name cells only in labels).
     Labelled(String),
+}
+
+impl Windows {
+    /// Whether the stored window `label` / `id` judges this row.
+    fn judges(&self, label: &str, id: Option<&WindowId>) -> bool {
+        match (self, id) {
+            (Windows::Run, _) => true,
+            (Windows::Cell { index, .. }, Some(id)) => id.cell == *index,
+            (Windows::Cell { label_prefix: None, .. }, None) => true,
+            (Windows::Cell { label_prefix: Some(prefix), .. }, None) | (Windows::Labelled(prefix), _) => label.starts_with(prefix.as_str()),
+        }
+    }
 }
 
 /// What every record says, whatever its benchmark.
@@ -251,14 +274,7 @@ fn judge(record: &Value, file: &str, rows: Vec<(Row, Windows)>) -> Vec<Row> {
                 Proof::NoClaim => {}
                 Proof::Local => r.verdict = "not-applicable".into(),
                 Proof::Rechecked(windows) => {
-                    let worst = windows
-                        .iter()
-                        .filter(|(label, _)| match &own {
-                            Windows::Run => true,
-                            Windows::Labelled(prefix) => label.starts_with(prefix.as_str()),
-                        })
-                        .map(|(_, v)| *v)
-                        .min();
+                    let worst = windows.iter().filter(|(label, id, _)| own.judges(label, id.as_ref())).map(|(_, _, v)| *v).min();
                     r.verdict = worst.map_or(UNPROVEN, |v| v.as_str()).to_string();
                 }
                 Proof::Unproven(_) => r.verdict = UNPROVEN.into(),

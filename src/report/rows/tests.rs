@@ -76,3 +76,43 @@ fn a_server_on_the_measuring_host_is_named_from_the_control_plane_first() {
     assert_eq!(server_of(&rec(json!({"endpoint": "http://192.0.2.7:9000"}))), None);
     assert_eq!(server_of(&rec(json!("not an object"))), None);
 }
+
+/// A stored rdma window: `rdma` of `read` bytes over RDMA, the rest over
+/// HTTP, judged as the witness judges it, with `label` and (schema 3) `id`.
+fn rdma_window(label: &str, id: Option<(usize, u32)>, rdma: f64) -> serde_json::Value {
+    use crate::witness::{Deltas, Expect, FabricReport, Payload, judge};
+    let read = 1u64 << 20;
+    let d = Deltas { rdma_read_bytes: Some(rdma), http_sent_bytes: Some(read as f64 - rdma), http_received_bytes: Some(0.0), ..Default::default() };
+    let mut v =
+        serde_json::to_value(judge(Expect::Rdma, Payload { read_bytes: read, requests: 1, ..Default::default() }, Ok(d), FabricReport::default())).unwrap();
+    v["label"] = json!(label);
+    if let Some((cell, repeat)) = id {
+        v["id"] = json!({"cell": cell, "repeat": repeat});
+    }
+    v
+}
+
+/// Two fetch cells, the first all RDMA, the second half HTTP: each row shows
+/// its own windows' verdict. Schema 3 joins on the windows' ids, whatever
+/// their labels say (here labels that name no cell, or the other one);
+/// schema 2 records, without ids, still join on fetch's labels.
+#[test]
+fn rows_join_their_windows_by_id_and_older_records_by_label() {
+    let cells = json!([{"size_bytes": 1u64 << 20, "concurrency": 4, "procs": 1, "repeats": [{"repeat": 1, "throughput_gbps": 2.0}]},
+                       {"size_bytes": 1u64 << 20, "concurrency": 8, "procs": 1, "repeats": [{"repeat": 1, "throughput_gbps": 3.0}]}]);
+    let full = (1u64 << 20) as f64;
+    let record = |schema: u32, windows: Vec<serde_json::Value>| {
+        json!({"schema_version": schema, "benchmark": "fetch", "backend": "rdma", "params": {}, "results": cells,
+               "rdma_witness": {"verdict": "partial-fallback", "windows": windows}})
+    };
+    let verdicts = |rec: serde_json::Value| rows_of(&rec, "w.json").unwrap().into_iter().map(|r| r.verdict).collect::<Vec<_>>();
+    let want = ["rdma-verified", "partial-fallback"];
+    let by_id = record(3, vec![rdma_window("1MiB x 8 streams x 1 procs, repeat 1", Some((0, 1)), full), rdma_window("renamed", Some((1, 1)), full / 2.0)]);
+    assert_eq!(verdicts(by_id), want);
+    // The ids swapped: the verdicts follow the ids, not the labels.
+    let swapped = record(3, vec![rdma_window("1MiB x 4 streams x 1 procs, repeat 1", Some((1, 1)), full), rdma_window("x", Some((0, 1)), full / 2.0)]);
+    assert_eq!(verdicts(swapped), ["partial-fallback", "rdma-verified"]);
+    let by_label =
+        record(2, vec![rdma_window("1MiB x 4 streams x 1 procs, repeat 1", None, full), rdma_window("1MiB x 8 streams x 1 procs, repeat 1", None, full / 2.0)]);
+    assert_eq!(verdicts(by_label), want);
+}
