@@ -51,7 +51,7 @@ step "fetch (http, witnessed)"
 "$S" fetch "${H[@]}" "${W[@]}" --sizes 1MiB,8MiB --concurrency 1,4 --duration 1s --warmup 0s --prepare --dest host --tag smoke
 R=$(latest fetch-http)
 check "$R" 'len(r["results"]) == 4 and all(c["summary"]["throughput_gbps"]["median"] > 0 for c in r["results"])' "four cells, each with a throughput"
-check "$R" 'all(rep["transfer_paths"].get("http", 0) == rep["bytes"] > 0 for c in r["results"] for rep in c["repeats"])' "every payload byte went over the client's HTTP path"
+check "$R" 'all(rep["store_stats"].get("bytes_http", 0) == rep["bytes"] > 0 for c in r["results"] for rep in c["repeats"])' "every payload byte went over the client's HTTP path"
 if [ -n "$METRICS" ]; then
   check "$R" 'r["rdma_witness"]["verdict"] == "not-applicable"' "an http fetch with the server's counters readable is not-applicable"
   check "$R" 'r["rdma_witness"]["config"]["auth"] == "generated-jwt"' "the metrics were read with the JWT signed from the keys"

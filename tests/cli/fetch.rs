@@ -30,12 +30,20 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     let rec: Value = serde_json::from_slice(&o.stdout).expect("--json prints the record");
     assert_eq!(rec["benchmark"], "fetch");
     assert_eq!(rec["backend"], "http");
-    assert_eq!(rec["schema_version"], 2);
+    assert_eq!(rec["schema_version"], 3);
     assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
     assert_eq!(rec["environment"]["store"]["endpoint"], s.endpoint.as_str());
     assert_eq!(rec["environment"]["store"]["get_path"], "direct", "plain http:// defaults to the direct GET path");
     let cells = rec["results"].as_array().unwrap();
     assert_eq!(cells.len(), 4);
+    // Every window names its cell and repeat (schema 3): the cell's own GETs.
+    let windows = rec["rdma_witness"]["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 4, "one repeat per cell");
+    for w in windows {
+        let c = &cells[w["id"]["cell"].as_u64().unwrap() as usize];
+        assert_eq!(w["id"]["repeat"], 1);
+        assert_eq!(w["payload_read_bytes"], c["repeats"][0]["bytes"], "{w}");
+    }
     let mut seen = Vec::new();
     for c in cells {
         let size = c["size_bytes"].as_u64().unwrap();
@@ -51,7 +59,7 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
         assert!(l["p99_ms"].as_f64().unwrap() <= l["max_ms"].as_f64().unwrap());
         assert!(r["ttfb_ms"]["p50_ms"].as_f64().unwrap() <= l["max_ms"].as_f64().unwrap());
         assert!(r["client_cpu_cores"].as_f64().unwrap() > 0.0);
-        assert_eq!(r["transfer_paths"]["http"].as_u64().unwrap(), ops * size);
+        assert_eq!(r["store_stats"]["bytes_http"].as_u64().unwrap(), ops * size);
     }
     assert_eq!(seen, vec![(1 << 20, 1), (1 << 20, 3), (3_000_000, 1), (3_000_000, 3)]);
     // One result file, named as documented, identical to stdout, no credentials.
@@ -331,7 +339,7 @@ fn stream_buffers_read_large_objects_through_a_reusable_window() {
         // 3 streams x 2 whole objects each, however many ranged reads that took.
         assert_eq!(r["ops"].as_u64().unwrap(), 6);
         assert_eq!(r["bytes"].as_u64().unwrap(), 6 * size);
-        assert_eq!(r["transfer_paths"]["http"].as_u64().unwrap(), 6 * size);
+        assert_eq!(r["store_stats"]["bytes_http"].as_u64().unwrap(), 6 * size);
     }
     // On local with the default: objects this small keep whole-object buffers.
     let o = s3rdma(&["fetch", "--sizes", "1MB", "--concurrency", "2", "--iters", "2", "--warmup", "0s", "--json"], tmp.path());

@@ -221,8 +221,7 @@ fn rdma_fetch_end_to_end_is_full_fallback_under_the_witness() {
     assert_eq!(rec["backend"], "rdma");
     let r = &rec["results"][0]["repeats"][0];
     assert_eq!(r["store_stats"]["rdma_calls"], 8, "4 streams x 2 GETs in the timed window");
-    assert_eq!(r["transfer_paths"]["rdma_attempted"], 8 * MIB);
-    assert_eq!(r["store_stats"]["bytes_rdma_attempted"], 8 * MIB, "the store layer counts the same bytes");
+    assert_eq!(r["store_stats"]["bytes_rdma_attempted"], 8 * MIB, "the store layer counts every payload byte");
     assert_eq!(r["store_stats"]["bytes_http"], 0);
     assert_eq!(r["witness"]["verdict"], "full-fallback");
     let env = &rec["environment"]["store"]["library"];
@@ -257,7 +256,7 @@ fn rdma_return_codes_are_counted_and_reported() {
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     let r = &rec["results"][0]["repeats"][0];
     assert_eq!(r["store_stats"]["rdma_declined"], 4);
-    assert_eq!(r["transfer_paths"]["http"], 4 * 65536, "declined transfers went over HTTP");
+    assert_eq!(r["store_stats"]["bytes_http"], 4 * 65536, "declined transfers went over HTTP");
     assert_eq!(r["store_stats"]["bytes_http"], 4 * 65536, "and the store layer counted them as client HTTP bytes");
     // -1 with the library's message, -3 invalid argument: runtime errors, no record.
     let o = run(&[("FAKE_MINIOCPP_RETURN", "-1")]);
@@ -305,7 +304,7 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     let r = &rec["results"][0]["repeats"][0];
     assert_eq!(r["store_stats"]["rdma_calls"], 3, "3 MiB in 1 MiB windows");
-    assert_eq!(r["transfer_paths"]["rdma_attempted"], 3 * MIB);
+    assert_eq!(r["store_stats"]["bytes_rdma_attempted"], 3 * MIB);
     // Without ranged reads the run says up front that they go over HTTP.
     let o = s3rdma_env(&base(&["--rdma-no-range"]), tmp.path(), &[("FAKE_MINIOCPP_RDMA_AVAILABLE", "1")]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -313,7 +312,7 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
     assert!(err.contains("warning: objects of 3145728 bytes exceed one RDMA transfer (2097152 bytes): they will be read over HTTP"), "{err}");
     assert_eq!(err.matches("warning: --rdma-no-range is set: every ranged read").count(), 1, "said once, by the session: {err}");
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(rec["results"][0]["repeats"][0]["transfer_paths"]["http"], 3 * MIB);
+    assert_eq!(rec["results"][0]["repeats"][0]["store_stats"]["bytes_http"], 3 * MIB);
     assert!(rec["environment"]["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("over HTTP")));
 }
 

@@ -522,7 +522,6 @@ mod tests {
         assert!((r.throughput_gbps - 1.0).abs() < 1e-12);
         assert!((r.ops_per_s - 2.0).abs() < 1e-12);
         assert!((r.gbps_per_core.unwrap() - 2.0).abs() < 1e-12);
-        assert_eq!(r.transfer_paths.get("local"), Some(&2_000_000_000));
         assert!(r.ttfb_ms.is_none());
         assert_eq!(r.latency_ms.as_ref().unwrap().p50_ms, 10.0);
 
@@ -533,7 +532,6 @@ mod tests {
         s2.client_cpu_cores = 0.25;
         s2.host_cpu_cores = 1.5;
         let b = proc_wire(1, "h", &ops[..2], Duration::from_millis(2500), 100.5, &s2);
-        a.figures.transfer_paths.insert("local".into(), 2_000_000_000);
         let r = summarize_repeat(1, vec![a, b], s, w);
         assert_eq!(r.procs, 2);
         assert_eq!(r.bytes, 3_000_000_000);

@@ -8,7 +8,6 @@ use crate::units::size_name;
 use crate::witness::{self, Verdict, WitnessReport};
 use comfy_table::{Cell, CellAlignment, Table, presets::UTF8_FULL_CONDENSED};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Figures of one timed repeat of one cell.
@@ -48,8 +47,6 @@ pub struct RepeatResult {
     pub nic_rx_bytes: u64,
     /// NIC bytes sent, all interfaces but loopback.
     pub nic_tx_bytes: u64,
-    /// Bytes per transfer path as the client saw them.
-    pub transfer_paths: BTreeMap<String, u64>,
     /// Everything the sampler measured.
     pub sampler: SamplerReport,
     /// The server's account of this window's transport.
@@ -90,8 +87,6 @@ pub struct ProcFigures {
     pub host_cpu_cores: f64,
     /// Bytes it read over HTTP itself (declined or beyond one RDMA transfer).
     pub client_http_bytes: u64,
-    /// Bytes per transfer path as the client saw them (`local`, `http`, `http_staged`, `rdma`).
-    pub transfer_paths: BTreeMap<String, u64>,
 }
 
 /// What a process sends rank 0: its figures and its per-GET samples (ms).
@@ -152,10 +147,6 @@ pub struct CellResult {
 pub(crate) fn proc_wire(rank: usize, host: &str, ops: &[OpSample], wall: Duration, start_unix_s: f64, s: &SamplerReport) -> ProcWire {
     let bytes: u64 = ops.iter().map(|o| o.bytes).sum();
     let wall_s = wall.as_secs_f64().max(1e-9);
-    let mut paths = BTreeMap::new();
-    for o in ops {
-        *paths.entry(o.path.to_string()).or_insert(0) += o.bytes;
-    }
     ProcWire {
         figures: ProcFigures {
             rank,
@@ -169,7 +160,6 @@ pub(crate) fn proc_wire(rank: usize, host: &str, ops: &[OpSample], wall: Duratio
             client_cpu_cores: s.client_cpu_cores,
             host_cpu_cores: s.host_cpu_cores,
             client_http_bytes: ops.iter().filter(|o| matches!(o.path, TransferPath::Http | TransferPath::HttpStaged)).map(|o| o.bytes).sum(),
-            transfer_paths: paths,
         },
         latency_ms: ops.iter().map(|o| o.latency.as_secs_f64() * 1e3).collect(),
         ttfb_ms: ops.iter().filter_map(|o| o.ttfb).map(|t| t.as_secs_f64() * 1e3).collect(),
@@ -194,12 +184,6 @@ pub(crate) fn summarize_repeat(repeat: u32, procs: Vec<ProcWire>, s: SamplerRepo
     let to_d = |v: &[f64]| v.iter().map(|ms| Duration::from_secs_f64(ms / 1e3)).collect::<Vec<_>>();
     let lat: Vec<Duration> = procs.iter().flat_map(|p| to_d(&p.latency_ms)).collect();
     let ttfb: Vec<Duration> = procs.iter().flat_map(|p| to_d(&p.ttfb_ms)).collect();
-    let mut paths = BTreeMap::new();
-    for p in &procs {
-        for (k, v) in &p.figures.transfer_paths {
-            *paths.entry(k.clone()).or_insert(0) += v;
-        }
-    }
     let client_cpu_cores: f64 = procs.iter().map(|p| p.figures.client_cpu_cores).sum();
     let host_cpu_cores = host_cores(procs.iter().map(|p| (p.figures.host.as_str(), p.figures.host_cpu_cores)));
     let per_process: Vec<ProcFigures> = procs.into_iter().map(|p| p.figures).collect();
@@ -220,7 +204,6 @@ pub(crate) fn summarize_repeat(repeat: u32, procs: Vec<ProcWire>, s: SamplerRepo
         host_cpu_cores,
         nic_rx_bytes: s.nic_rx_bytes,
         nic_tx_bytes: s.nic_tx_bytes,
-        transfer_paths: paths,
         sampler: s,
         witness: w,
         store_stats: Default::default(),
