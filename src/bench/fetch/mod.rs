@@ -527,7 +527,7 @@ mod tests {
 
         // Two processes on one host, windows 100.0-102.0 and 100.5-103.0:
         // bytes summed over a 3 s span, client cores summed, host cores the max.
-        let mut a = proc_wire(0, "h", &ops, Duration::from_secs(2), 100.0, &s);
+        let a = proc_wire(0, "h", &ops, Duration::from_secs(2), 100.0, &s);
         let mut s2 = s.clone();
         s2.client_cpu_cores = 0.25;
         s2.host_cpu_cores = 1.5;
