@@ -314,12 +314,50 @@ pub struct Ckpt {
     specs: Vec<StateSpec>,
     /// The training load's GPU and side, for the table (`--train-load`).
     train: Option<(&'static str, usize)>,
+    /// The serialize-then-put store, and the O_DIRECT pair cold restores may read through ([`Bench::prepare`]).
+    stores: Option<Stores>,
+}
+
+/// The stores a ckpt run opens beside the session's.
+#[derive(Debug)]
+struct Stores {
+    /// serialize-then-put is the shape of torch.save + one PUT: one stream, plain HTTP.
+    serial: Arc<dyn ObjectStore>,
+    /// Cold restores that end up reading with O_DIRECT (the last of cache.rs's
+    /// methods) read through these: parallel, and one stream.
+    direct: Option<(Arc<dyn ObjectStore>, Arc<dyn ObjectStore>)>,
+}
+
+impl Stores {
+    /// Open them as variants of the session's store.
+    ///
+    /// Errors: the store's configuration errors.
+    fn open(s: &Session, cache_plan: &cache::Plan) -> Result<Self> {
+        let serial = s.open_variant(|a| {
+            a.part_concurrency = 1;
+            if a.backend == Backend::Rdma {
+                a.backend = Backend::Http;
+            }
+        })?;
+        let direct = if cache_plan.dir.is_some() && cache_plan.asked != RestoreCache::Warm && !cache_plan.direct {
+            Some((
+                s.open_variant(|a| a.direct = true)?,
+                s.open_variant(|a| {
+                    a.direct = true;
+                    a.part_concurrency = 1;
+                })?,
+            ))
+        } else {
+            None
+        };
+        Ok(Stores { serial, direct })
+    }
 }
 
 impl Ckpt {
     /// The bench of `plan`.
     pub fn new(plan: CkptPlan) -> Self {
-        Ckpt { plan, cache_plan: None, specs: Vec::new(), train: None }
+        Ckpt { plan, cache_plan: None, specs: Vec::new(), train: None, stores: None }
     }
 }
 
@@ -370,36 +408,18 @@ impl Bench for Ckpt {
             "buffers": plan.concurrency,
         }));
         self.specs = specs;
+        self.stores = Some(Stores::open(s, self.cache_plan.as_ref().expect("setup ran"))?);
         Ok(())
     }
 
     async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<serde_json::Value, CkptResults>> {
         let (plan, specs) = (&self.plan, &self.specs);
         let cache_plan = self.cache_plan.as_ref().expect("setup ran");
-        let asked = plan.restore_cache;
+        let Stores { serial, direct } = self.stores.as_ref().expect("prepare ran");
         let me = s.me.clone();
         let dest = s.mem.dest;
         let gpu = s.gpu()?;
         let store = s.store.clone();
-        // serialize-then-put is the shape of torch.save + one PUT: one stream, plain HTTP.
-        let serial = s.open_variant(|a| {
-            a.part_concurrency = 1;
-            if a.backend == Backend::Rdma {
-                a.backend = Backend::Http;
-            }
-        })?;
-        // Cold restores that end up reading with O_DIRECT (the last of cache.rs's methods) read through these.
-        let direct = if cache_plan.dir.is_some() && asked != RestoreCache::Warm && !cache_plan.direct {
-            Some((
-                s.open_variant(|a| a.direct = true)?,
-                s.open_variant(|a| {
-                    a.direct = true;
-                    a.part_concurrency = 1;
-                })?,
-            ))
-        } else {
-            None
-        };
 
         // The training load beside saves: one loop per rank, on its GPU (a CPU stand-in without one).
         let load = match plan.train_load {
@@ -447,33 +467,8 @@ impl Bench for Ckpt {
                 load: load.as_ref().zip(reference),
             };
             for &method in &plan.methods {
-                let mut views: Option<Vec<TensorEntry>> = None;
-                for &op in &plan.ops {
-                    let mut reps = Vec::new();
-                    for rep in 1..=plan.repeats {
-                        let (row, grown) = repeats.one(method, op, rep, &mut bufs, &mut views).await?;
-                        in_windows.add(&grown);
-                        reps.push(row);
-                    }
-                    let verified = if op == CkptOp::Restore {
-                        let what = format!("{key} ({method:?})");
-                        Some(
-                            check_restore(
-                                s,
-                                &format!("{}-{method:?}-verified", spec.name),
-                                &what,
-                                &state,
-                                views.as_deref().unwrap_or(&[]),
-                                &bufs.restored,
-                                &mut mismatch,
-                            )
-                            .await?,
-                        )
-                    } else {
-                        None
-                    };
-                    rows.push(summarize(spec, method, op, plan, me.world, reps, verified));
-                }
+                let st = StateRun { s, plan, key: &key, spec, state: &state, repeats: &repeats };
+                rows.extend(st.method_rows(method, &mut bufs, &mut in_windows, &mut mismatch).await?);
                 // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
                 // Measured and checked by now: a clean-up that fails is said and recorded, not the run's failure.
                 if !plan.keep
@@ -487,14 +482,7 @@ impl Bench for Ckpt {
             }
         }
         let windows = windows_of(&rows);
-        let params = json!({"workloads": plan.workload, "sizes_bytes": plan.sizes, "methods": plan.methods, "ops": plan.ops,
-                            "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
-                            "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": me.world, "restore_cache": asked,
-                            "alignment": fmt::ALIGNMENT,
-                            "train_load": load.as_ref().map(|l| json!({"gemm_side": l.side, "device": l.device,
-                                "steps_around": train_load::STEPS_AROUND, "seconds_around": train_load::SECONDS_AROUND})),
-                            "async_next_step": (plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save)).then_some(
-                                "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time")});
+        let params = params(plan, me.world, load.as_ref());
         let after_commit = after_commit.into_inner().unwrap_or_else(|p| p.into_inner());
         let results = CkptResults { rows, aggregation: AGGREGATION, after_commit };
         let mut outcome = Outcome::new(params, results, windows);
@@ -511,6 +499,58 @@ impl Bench for Ckpt {
         if let Some((device, side)) = self.train {
             train_table::print_train_table(&results.rows, device, side);
         }
+    }
+}
+
+/// The record's `params` of a ckpt run over `world` ranks.
+fn params(plan: &CkptPlan, world: usize, load: Option<&train_load::TrainLoad>) -> serde_json::Value {
+    json!({"workloads": plan.workload, "sizes_bytes": plan.sizes, "methods": plan.methods, "ops": plan.ops,
+        "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
+        "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": world, "restore_cache": plan.restore_cache,
+        "alignment": fmt::ALIGNMENT,
+        "train_load": load.map(|l| json!({"gemm_side": l.side, "device": l.device,
+            "steps_around": train_load::STEPS_AROUND, "seconds_around": train_load::SECONDS_AROUND})),
+        "async_next_step": (plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save)).then_some(
+            "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time")})
+}
+
+/// One state's checkpoint under `key`, as one method's ops run it.
+struct StateRun<'a> {
+    s: &'a Session,
+    plan: &'a CkptPlan,
+    key: &'a str,
+    spec: &'a StateSpec,
+    state: &'a State,
+    repeats: &'a repeat::Repeats<'a>,
+}
+
+impl StateRun<'_> {
+    /// Every op of `method` (`--repeats` timed windows each), a restore's
+    /// bytes compared with the state's; one summary row per op. The store
+    /// counters' growth goes into `in_windows`, a mismatch into `mismatch`.
+    ///
+    /// Errors: a failed save or restore; a comparison's meeting.
+    async fn method_rows(&self, method: CkptMethod, bufs: &mut Buffers, in_windows: &mut crate::store::StoreStats, mismatch: &mut Option<String>) -> Result<Vec<Row>> {
+        let (s, plan, key, spec) = (self.s, self.plan, self.key, self.spec);
+        let mut rows = Vec::new();
+        let mut views: Option<Vec<TensorEntry>> = None;
+        for &op in &plan.ops {
+            let mut reps = Vec::new();
+            for rep in 1..=plan.repeats {
+                let (row, grown) = self.repeats.one(method, op, rep, bufs, &mut views).await?;
+                in_windows.add(&grown);
+                reps.push(row);
+            }
+            let verified = if op == CkptOp::Restore {
+                let what = format!("{key} ({method:?})");
+                let name = format!("{}-{method:?}-verified", spec.name);
+                Some(check_restore(s, &name, &what, self.state, views.as_deref().unwrap_or(&[]), &bufs.restored, mismatch).await?)
+            } else {
+                None
+            };
+            rows.push(summarize(spec, method, op, plan, s.me.world, reps, verified));
+        }
+        Ok(rows)
     }
 }
 

@@ -174,40 +174,10 @@ impl Bench for Verify {
         let sizes: Vec<String> = plan.sizes.iter().map(|&b| size_name(b)).collect();
         let (store, witness) = (session.store.as_ref(), &session.witness);
         let engine = store.rdma_engine();
-        check_engine(s, engine.as_ref(), Path::new("/sys/class/infiniband"), gpu.is_some());
         // libs3rdma registers host memory too: its host probes are judged like the
         // device probes. The cuObject generation carries device memory only.
         let host_rdma = engine.as_ref().is_some_and(|e| e.generation.carries_host_memory() == Some(true));
-        for w in store.preflight(plan.sizes.iter().copied().max().unwrap_or(0)) {
-            let fix = if w.contains("get_object_range") {
-                "a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) carries ranged reads over RDMA; until then they go over HTTP"
-            } else {
-                "use a libminiocpp built with RDMA on a host with an RDMA NIC: see the library's reason and the checks above"
-            };
-            s.add(1, Status::Warn, w, Some(fix.into()));
-        }
-        store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid {KEY}: {e}")))?;
-        let registration = registration_step(s, store, engine.as_ref(), &plan.sizes);
-
-        let (reached, config_failure) = bucket_step(s, store, plan).await;
-        let mut ops: Vec<ProbeOp> = Vec::new();
-        if reached {
-            metrics_step(s, backend, witness).await;
-            let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
-            let ctx = ProbeCtx { store, witness, key: &plan.key, gpu: gpu.as_ref(), explain: plan.run.output.explain };
-            for &size in &plan.sizes {
-                for &memory in &memories {
-                    let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;
-                    probe_steps(s, &ctx, backend, size, memory, decisive, &mut ops).await;
-                }
-            }
-            if !plan.keep {
-                let _ = store.delete(&plan.key).await;
-            }
-            if !quiet && !ops.is_empty() {
-                println!("{}", probe::table(&ops));
-            }
-        }
+        let Probed { ops, registration, config_failure } = probe_all(s, plan, gpu.as_ref(), session, engine.as_ref(), host_rdma).await?;
 
         // Step 6: RESULT, decided by every probe RDMA can carry: device and host
         // with libs3rdma, device alone where a GPU is usable with cuObject.
@@ -291,6 +261,62 @@ impl Bench for Verify {
 
     /// The steps and the result were printed as they ran.
     fn print(&self, _s: &Session, _results: &Value) {}
+}
+
+/// What steps 1 to 5 found: every probe, what registration costs, and
+/// whether a failure was the configuration's.
+struct Probed {
+    ops: Vec<ProbeOp>,
+    registration: Value,
+    config_failure: bool,
+}
+
+/// Steps 1 to 5 (engine, preflight, registration, bucket, metrics, the
+/// probes of every size into every memory), each said as it runs.
+///
+/// Errors: an invalid `--key` (usage).
+async fn probe_all(
+    s: &mut Steps,
+    plan: &VerifyPlan,
+    gpu: Option<&std::sync::Arc<crate::mem::Gpu>>,
+    session: &Session,
+    engine: Option<&store::rdma::RdmaEngine>,
+    host_rdma: bool,
+) -> Result<Probed> {
+    let (store, witness) = (session.store.as_ref(), &session.witness);
+    let (backend, quiet) = (plan.run.store.backend, s.quiet);
+    check_engine(s, engine, Path::new("/sys/class/infiniband"), gpu.is_some());
+    for w in store.preflight(plan.sizes.iter().copied().max().unwrap_or(0)) {
+        let fix = if w.contains("get_object_range") {
+            "a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) carries ranged reads over RDMA; until then they go over HTTP"
+        } else {
+            "use a libminiocpp built with RDMA on a host with an RDMA NIC: see the library's reason and the checks above"
+        };
+        s.add(1, Status::Warn, w, Some(fix.into()));
+    }
+    store::check_key(&plan.key).map_err(|e| Error::Usage(format!("invalid {KEY}: {e}")))?;
+    let registration = registration_step(s, store, engine, &plan.sizes);
+
+    let (reached, config_failure) = bucket_step(s, store, plan).await;
+    let mut ops: Vec<ProbeOp> = Vec::new();
+    if reached {
+        metrics_step(s, backend, witness).await;
+        let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
+        let ctx = ProbeCtx { store, witness, key: &plan.key, gpu, explain: plan.run.output.explain };
+        for &size in &plan.sizes {
+            for &memory in &memories {
+                let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;
+                probe_steps(s, &ctx, backend, size, memory, decisive, &mut ops).await;
+            }
+        }
+        if !plan.keep {
+            let _ = store.delete(&plan.key).await;
+        }
+        if !quiet && !ops.is_empty() {
+            println!("{}", probe::table(&ops));
+        }
+    }
+    Ok(Probed { ops, registration, config_failure })
 }
 
 /// Step 1's registration line: what registering a host buffer of each probe

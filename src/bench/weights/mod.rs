@@ -392,29 +392,8 @@ impl Bench for Weights {
         let windows: Vec<(WindowId, String, WitnessReport)> =
             repeats.iter().map(|r| (WindowId::repeat(r.repeat), format!("repeat {}", r.repeat), r.witness.clone())).collect();
         let failure = verified.as_ref().and_then(Verified::failure);
-        // How the load was read (see `load`): the same rule, said in the record.
-        let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
-            format!("the store's own: reader threads ({IO_THREADS}), each with its bounce buffers and copy streams, chunks in file order")
-        } else if dest == Dest::Device && !store.capabilities().device_writes {
-            "staged: one pipeline, the shards' bounce buffers pooled, reads in file order".to_string()
-        } else {
-            format!("one task per shard, {CONCURRENCY} at once")
-        };
-        // The pool as allocated: at most what the reads need (`store::pool_shares`), so a small model's may be below `--bounce-buffers`.
-        let pooled: usize = bufs.iter().map(|b| if let Buffer::Device(d) = b { d.bounce.len() } else { 0 }).sum();
-        let params = json!({"model": plan.model, "window_bytes": plan.run.store.window, "concurrency": plan.concurrency,
-                            "load_pipeline": pipeline, "bounce_buffers_allocated": pooled, "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
-                            "reference": plan.reference});
-        // Milliseconds: the process-start offset itself is one clock tick (10 ms) coarse.
-        let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;
-        let ready = TimeToReady {
-            exec_to_main_s: crate::clock::exec_to_main_s().map(|m| (m * 1e3).round() / 1e3),
-            session_started_s: at(session_at),
-            headers_read_s: at(headers_at),
-            gpu_open_s: gpu.as_ref().map(|g| (at(g.opened.0), at(g.opened.1))),
-            buffers_allocated_s: at(buffers_at),
-            ready_s: at(ready_at.expect("repeats >= 1")),
-        };
+        let params = params(plan, &repeats, dest, store.as_ref(), &bufs);
+        let ready = TimeToReady::of(session_at, headers_at, gpu.as_ref(), buffers_at, ready_at.expect("repeats >= 1"));
         let results = WeightsResults {
             ready,
             shards: layout.len(),
@@ -438,6 +417,39 @@ impl Bench for Weights {
     fn print(&self, s: &Session, results: &WeightsResults) {
         let (backend, location) = (s.store.capabilities().name, s.store.location());
         print_table(results, &self.plan.model, backend, &location, s.mem.dest, self.worst.unwrap_or(crate::witness::Verdict::Unverified))
+    }
+}
+
+/// The record's `params`: the plan, how the load was read (the same rule as
+/// `load`'s) and the bounce buffers allocated.
+fn params(plan: &WeightsPlan, repeats: &[LoadRepeat], dest: Dest, store: &dyn ObjectStore, bufs: &[Buffer]) -> serde_json::Value {
+    let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
+        format!("the store's own: reader threads ({IO_THREADS}), each with its bounce buffers and copy streams, chunks in file order")
+    } else if dest == Dest::Device && !store.capabilities().device_writes {
+        "staged: one pipeline, the shards' bounce buffers pooled, reads in file order".to_string()
+    } else {
+        format!("one task per shard, {CONCURRENCY} at once")
+    };
+    // The pool as allocated: at most what the reads need (`store::pool_shares`), so a small model's may be below `--bounce-buffers`.
+    let pooled: usize = bufs.iter().map(|b| if let Buffer::Device(d) = b { d.bounce.len() } else { 0 }).sum();
+    json!({"model": plan.model, "window_bytes": plan.run.store.window, "concurrency": plan.concurrency,
+        "load_pipeline": pipeline, "bounce_buffers_allocated": pooled, "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
+        "reference": plan.reference})
+}
+
+impl TimeToReady {
+    /// Each step's instant as seconds since the process started, to the
+    /// millisecond (the process-start offset itself is one clock tick, 10 ms, coarse).
+    fn of(session: Instant, headers: Instant, gpu: Option<&Arc<crate::mem::Gpu>>, buffers: Instant, ready: Instant) -> Self {
+        let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;
+        TimeToReady {
+            exec_to_main_s: crate::clock::exec_to_main_s().map(|m| (m * 1e3).round() / 1e3),
+            session_started_s: at(session),
+            headers_read_s: at(headers),
+            gpu_open_s: gpu.map(|g| (at(g.opened.0), at(g.opened.1))),
+            buffers_allocated_s: at(buffers),
+            ready_s: at(ready),
+        }
     }
 }
 
