@@ -530,7 +530,13 @@ impl StateRun<'_> {
     /// counters' growth goes into `in_windows`, a mismatch into `mismatch`.
     ///
     /// Errors: a failed save or restore; a comparison's meeting.
-    async fn method_rows(&self, method: CkptMethod, bufs: &mut Buffers, in_windows: &mut crate::store::StoreStats, mismatch: &mut Option<String>) -> Result<Vec<Row>> {
+    async fn method_rows(
+        &self,
+        method: CkptMethod,
+        bufs: &mut Buffers,
+        in_windows: &mut crate::store::StoreStats,
+        mismatch: &mut Option<String>,
+    ) -> Result<Vec<Row>> {
         let (s, plan, key, spec) = (self.s, self.plan, self.key, self.spec);
         let mut rows = Vec::new();
         let mut views: Option<Vec<TensorEntry>> = None;

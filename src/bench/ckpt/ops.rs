@@ -324,6 +324,63 @@ pub(crate) async fn read_manifest(store: &dyn ObjectStore, key: &str) -> Result<
     }
 }
 
+/// Read one chunk `ckey` of `view.len()` bytes into `view` (through
+/// `scratch`, a pinned staging buffer, where the store cannot write device
+/// memory), and compare its xxh3 with `expect`; the read's transfer and
+/// the seconds spent checking.
+///
+/// Errors: a chunk of another length, missing or corrupt (exit 4); the store's.
+async fn restore_chunk(
+    store: &dyn ObjectStore,
+    ckey: &str,
+    view: &mut Buffer,
+    mut scratch: Option<&mut Buffer>,
+    expect: Option<String>,
+) -> Result<(store::Transfer, f64)> {
+    let len = view.len();
+    let staged = matches!(view, Buffer::Device(_)) && !store.capabilities().device_writes;
+    let mut staged_sum: Option<String> = None;
+    let t = if staged {
+        let s = scratch.as_deref_mut().expect("staging buffers exist for staged restores");
+        let t = store.get_into_at(ckey, None, s, 0).await.map_err(|e| damaged(ckey, len, e))?;
+        if t.bytes as usize != len {
+            return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
+        }
+        let host = &s.as_host().expect("host")[..len];
+        // The host-to-device copy and the hash both only read the
+        // staging buffer: run them side by side.
+        let (copied, hashed) = blocking(|| {
+            std::thread::scope(|sc| {
+                let h = expect.as_ref().map(|_| sc.spawn(|| fmt::xxh3_hex(host)));
+                (view.copy_from_host(0, host), h.map(|h| h.join().expect("hash thread")))
+            })
+        });
+        copied.map_err(|e| Error::Runtime(format!("copying '{ckey}' to the device: {e}")))?;
+        staged_sum = hashed;
+        t
+    } else {
+        let t = store.get_into_at(ckey, None, view, 0).await.map_err(|e| damaged(ckey, len, e))?;
+        if t.bytes as usize != len {
+            return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
+        }
+        t
+    };
+    let th = Instant::now();
+    if let Some(expect) = expect {
+        let got = if let Some(sum) = staged_sum {
+            sum
+        } else {
+            blocking(|| hash_range(view, 0, len, scratch.as_deref_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?
+        };
+        if got != expect {
+            return Err(Error::Mismatch(format!(
+                "checkpoint chunk '{ckey}' is corrupt: xxh3 {got}, its manifest says {expect}: the object changed after the save; save the checkpoint again"
+            )));
+        }
+    }
+    Ok((t, th.elapsed().as_secs_f64()))
+}
+
 /// Restore the flat checkpoint `key` into `dst` (its chunks at their offsets),
 /// checking each chunk's checksum; returns the figures and the rebuilt views.
 pub(crate) async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Result<(OpFigures, Vec<TensorEntry>)> {
@@ -354,51 +411,7 @@ pub(crate) async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Resu
             let ckey = manifest.chunk_key(key, i);
             let expect = sums.as_ref().map(|s| s[i as usize].clone());
             chunk_task(staging, move |mut scratch| async move {
-                let len = view.len();
-                let r = async {
-                    let staged = matches!(view, Buffer::Device(_)) && !store.capabilities().device_writes;
-                    let mut staged_sum: Option<String> = None;
-                    let t = if staged {
-                        let s = scratch.as_mut().expect("staging buffers exist for staged restores");
-                        let t = store.get_into_at(&ckey, None, s, 0).await.map_err(|e| damaged(&ckey, len, e))?;
-                        if t.bytes as usize != len {
-                            return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
-                        }
-                        let host = &s.as_host().expect("host")[..len];
-                        // The host-to-device copy and the hash both only read the
-                        // staging buffer: run them side by side.
-                        let (copied, hashed) = blocking(|| {
-                            std::thread::scope(|sc| {
-                                let h = expect.as_ref().map(|_| sc.spawn(|| fmt::xxh3_hex(host)));
-                                (view.copy_from_host(0, host), h.map(|h| h.join().expect("hash thread")))
-                            })
-                        });
-                        copied.map_err(|e| Error::Runtime(format!("copying '{ckey}' to the device: {e}")))?;
-                        staged_sum = hashed;
-                        t
-                    } else {
-                        let t = store.get_into_at(&ckey, None, &mut view, 0).await.map_err(|e| damaged(&ckey, len, e))?;
-                        if t.bytes as usize != len {
-                            return Err(Error::Mismatch(format!("checkpoint chunk '{ckey}' holds {} bytes, its manifest says {len}: save the checkpoint again", t.bytes)));
-                        }
-                        t
-                    };
-                    let th = Instant::now();
-                    if let Some(expect) = expect {
-                        let got = if let Some(sum) = staged_sum {
-                            sum
-                        } else {
-                            blocking(|| hash_range(&view, 0, len, scratch.as_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?
-                        };
-                        if got != expect {
-                            return Err(Error::Mismatch(format!(
-                                "checkpoint chunk '{ckey}' is corrupt: xxh3 {got}, its manifest says {expect}: the object changed after the save; save the checkpoint again"
-                            )));
-                        }
-                    }
-                    Ok((t, th.elapsed().as_secs_f64()))
-                }
-                .await;
+                let r = restore_chunk(store.as_ref(), &ckey, &mut view, scratch.as_mut(), expect).await;
                 drop(view);
                 (scratch, r)
             })

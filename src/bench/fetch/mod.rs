@@ -223,31 +223,34 @@ struct CellCtx<'a> {
     buffering: BufferPlan,
 }
 
-/// One cell: `procs` processes (ranks below `procs`; the others wait at the
-/// same barriers) each running `streams` streams over `keys`.
-async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams: u32, procs: u32) -> Result<CellResult> {
-    let (session, plan) = (cx.session, cx.plan);
-    let (store, me, dest) = (&session.store, &session.me, session.mem.dest);
-    let active = me.rank < procs as usize;
-    // Buffers are allocated (and their pages touched) before any timed window.
+/// One buffer per stream for a cell of `size`-byte objects, allocated and
+/// touched (large host buffers on one thread each: faulting in 4 x 256 MiB
+/// one after another was most of a short run's process time).
+///
+/// Errors: memory the host or GPU cannot give, naming the amount.
+fn cell_buffers(cx: &CellCtx<'_>, size: u64, streams: u32) -> Result<Vec<Buffer>> {
+    let (session, dest) = (cx.session, cx.session.mem.dest);
     let len = buffers::buffer_len(cx.buffering, size);
     let alloc = || session.buffer(len as usize);
-    let mut buffers: Vec<Buffer> = if active && dest == Dest::Host && streams > 1 && len >= 64 << 20 {
-        // Large host buffers are touched on one thread each: faulting in 4 x
-        // 256 MiB one after another was most of a short run's process time.
+    let made = if dest == Dest::Host && streams > 1 && len >= 64 << 20 {
         std::thread::scope(|s| {
             let hs: Vec<_> = (0..streams).map(|_| s.spawn(alloc)).collect();
             hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("allocation thread panicked".into()))).collect::<std::result::Result<Vec<_>, _>>()
         })
-        .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(len), dest.name())))?
-    } else if active {
-        (0..streams)
-            .map(|_| alloc())
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(len), dest.name())))?
     } else {
-        Vec::new()
+        (0..streams).map(|_| alloc()).collect::<std::result::Result<_, _>>()
     };
+    made.map_err(|e| Error::Runtime(format!("cannot allocate {} x {} of {} memory: {e}", streams, size_name(len), dest.name())))
+}
+
+/// One cell: `procs` processes (ranks below `procs`; the others wait at the
+/// same barriers) each running `streams` streams over `keys`.
+async fn run_cell(cx: &CellCtx<'_>, keys: &Arc<Vec<String>>, size: u64, streams: u32, procs: u32) -> Result<CellResult> {
+    let (session, plan) = (cx.session, cx.plan);
+    let (store, me) = (&session.store, &session.me);
+    let active = me.rank < procs as usize;
+    // Buffers are allocated (and their pages touched) before any timed window.
+    let mut buffers = if active { cell_buffers(cx, size, streams)? } else { Vec::new() };
     let counter = Arc::new(AtomicU64::new(0));
     let pb = if me.is_root() { progress_bar() } else { ProgressBar::hidden() };
     let mut repeats = Vec::new();

@@ -121,6 +121,32 @@ fn short_windows(lasted_s: &[f64]) -> Option<String> {
     ))
 }
 
+/// `--require-rdma` with a store that says RDMA is unavailable: the
+/// library's own evidence that no window could be rdma-verified, so none is
+/// run; rank 0 writes a record saying why, and every rank exits 3.
+fn refuse_unavailable(
+    spec: &SessionSpec,
+    me: &Rank,
+    store: &dyn ObjectStore,
+    witness: &Witness,
+    started: chrono::DateTime<chrono::Utc>,
+    why: &str,
+) -> Result<()> {
+    let reason = format!("{why}: nothing was measured");
+    if !me.is_root() {
+        return exit_status(None, true, Verdict::Unverified, &reason);
+    }
+    let record = RunRecord {
+        environment: json!({"store": store.describe(), "witness": witness.describe()}),
+        params: Value::Null,
+        results: Value::Null,
+        rdma_witness: json!({"verdict": Verdict::Unverified, "reason": reason, "config": witness.describe()}),
+        ..RunRecord::new(spec.bench, store.capabilities().name, started, spec.output.tag.clone())
+    };
+    let print = || println!("witness: {} ({reason})", Verdict::Unverified.as_str());
+    conclude(&record, &spec.output, started, print, None, true, Verdict::Unverified, &reason)
+}
+
 /// Which way a window moved its payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -227,21 +253,7 @@ impl Session {
         if spec.require_rdma
             && let Some(why) = store.transport_unavailable()
         {
-            // The library's own evidence: no window could be rdma-verified, so
-            // none is run; the record says why (rank 0), and the exit is 3.
-            let reason = format!("{why}: nothing was measured");
-            if me.is_root() {
-                let record = RunRecord {
-                    environment: json!({"store": store.describe(), "witness": witness.describe()}),
-                    params: Value::Null,
-                    results: Value::Null,
-                    rdma_witness: json!({"verdict": Verdict::Unverified, "reason": reason, "config": witness.describe()}),
-                    ..RunRecord::new(spec.bench, store.capabilities().name, started, spec.output.tag.clone())
-                };
-                let print = || println!("witness: {} ({reason})", Verdict::Unverified.as_str());
-                return conclude(&record, &spec.output, started, print, None, true, Verdict::Unverified, &reason).map(|()| None);
-            }
-            return exit_status(None, true, Verdict::Unverified, &reason).map(|()| None);
+            return refuse_unavailable(&spec, &me, store.as_ref(), &witness, started, &why).map(|()| None);
         }
         if !spec.defer_gpu && gpu.get().is_none() {
             let _ = gpu.set(mem.open_gpu()?);

@@ -137,36 +137,8 @@ impl Bench for Train {
             .spawn(move || -> Result<(Vec<RepeatOutput>, serde_json::Value)> {
                 let mut stepper: Box<dyn Stepper> = make_stepper(&tplan, tgpu.as_ref(), dest, classes, device_batch)?;
                 let desc = stepper.describe();
-                let mut open: Option<(OpenWindow, Sampler, [u64; 4])> = None;
-                let figures = train_loop(&mut rx, stepper.as_mut(), tplan.warmup, tplan.steps, tplan.repeats, |rep, start| {
-                    // Each boundary pauses the loader: in-flight reads finish and
-                    // are counted, none starts, until the scrape is done.
-                    let paused = rt.block_on(gate.write());
-                    if start {
-                        let _ = rep;
-                        let c0 = counters_now(&tcounters);
-                        let window = rt.block_on(tsession.open_window())?;
-                        drop(paused);
-                        open = Some((window, Sampler::start(), c0));
-                        return Ok(None);
-                    }
-                    let (window, sampler, c0) = open.take().expect("a window was opened");
-                    let s = sampler.finish();
-                    let c1 = counters_now(&tcounters);
-                    let mut f = WindowFigures {
-                        read_bytes: c1[0] - c0[0],
-                        gets: c1[1] - c0[1],
-                        fetch_thread_s: (c1[2] - c0[2]) as f64 / 1e6,
-                        decode_thread_s: (c1[3] - c0[3]) as f64 / 1e6,
-                        client_cpu_cores: s.client_cpu_cores,
-                        host_cpu_cores: s.host_cpu_cores,
-                        witness: None,
-                    };
-                    let closed = rt.block_on(tsession.close_window(window, Direction::Read, f.read_bytes, ()))?;
-                    drop(paused);
-                    f.witness = closed.witness;
-                    Ok(Some(f))
-                })?;
+                let mut windows = Boundaries { rt, session: tsession, counters: tcounters, gate, open: None };
+                let figures = train_loop(&mut rx, stepper.as_mut(), tplan.warmup, tplan.steps, tplan.repeats, |_, start| windows.at(start))?;
                 Ok((figures, desc))
             })
             .map_err(|e| Error::Runtime(format!("cannot start the training thread: {e}")))?;
@@ -202,6 +174,51 @@ impl Bench for Train {
 
     fn print(&self, s: &Session, _results: &serde_json::Value) {
         steps::print_table(s, &self.plan, &self.prefix, &self.table);
+    }
+}
+
+/// The timed windows of the training thread: each repeat's start opens
+/// one, its end closes it with the loader's reads in between.
+struct Boundaries {
+    rt: tokio::runtime::Handle,
+    session: Arc<Session>,
+    counters: Arc<LoaderCounters>,
+    gate: Arc<tokio::sync::RwLock<()>>,
+    /// The open window, its sampler and the loader's counters at its start.
+    open: Option<(OpenWindow, Sampler, [u64; 4])>,
+}
+
+impl Boundaries {
+    /// At a repeat's start (`start`) open a window; at its end close it and
+    /// return the window's figures. Each boundary pauses the loader: in-flight
+    /// reads finish and are counted, none starts, until the scrape is done.
+    ///
+    /// Errors: the session's meetings and scrapes.
+    fn at(&mut self, start: bool) -> Result<Option<WindowFigures>> {
+        let paused = self.rt.block_on(self.gate.write());
+        if start {
+            let c0 = counters_now(&self.counters);
+            let window = self.rt.block_on(self.session.open_window())?;
+            drop(paused);
+            self.open = Some((window, Sampler::start(), c0));
+            return Ok(None);
+        }
+        let (window, sampler, c0) = self.open.take().expect("a window was opened");
+        let s = sampler.finish();
+        let c1 = counters_now(&self.counters);
+        let mut f = WindowFigures {
+            read_bytes: c1[0] - c0[0],
+            gets: c1[1] - c0[1],
+            fetch_thread_s: (c1[2] - c0[2]) as f64 / 1e6,
+            decode_thread_s: (c1[3] - c0[3]) as f64 / 1e6,
+            client_cpu_cores: s.client_cpu_cores,
+            host_cpu_cores: s.host_cpu_cores,
+            witness: None,
+        };
+        let closed = self.rt.block_on(self.session.close_window(window, Direction::Read, f.read_bytes, ()))?;
+        drop(paused);
+        f.witness = closed.witness;
+        Ok(Some(f))
     }
 }
 
