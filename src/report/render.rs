@@ -139,86 +139,93 @@ pub fn render(rows: &[Row], plan: &ReportPlan) -> String {
                 .collect();
             serde_json::to_string_pretty(&v).expect("rows encode")
         }
-        ReportFormat::Csv => {
-            let mut s = String::from(
-                "benchmark,backend,dims,metric,median,min,max,wall_s_median,cpu_cores,gbps_per_core,ratio_to_baseline,verdict,unproven_rdma,file,server\n",
-            );
-            for r in &rows {
-                let dims: Vec<String> = r.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
-                s += &format!(
-                    "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                    csv(&r.benchmark),
-                    csv(&r.backend),
-                    csv(&dims.join(";")),
-                    csv(&r.metric),
-                    r.value.median,
-                    r.value.min,
-                    r.value.max,
-                    opt(r.wall_s.map(|w| w.median)),
-                    opt(r.cpu_cores),
-                    opt(r.gbps_per_core()),
-                    opt(ratio(&r.clone())),
-                    csv(&r.verdict),
-                    r.unproven_rdma(),
-                    csv(&r.file),
-                    csv(r.server.as_deref().unwrap_or(""))
-                );
-            }
-            s
-        }
-        ReportFormat::Md => {
-            let mut s = String::new();
-            // One table per benchmark, in the order they first appear: a
-            // --group-by that does not start with benchmark interleaves them.
-            let mut benches: Vec<&str> = Vec::new();
-            for r in rows.iter() {
-                if !benches.contains(&r.benchmark.as_str()) {
-                    benches.push(&r.benchmark);
-                }
-            }
-            for b in benches {
-                let these: Vec<&Row> = rows.iter().filter(|r| r.benchmark == b).collect();
-                let dim_names: Vec<String> = {
-                    let mut d: Vec<String> = these.iter().flat_map(|r| r.dims.keys().cloned()).collect();
-                    d.sort();
-                    d.dedup();
-                    d
-                };
-                let metric = these[0].metric.clone();
-                s += &format!(
-                    "### {b}\n\n| backend | {} | {metric} (min–max) | wall s | client cores | GB/s per core |{} witness | file |\n",
-                    dim_names.join(" | "),
-                    if plan.baseline.is_some() { " ratio |" } else { "" }
-                );
-                s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if plan.baseline.is_some() { "---|" } else { "" });
-                for r in &these {
-                    let dims: Vec<String> = dim_names.iter().map(|k| md(r.dims.get(k).map_or("-", String::as_str))).collect();
-                    let mut flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", md(&r.verdict)) } else { md(&r.verdict) };
-                    if r.data_mismatch {
-                        flag += " **— DATA MISMATCH: the restored or loaded bytes differed**";
-                    }
-                    s += &format!(
-                        "| {} | {} | {} | {} | {} | {} |{} {flag} | {} |\n",
-                        md(&r.server.as_ref().map_or(r.backend.clone(), |sv| format!("{} ({sv})", r.backend))),
-                        dims.join(" | "),
-                        fmt_spread(&r.value),
-                        r.wall_s.as_ref().map_or("-".into(), fmt_spread),
-                        r.cpu_cores.map_or("-".into(), |c| format!("{c:.2}")),
-                        r.gbps_per_core().map_or("-".into(), |g| if g < 0.1 { format!("{g:.4}") } else { format!("{g:.2}") }),
-                        if plan.baseline.is_some() { format!(" {} |", ratio(r).map_or("-".into(), |x| format!("{x:.2}x"))) } else { String::new() },
-                        md(&r.file)
-                    );
-                }
-                if these.iter().any(|r| r.server.is_some()) {
-                    s += "\nA backend marked \"on this host\" or \"loopback server\" was measured against a server on the measuring machine: \
-                          it shares that machine's CPU; a test server such as s3s-fs (4 KiB file reads, about 0.6–0.8 GB/s) is itself the limit, nginx (sendfile) is not.\n";
-                }
-                s += "\n";
-            }
-            s
+        ReportFormat::Csv => render_csv(&rows, &ratio),
+        ReportFormat::Md => render_md(&rows, plan, &ratio),
+    }
+}
+
+/// [`render`]'s CSV: a header line and one line per row.
+fn render_csv(rows: &[Row], ratio: &dyn Fn(&Row) -> Option<f64>) -> String {
+    let mut s = String::from(
+        "benchmark,backend,dims,metric,median,min,max,wall_s_median,cpu_cores,gbps_per_core,ratio_to_baseline,verdict,unproven_rdma,file,server\n",
+    );
+    for r in rows {
+        let dims: Vec<String> = r.dims.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let opt = |x: Option<f64>| x.map_or(String::new(), |x| format!("{x}"));
+        s += &format!(
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            csv(&r.benchmark),
+            csv(&r.backend),
+            csv(&dims.join(";")),
+            csv(&r.metric),
+            r.value.median,
+            r.value.min,
+            r.value.max,
+            opt(r.wall_s.map(|w| w.median)),
+            opt(r.cpu_cores),
+            opt(r.gbps_per_core()),
+            opt(ratio(&r.clone())),
+            csv(&r.verdict),
+            r.unproven_rdma(),
+            csv(&r.file),
+            csv(r.server.as_deref().unwrap_or(""))
+        );
+    }
+    s
+}
+
+/// [`render`]'s markdown: one `### <benchmark>` table per benchmark, in the
+/// order they first appear.
+fn render_md(rows: &[Row], plan: &ReportPlan, ratio: &dyn Fn(&Row) -> Option<f64>) -> String {
+    let mut s = String::new();
+    // One table per benchmark, in the order they first appear: a
+    // --group-by that does not start with benchmark interleaves them.
+    let mut benches: Vec<&str> = Vec::new();
+    for r in rows.iter() {
+        if !benches.contains(&r.benchmark.as_str()) {
+            benches.push(&r.benchmark);
         }
     }
+    for b in benches {
+        let these: Vec<&Row> = rows.iter().filter(|r| r.benchmark == b).collect();
+        let dim_names: Vec<String> = {
+            let mut d: Vec<String> = these.iter().flat_map(|r| r.dims.keys().cloned()).collect();
+            d.sort();
+            d.dedup();
+            d
+        };
+        let metric = these[0].metric.clone();
+        s += &format!(
+            "### {b}\n\n| backend | {} | {metric} (min–max) | wall s | client cores | GB/s per core |{} witness | file |\n",
+            dim_names.join(" | "),
+            if plan.baseline.is_some() { " ratio |" } else { "" }
+        );
+        s += &format!("|---|{}---|---|---|---|{}---|---|\n", "---|".repeat(dim_names.len()), if plan.baseline.is_some() { "---|" } else { "" });
+        for r in &these {
+            let dims: Vec<String> = dim_names.iter().map(|k| md(r.dims.get(k).map_or("-", String::as_str))).collect();
+            let mut flag = if r.unproven_rdma() { format!("**{} — NOT RDMA-VERIFIED**", md(&r.verdict)) } else { md(&r.verdict) };
+            if r.data_mismatch {
+                flag += " **— DATA MISMATCH: the restored or loaded bytes differed**";
+            }
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} |{} {flag} | {} |\n",
+                md(&r.server.as_ref().map_or(r.backend.clone(), |sv| format!("{} ({sv})", r.backend))),
+                dims.join(" | "),
+                fmt_spread(&r.value),
+                r.wall_s.as_ref().map_or("-".into(), fmt_spread),
+                r.cpu_cores.map_or("-".into(), |c| format!("{c:.2}")),
+                r.gbps_per_core().map_or("-".into(), |g| if g < 0.1 { format!("{g:.4}") } else { format!("{g:.2}") }),
+                if plan.baseline.is_some() { format!(" {} |", ratio(r).map_or("-".into(), |x| format!("{x:.2}x"))) } else { String::new() },
+                md(&r.file)
+            );
+        }
+        if these.iter().any(|r| r.server.is_some()) {
+            s += "\nA backend marked \"on this host\" or \"loopback server\" was measured against a server on the measuring machine: \
+                  it shares that machine's CPU; a test server such as s3s-fs (4 KiB file reads, about 0.6–0.8 GB/s) is itself the limit, nginx (sendfile) is not.\n";
+        }
+        s += "\n";
+    }
+    s
 }
 
 /// Write to stdout: a closed pipe (`| head`) ends quietly, any other failure

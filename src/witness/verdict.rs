@@ -163,6 +163,49 @@ pub struct WitnessReport {
     pub rails: Vec<super::RailsWindow>,
 }
 
+impl WitnessReport {
+    /// A report of `payload` not judged yet: `unverified`, no counters.
+    fn unjudged(payload: &Payload, fabric: FabricReport) -> Self {
+        WitnessReport {
+            verdict: Verdict::Unverified,
+            reason: String::new(),
+            window_start: None,
+            window_end: None,
+            payload_bytes: payload.read_bytes + payload.write_bytes,
+            payload_read_bytes: payload.read_bytes,
+            payload_write_bytes: payload.write_bytes,
+            overhead_bytes: payload.overhead_bytes,
+            client_http_bytes: payload.client_http_bytes,
+            requests: payload.requests,
+            coordination_requests: 0,
+            coordination_bytes: payload.coordination_bytes,
+            rdma_share: None,
+            counters: Deltas::default(),
+            fabric,
+            rails: Vec::new(),
+        }
+    }
+}
+
+/// [`judge`]'s verdict where the server has HTTP counters but no RDMA
+/// series: `http_carried` of the `total` payload bytes went over HTTP.
+fn without_rdma_series(expect: Expect, http_carried: f64, total: u64) -> (Verdict, String) {
+    let covers = http_carried >= VERIFIED_SHARE * total as f64;
+    match (expect, covers) {
+        (Expect::Http | Expect::Local, _) => {
+            (Verdict::NotApplicable, format!("http backend; no RDMA series on the server; HTTP carried {http_carried:.0} of {total} payload bytes"))
+        }
+        (_, true) => (
+            Verdict::FullFallback,
+            format!("no RDMA series on the server, and its HTTP traffic counters grew by the payload ({http_carried:.0} of {total} bytes)"),
+        ),
+        (_, false) => (
+            Verdict::Unverified,
+            "no minio_api_rdma_* series at the metrics targets (not an AIStor RDMA build?) and the HTTP counters do not account for the payload".into(),
+        ),
+    }
+}
+
 /// Judge a window from the counter deltas (or why there are none).
 ///
 /// Rules: local backend -> `not-applicable`; no deltas -> `unverified`; no
@@ -173,24 +216,7 @@ pub struct WitnessReport {
 /// account for the payload, else `unverified`.
 pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Deltas, String>, fabric: FabricReport) -> WitnessReport {
     let total = payload.read_bytes + payload.write_bytes;
-    let mut r = WitnessReport {
-        verdict: Verdict::Unverified,
-        reason: String::new(),
-        window_start: None,
-        window_end: None,
-        payload_bytes: total,
-        payload_read_bytes: payload.read_bytes,
-        payload_write_bytes: payload.write_bytes,
-        overhead_bytes: payload.overhead_bytes,
-        client_http_bytes: payload.client_http_bytes,
-        requests: payload.requests,
-        coordination_requests: 0,
-        coordination_bytes: payload.coordination_bytes,
-        rdma_share: None,
-        counters: Deltas::default(),
-        fabric,
-        rails: Vec::new(),
-    };
+    let mut r = WitnessReport::unjudged(&payload, fabric);
     if expect == Expect::Local {
         r.verdict = Verdict::NotApplicable;
         r.reason = "local backend: no server, no RDMA".into();
@@ -220,20 +246,7 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
         return r;
     }
     if !has_rdma {
-        let covers = http_carried >= VERIFIED_SHARE * total as f64;
-        (r.verdict, r.reason) = match (expect, covers) {
-            (Expect::Http | Expect::Local, _) => {
-                (Verdict::NotApplicable, format!("http backend; no RDMA series on the server; HTTP carried {:.0} of {total} payload bytes", http_carried))
-            }
-            (_, true) => (
-                Verdict::FullFallback,
-                format!("no RDMA series on the server, and its HTTP traffic counters grew by the payload ({http_carried:.0} of {total} bytes)"),
-            ),
-            (_, false) => (
-                Verdict::Unverified,
-                "no minio_api_rdma_* series at the metrics targets (not an AIStor RDMA build?) and the HTTP counters do not account for the payload".into(),
-            ),
-        };
+        (r.verdict, r.reason) = without_rdma_series(expect, http_carried, total);
         return r;
     }
     // Each direction is judged on its own counter: RDMA reads cannot vouch

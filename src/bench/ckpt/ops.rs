@@ -370,7 +370,7 @@ async fn restore_chunk(
         let got = if let Some(sum) = staged_sum {
             sum
         } else {
-            blocking(|| hash_range(view, 0, len, scratch.as_deref_mut())).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?
+            blocking(|| hash_range(view, 0, len, scratch)).map_err(|e| Error::Runtime(format!("hashing '{ckey}': {e}")))?
         };
         if got != expect {
             return Err(Error::Mismatch(format!(
