@@ -460,26 +460,12 @@ impl DirectGet {
             }
             let header = |name: &str| resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).and_then(|h| std::str::from_utf8(h.value).ok());
             let chunked = header("transfer-encoding").is_some_and(|v| !v.trim().eq_ignore_ascii_case("identity"));
-            let lengths: Vec<&str> = resp
-                .headers
-                .iter()
-                .filter(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .map(|h| std::str::from_utf8(h.value).unwrap_or("?").trim())
-                .collect();
-            let content_length = match lengths.as_slice() {
-                [] => None,
-                [first, rest @ ..] if rest.iter().all(|v| v == first) => {
-                    Some(first.parse::<u64>().map_err(|_| DirectError::Protocol(format!("{} sent an invalid Content-Length '{first}'", self.addr)))?)
-                }
-                more => {
-                    return Err(DirectError::Protocol(format!("{} sent conflicting Content-Length headers {more:?}", self.addr)));
-                }
-            };
+            let content_length = content_length(resp.headers, &self.addr)?;
             let content_range = header("content-range").map(str::to_string);
             let retry_after = header("retry-after").and_then(parse_retry_after);
             let keep_alive = resp.version == Some(1) && !header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
             let early = buf[head_len..filled].to_vec();
-            let mut r = Response {
+            let r = Response {
                 conn,
                 status,
                 content_length: content_length.unwrap_or(0),
@@ -490,22 +476,10 @@ impl DirectGet {
                 read_timeout: self.read_timeout,
             };
             if !(200..300).contains(&status) {
-                let body = if chunked || content_length.is_none_or(|n| n > MAX_ERROR_BODY as u64) {
-                    Vec::new()
-                } else {
-                    let mut b = vec![0u8; r.content_length as usize];
-                    // A broken error body still leaves the status to report.
-                    let _ = r.read_into(&mut b).await;
-                    b
-                };
-                let text = String::from_utf8_lossy(&body);
-                return Err(DirectError::Status {
-                    status,
-                    code: xml_field(&text, "Code").unwrap_or_default(),
-                    message: xml_field(&text, "Message").unwrap_or_else(|| "no message".into()),
-                    retry_after,
-                    server_date: header("date").and_then(|d| httpdate::parse_http_date(d.trim()).ok()),
-                });
+                let server_date = header("date").and_then(|d| httpdate::parse_http_date(d.trim()).ok());
+                // Only a short Content-Length body is read: S3's XML error.
+                let readable = !chunked && content_length.is_some_and(|n| n <= MAX_ERROR_BODY as u64);
+                return Err(r.status_error(readable, retry_after, server_date).await);
             }
             if chunked {
                 return Err(DirectError::Protocol(format!(
@@ -602,3 +576,41 @@ fn xml_field(xml: &str, name: &str) -> Option<String> {
 #[cfg(test)]
 #[path = "direct_tests.rs"]
 mod tests;
+/// The one Content-Length of a response head (`None` without one); several
+/// that agree count as one.
+///
+/// Errors: [`DirectError::Protocol`] for one that is not a number, or several that differ.
+fn content_length(headers: &[httparse::Header<'_>], addr: &str) -> Result<Option<u64>, DirectError> {
+    let lengths: Vec<&str> =
+        headers.iter().filter(|h| h.name.eq_ignore_ascii_case("content-length")).map(|h| std::str::from_utf8(h.value).unwrap_or("?").trim()).collect();
+    match lengths.as_slice() {
+        [] => Ok(None),
+        [first, rest @ ..] if rest.iter().all(|v| v == first) => {
+            first.parse::<u64>().map(Some).map_err(|_| DirectError::Protocol(format!("{addr} sent an invalid Content-Length '{first}'")))
+        }
+        more => Err(DirectError::Protocol(format!("{addr} sent conflicting Content-Length headers {more:?}"))),
+    }
+}
+
+impl Response {
+    /// The error of a non-2xx answer: its status, and S3's `Code` and
+    /// `Message` from the body when it is `readable` (a short one).
+    async fn status_error(mut self, readable: bool, retry_after: Option<Duration>, server_date: Option<std::time::SystemTime>) -> DirectError {
+        let body = if readable {
+            let mut b = vec![0u8; self.content_length as usize];
+            // A broken error body still leaves the status to report.
+            let _ = self.read_into(&mut b).await;
+            b
+        } else {
+            Vec::new()
+        };
+        let text = String::from_utf8_lossy(&body);
+        DirectError::Status {
+            status: self.status,
+            code: xml_field(&text, "Code").unwrap_or_default(),
+            message: xml_field(&text, "Message").unwrap_or_else(|| "no message".into()),
+            retry_after,
+            server_date,
+        }
+    }
+}
