@@ -342,6 +342,26 @@ impl Group {
         self.barrier_then(name, || async {}).await.map(|_| ())
     }
 
+    /// [`Group::barrier_then`] over listings: the listing barrier releases
+    /// every rank at once, so rank 0's work needs a second barrier after it.
+    /// `entry`: this rank's counts when it arrived.
+    async fn list_barrier_then<T, F, Fut>(&self, name: &str, entry: Coordination, before_release: F) -> Result<Released<T>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = T>,
+    {
+        self.list_barrier(name).await?;
+        let (root, work_start, work_end) = if self.me.is_root() {
+            let start = self.coordination();
+            (Some(before_release().await), start, self.coordination())
+        } else {
+            (None, entry, entry)
+        };
+        self.list_barrier(name).await?;
+        let end = self.coordination();
+        Ok(Released { root, before: work_start.since(&entry), after: end.since(&work_end) })
+    }
+
     /// A barrier at which rank 0, once every rank has arrived and before any
     /// is released, runs `before_release` (the witness's opening scrape): no
     /// rank leaves before it has finished. A lone rank runs it at once.
@@ -358,18 +378,7 @@ impl Group {
         }
         let entry = self.coordination();
         if self.method == Rendezvous::List {
-            // The listing barrier releases every rank at once, so rank 0's
-            // work needs a second barrier after it.
-            self.list_barrier(name).await?;
-            let (root, work_start, work_end) = if self.me.is_root() {
-                let start = self.coordination();
-                (Some(before_release().await), start, self.coordination())
-            } else {
-                (None, entry, entry)
-            };
-            self.list_barrier(name).await?;
-            let end = self.coordination();
-            return Ok(Released { root, before: work_start.since(&entry), after: end.since(&work_end) });
+            return self.list_barrier_then(name, entry, before_release).await;
         }
         let mut step = self.next(name);
         self.put(&marker(&step, self.me.rank), Vec::new()).await?;

@@ -179,6 +179,26 @@ enum Work<'a> {
     Own(Vec<Item>, u64),
 }
 
+/// Every part's file, opened (and mapped, with [`FileIo::Mmap`]).
+///
+/// Errors: [`FileLoadError::Io`] naming the part.
+fn open_sources(parts: &[FilePart], io: FileIo) -> Result<Vec<Source>, FileLoadError> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(k, p)| {
+            let file = File::open(&p.path).map_err(|e| FileLoadError::Io(k, "cannot open", e))?;
+            let map = match io {
+                FileIo::Pread => None,
+                // SAFETY: a read-only shared mapping; the module and FileIo::Mmap
+                // say what a concurrent truncation does (SIGBUS).
+                FileIo::Mmap => Some(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| FileLoadError::Io(k, "cannot map", e))?),
+            };
+            Ok(Source { file, map })
+        })
+        .collect()
+}
+
 /// The readers of [`load`], over the pool taken from the destinations
 /// (handed back by the caller whatever happens here).
 fn run(
@@ -193,20 +213,7 @@ fn run(
         return Err(FileLoadError::Config(format!("a staged device load needs at least 2 bounce buffers ({BOUNCE_BUFFERS})")));
     };
     let threads = threads.clamp(1, pool.len() / 2);
-    let sources: Vec<Source> = parts
-        .iter()
-        .enumerate()
-        .map(|(k, p)| {
-            let file = File::open(&p.path).map_err(|e| FileLoadError::Io(k, "cannot open", e))?;
-            let map = match io {
-                FileIo::Pread => None,
-                // SAFETY: a read-only shared mapping; the module and FileIo::Mmap
-                // say what a concurrent truncation does (SIGBUS).
-                FileIo::Mmap => Some(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| FileLoadError::Io(k, "cannot map", e))?),
-            };
-            Ok(Source { file, map })
-        })
-        .collect::<Result<_, FileLoadError>>()?;
+    let sources = open_sources(parts, io)?;
     let plan = chunk_plan(parts, chunk);
     let mut own: Vec<Vec<Item>> = match check {
         Some(c) => {

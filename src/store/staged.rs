@@ -179,6 +179,22 @@ struct PartState {
     first_byte: Option<std::time::Duration>,
 }
 
+/// One destination per part, each large enough for its part at its offset.
+///
+/// Errors: [`StoreError::Config`] for a count mismatch, [`StoreError::BufferTooSmall`].
+fn check_destinations(parts: &[StagedPart], dsts: &[&mut crate::mem::DeviceBuffer]) -> Result<(), StoreError> {
+    if parts.len() != dsts.len() {
+        return Err(StoreError::Config(format!("a staged read of {} parts into {} buffers", parts.len(), dsts.len())));
+    }
+    for (p, d) in parts.iter().zip(dsts.iter()) {
+        let needed = p.range.end.saturating_sub(p.range.start) + p.at as u64;
+        if needed > d.device_ptr().1 as u64 {
+            return Err(StoreError::BufferTooSmall { key: p.key.clone(), needed, capacity: d.device_ptr().1 as u64 });
+        }
+    }
+    Ok(())
+}
+
 /// The pipeline of [`staged_read_pooled`], each bounce buffer's read started by `launch`.
 async fn staged_with<'a>(
     store: &dyn ObjectStore,
@@ -186,16 +202,8 @@ async fn staged_with<'a>(
     dsts: &mut [&mut crate::mem::DeviceBuffer],
     launch: impl Fn(&StagedPart, Range<u64>, Buffer) -> BounceRead<'a>,
 ) -> Result<Vec<Transfer>, StoreError> {
-    if parts.len() != dsts.len() {
-        return Err(StoreError::Config(format!("a staged read of {} parts into {} buffers", parts.len(), dsts.len())));
-    }
+    check_destinations(parts, dsts)?;
     let cuda = |p: &StagedPart, e: String| StoreError::Other { op: "GET", key: p.key.clone(), location: store.location(), detail: e, cause: None };
-    for (p, d) in parts.iter().zip(dsts.iter()) {
-        let needed = p.range.end.saturating_sub(p.range.start) + p.at as u64;
-        if needed > d.device_ptr().1 as u64 {
-            return Err(StoreError::BufferTooSmall { key: p.key.clone(), needed, capacity: d.device_ptr().1 as u64 });
-        }
-    }
     // The pool: (owner, index in the owner, buffer); the owner's stream `index` carries its copies.
     let mut idle: Vec<(usize, usize, Buffer)> = Vec::new();
     for (o, d) in dsts.iter_mut().enumerate() {
