@@ -127,6 +127,20 @@ pub struct Window {
     start: String,
 }
 
+/// The HTTP client the scrapes go through: `scrape_timeout` per scrape, and
+/// the store's CA bundle trusted.
+///
+/// Errors: a CA bundle that does not read (usage); a client that cannot be built.
+fn metrics_client(args: &WitnessConfig) -> Result<reqwest::Client> {
+    let mut b = reqwest::Client::builder().timeout(args.scrape_timeout);
+    if let Some(pem) = &args.ca_pem {
+        for cert in reqwest::Certificate::from_pem_bundle(pem).map_err(|e| Error::Usage(format!("the CA bundle cannot be read for the metrics client: {e}")))? {
+            b = b.add_root_certificate(cert);
+        }
+    }
+    b.build().map_err(|e| Error::Runtime(format!("cannot build the metrics HTTP client: {e}")))
+}
+
 impl Witness {
     /// Configure from the store and witness flags. Targets: `--metrics-url`
     /// as given, else the rdma and requests groups of every `--servers`
@@ -200,25 +214,7 @@ impl Witness {
             (None, Some(ak), Some(sk)) if !targets.is_empty() => (MetricsAuth::GeneratedJwt, Some(prometheus_jwt(ak, sk)?)),
             _ => (MetricsAuth::None, None),
         };
-        let client = if targets.is_empty() {
-            None
-        } else {
-            Some(
-                {
-                    let mut b = reqwest::Client::builder().timeout(args.scrape_timeout);
-                    if let Some(pem) = &args.ca_pem {
-                        for cert in reqwest::Certificate::from_pem_bundle(pem)
-                            .map_err(|e| Error::Usage(format!("the CA bundle cannot be read for the metrics client: {e}")))?
-                        {
-                            b = b.add_root_certificate(cert);
-                        }
-                    }
-                    b
-                }
-                .build()
-                .map_err(|e| Error::Runtime(format!("cannot build the metrics HTTP client: {e}")))?,
-            )
-        };
+        let client = if targets.is_empty() { None } else { Some(metrics_client(args)?) };
         Ok(Witness { expect: args.expect, targets, auth, bearer, client, fabric_root })
     }
 

@@ -34,6 +34,18 @@ pub(super) struct Repeats<'a> {
     pub(super) load: Option<(&'a TrainLoad, f64)>,
 }
 
+/// Before a save with a training load: the load's counts start afresh, it
+/// runs, and the save begins at a step boundary after `STEPS_AROUND` steps.
+///
+/// Errors: the load's (a GPU error, steps that never come).
+async fn steps_before_save(l: &TrainLoad) -> Result<()> {
+    l.take_steps();
+    l.take_durable();
+    let since = l.now();
+    l.run();
+    l.wait_steps(since, STEPS_AROUND, SECONDS_AROUND).await
+}
+
 impl Repeats<'_> {
     /// Repeat `rep` of `method`'s `op`, timed in one window; a flat restore
     /// leaves the tensor views it rebuilt in `views`.
@@ -66,11 +78,7 @@ impl Repeats<'_> {
         // A save with a training load: steps run first, and the save begins at a step boundary.
         let load = self.load.filter(|_| op == CkptOp::Save);
         if let Some((l, _)) = load {
-            l.take_steps();
-            l.take_durable();
-            let since = l.now();
-            l.run();
-            l.wait_steps(since, STEPS_AROUND, SECONDS_AROUND).await?;
+            steps_before_save(l).await?;
         }
         let window = s.open_window().await?;
         let paused = match load {

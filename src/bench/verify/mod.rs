@@ -239,16 +239,7 @@ impl Bench for Verify {
         // On the rdma backend verify exists to prove RDMA: anything else is exit
         // 3, as with --require-rdma, and said as verify's own rule (the user may
         // not have passed that flag).
-        let failure = failure.or_else(|| {
-            ((witness.expects_rdma() || plan.run.require_rdma) && verdict != Verdict::RdmaVerified).then(|| {
-                let rule = if plan.run.require_rdma {
-                    REQUIRE_RDMA.to_string()
-                } else {
-                    "verify on the rdma backend passes only when every probe is rdma-verified".to_string()
-                };
-                Error::WitnessFailed(format!("RDMA not proven ({rule}): witness verdict {} for {reason}", verdict.as_str()))
-            })
-        });
+        let failure = failure.or_else(|| rdma_not_proven(witness.expects_rdma(), plan.run.require_rdma, verdict, &reason));
         let mut outcome = Outcome::new(
             json!({"sizes_bytes": plan.sizes, "key": plan.key, "prepare": plan.prepare, "keep": plan.keep, "device": plan.device}),
             json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops, "registration": registration}),
@@ -261,6 +252,15 @@ impl Bench for Verify {
 
     /// The steps and the result were printed as they ran.
     fn print(&self, _s: &Session, _results: &Value) {}
+}
+
+/// Exit 3 where RDMA was asked for (the rdma backend, or `--require-rdma`)
+/// and the worst probe's `verdict` is not rdma-verified (`reason`: why).
+fn rdma_not_proven(expects_rdma: bool, require_rdma: bool, verdict: Verdict, reason: &str) -> Option<Error> {
+    ((expects_rdma || require_rdma) && verdict != Verdict::RdmaVerified).then(|| {
+        let rule = if require_rdma { REQUIRE_RDMA.to_string() } else { "verify on the rdma backend passes only when every probe is rdma-verified".to_string() };
+        Error::WitnessFailed(format!("RDMA not proven ({rule}): witness verdict {} for {reason}", verdict.as_str()))
+    })
 }
 
 /// What steps 1 to 5 found: every probe, what registration costs, and

@@ -338,34 +338,7 @@ impl Bench for Weights {
         // pipeline hashes every tensor as it stages it (each repeat pays it; the
         // last repeat's hashes are compared).
         let check = (plan.verify && plan.reference.is_none() && digest.is_some() && dest == Dest::Device).then(|| hashes::staged_check(&layout));
-        let mut staged = None;
-        let mut ready_at = None;
-        let mut repeats = Vec::new();
-        let mut stats = crate::store::StoreStats::default();
-        for rep in 1..=plan.repeats {
-            let window = s.open_window().await?;
-            let sampler = Sampler::start();
-            let t0 = Instant::now();
-            let (bytes, windows, stages, checked) = load(&store, &layout, &mut bufs, plan.run.store.window, plan.concurrency as usize, check.as_ref()).await?;
-            staged = checked.map(|c| (c, stages.as_ref().map_or(1, |t| t.threads)));
-            let wall_s = t0.elapsed().as_secs_f64();
-            ready_at.get_or_insert_with(Instant::now);
-            let smp = sampler.finish();
-            let closed = s.close_window(window, Direction::Read, bytes, ()).await?;
-            stats.add(&closed.stats);
-            repeats.push(LoadRepeat {
-                repeat: rep,
-                bytes,
-                wall_s,
-                throughput_gbps: bytes as f64 / wall_s / 1e9,
-                windows,
-                client_cpu_cores: smp.client_cpu_cores,
-                host_cpu_cores: smp.host_cpu_cores,
-                sampler: smp,
-                witness: closed.witness.expect("a single-process bench is rank 0"),
-                stages,
-            });
-        }
+        let Timed { repeats, stats, staged, ready_at } = timed_loads(s, plan, &layout, &mut bufs, check.as_ref()).await?;
         let verified = if plan.verify || plan.reference.is_some() {
             let v = verify::verify(
                 store.as_ref(),
@@ -418,6 +391,55 @@ impl Bench for Weights {
         let (backend, location) = (s.store.capabilities().name, s.store.location());
         print_table(results, &self.plan.model, backend, &location, s.mem.dest, self.worst.unwrap_or(crate::witness::Verdict::Unverified))
     }
+}
+
+/// What the timed loads gave: every repeat, the store counters' growth,
+/// the staged hashes of the last (and the reader threads that made them),
+/// and when the first load had finished.
+struct Timed {
+    repeats: Vec<LoadRepeat>,
+    stats: crate::store::StoreStats,
+    staged: Option<(crate::store::StagedHashes, usize)>,
+    ready_at: Option<Instant>,
+}
+
+/// `--repeats` timed loads of the model into `bufs`, each in its own window.
+///
+/// Errors: a load's or the session's.
+async fn timed_loads(
+    s: &Session,
+    plan: &WeightsPlan,
+    layout: &[ShardLayout],
+    bufs: &mut Vec<Buffer>,
+    check: Option<&crate::store::StagedCheck>,
+) -> Result<Timed> {
+    let store = s.store.clone();
+    let (mut staged, mut ready_at, mut repeats, mut stats) = (None, None, Vec::new(), crate::store::StoreStats::default());
+    for rep in 1..=plan.repeats {
+        let window = s.open_window().await?;
+        let sampler = Sampler::start();
+        let t0 = Instant::now();
+        let (bytes, windows, stages, checked) = load(&store, layout, bufs, plan.run.store.window, plan.concurrency as usize, check).await?;
+        staged = checked.map(|c| (c, stages.as_ref().map_or(1, |t| t.threads)));
+        let wall_s = t0.elapsed().as_secs_f64();
+        ready_at.get_or_insert_with(Instant::now);
+        let smp = sampler.finish();
+        let closed = s.close_window(window, Direction::Read, bytes, ()).await?;
+        stats.add(&closed.stats);
+        repeats.push(LoadRepeat {
+            repeat: rep,
+            bytes,
+            wall_s,
+            throughput_gbps: bytes as f64 / wall_s / 1e9,
+            windows,
+            client_cpu_cores: smp.client_cpu_cores,
+            host_cpu_cores: smp.host_cpu_cores,
+            sampler: smp,
+            witness: closed.witness.expect("a single-process bench is rank 0"),
+            stages,
+        });
+    }
+    Ok(Timed { repeats, stats, staged, ready_at })
 }
 
 /// The record's `params`: the plan, how the load was read (the same rule as

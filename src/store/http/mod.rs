@@ -75,6 +75,27 @@ pub struct HttpStore {
     list_max_keys: u64,
 }
 
+/// Whether GETs take the direct path (`--http-get`): `auto` takes it for
+/// plain `http://`, path-style, without response checksums to validate.
+///
+/// Errors: [`StoreError::Config`] for `direct` where it cannot run.
+fn uses_direct_get(args: &StoreConfig, aws: &AwsSetup, endpoint: &str) -> Result<bool, StoreError> {
+    let plain = reqwest::Url::parse(endpoint).is_ok_and(|u| u.scheme() == "http");
+    let validate = args.response_checksums == ChecksumMode::WhenSupported;
+    match args.http_get {
+        HttpGet::Sdk => Ok(false),
+        HttpGet::Auto => Ok(plain && !validate && aws.path_style),
+        HttpGet::Direct if !aws.path_style => Err(StoreError::Config(format!(
+            "{HTTP_GET} direct sends path-style requests, but virtual-hosted addressing is configured ({}): use {HTTP_GET} sdk",
+            aws.addressing_source
+        ))),
+        HttpGet::Direct if validate => Err(StoreError::Config(format!(
+            "{HTTP_GET} direct does not validate response checksums: drop {RESPONSE_CHECKSUMS} when-supported, or use {HTTP_GET} sdk"
+        ))),
+        HttpGet::Direct => Ok(true),
+    }
+}
+
 impl HttpStore {
     /// Build the client from the configuration's resolved AWS settings
     /// ([`StoreConfig::aws`], from [`AwsSetup::resolve`]), or from its explicit
@@ -133,25 +154,7 @@ impl HttpStore {
         if let Some(ca) = &aws.ca_bundle {
             conf = conf.http_client(tls::client_trusting(ca)?);
         }
-        let plain = reqwest::Url::parse(&endpoint).is_ok_and(|u| u.scheme() == "http");
-        let validate = args.response_checksums == ChecksumMode::WhenSupported;
-        let direct = match args.http_get {
-            HttpGet::Sdk => false,
-            HttpGet::Auto => plain && !validate && aws.path_style,
-            HttpGet::Direct if !aws.path_style => {
-                return Err(StoreError::Config(format!(
-                    "{HTTP_GET} direct sends path-style requests, but virtual-hosted addressing is configured ({}): use {HTTP_GET} sdk",
-                    aws.addressing_source
-                )));
-            }
-            HttpGet::Direct if validate => {
-                return Err(StoreError::Config(format!(
-                    "{HTTP_GET} direct does not validate response checksums: drop {RESPONSE_CHECKSUMS} when-supported, or use {HTTP_GET} sdk"
-                )));
-            }
-            HttpGet::Direct => true,
-        };
-        let direct = if direct {
+        let direct = if uses_direct_get(args, &aws, &endpoint)? {
             Some(DirectGet::new(&endpoint, &aws, args.connect_timeout, args.read_timeout, args.attempts).map_err(StoreError::Config)?)
         } else {
             None
