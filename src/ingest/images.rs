@@ -243,6 +243,77 @@ pub(crate) enum Prepared {
     Jpeg(Vec<u8>),
 }
 
+/// Write shard `n` of the jpeg layout: the samples' JPEG bytes in one tar,
+/// and its index; the tar's size in bytes.
+///
+/// Errors: the tar's, the store's.
+async fn put_jpeg_shard(store: &dyn store::ObjectStore, prefix: &str, n: usize, chunk: &[Source], prepared: Vec<Prepared>) -> Result<u64> {
+    let samples: Vec<(String, Vec<u8>, u32)> = chunk
+        .iter()
+        .zip(prepared)
+        .map(|(s, p)| match p {
+            Prepared::Jpeg(b) => (s.key.clone(), b, s.label),
+            Prepared::Pixels(_) => unreachable!("jpeg layout prepares JPEG bytes"),
+        })
+        .collect();
+    let (tar, spans) = build_tar(&samples)?;
+    let data_key = shards::shard_key(prefix, n, "tar");
+    let index = JpegIndex {
+        shard: data_key.clone(),
+        size: tar.len() as u64,
+        samples: samples
+            .iter()
+            .zip(&spans)
+            .map(|((key, _, label), &(offset, length))| JpegSample { key: key.clone(), offset, length, label: *label })
+            .collect(),
+    };
+    let bytes = tar.len() as u64;
+    commit::put_shard(store, &data_key, tar, &shards::shard_key(prefix, n, "index.json"), serde_json::to_vec(&index).expect("index encodes")).await?;
+    Ok(bytes)
+}
+
+/// Write shard `n` of the raw layout: the samples' pixels (`size` x `size`
+/// x 3 each) back to back, and its sidecar; the data's size in bytes.
+///
+/// Errors: the store's.
+async fn put_raw_shard(
+    store: &dyn store::ObjectStore,
+    prefix: &str,
+    n: usize,
+    chunk: &[Source],
+    prepared: &[Prepared],
+    size: u32,
+    classes: &[String],
+) -> Result<u64> {
+    let sample = (size * size * 3) as usize;
+    let mut data = Vec::with_capacity(sample * chunk.len());
+    for p in prepared {
+        match p {
+            Prepared::Pixels(img) => data.extend_from_slice(img.as_raw()),
+            Prepared::Jpeg(_) => unreachable!("raw layout prepares pixels"),
+        }
+    }
+    let meta = RawShard {
+        samples: chunk.len() as u64,
+        height: size as u64,
+        width: size as u64,
+        channels: 3,
+        labels: chunk.iter().map(|s| s.label).collect(),
+        keys: chunk.iter().map(|s| s.key.clone()).collect(),
+        classes: classes.to_vec(),
+    };
+    let bytes = data.len() as u64;
+    commit::put_shard(
+        store,
+        &shards::shard_key(prefix, n, "raw"),
+        data,
+        &shards::shard_key(prefix, n, "json"),
+        serde_json::to_vec(&meta).expect("sidecar encodes"),
+    )
+    .await?;
+    Ok(bytes)
+}
+
 pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
     let prefix = a.prefix.clone().unwrap_or_else(|| if jpeg { "jpeg/train".into() } else { "raw/train".into() });
     let per_shard = a.samples_per_shard.unwrap_or(if jpeg { 8192 } else { 4096 }) as usize;
@@ -301,57 +372,11 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
             transcoded += t as usize;
             prepared_ok.push(p);
         }
-        if jpeg {
-            let samples: Vec<(String, Vec<u8>, u32)> = chunk
-                .iter()
-                .zip(prepared_ok)
-                .map(|(s, p)| match p {
-                    Prepared::Jpeg(b) => (s.key.clone(), b, s.label),
-                    Prepared::Pixels(_) => unreachable!("jpeg layout prepares JPEG bytes"),
-                })
-                .collect();
-            let (tar, spans) = build_tar(&samples)?;
-            let data_key = shards::shard_key(&prefix, n, "tar");
-            let index = JpegIndex {
-                shard: data_key.clone(),
-                size: tar.len() as u64,
-                samples: samples
-                    .iter()
-                    .zip(&spans)
-                    .map(|((key, _, label), &(offset, length))| JpegSample { key: key.clone(), offset, length, label: *label })
-                    .collect(),
-            };
-            total_bytes += tar.len() as u64;
-            commit::put_shard(store.as_ref(), &data_key, tar, &shards::shard_key(&prefix, n, "index.json"), serde_json::to_vec(&index).expect("index encodes"))
-                .await?;
+        total_bytes += if jpeg {
+            put_jpeg_shard(store.as_ref(), &prefix, n, chunk, prepared_ok).await?
         } else {
-            let sample = (size * size * 3) as usize;
-            let mut data = Vec::with_capacity(sample * chunk.len());
-            for p in &prepared_ok {
-                match p {
-                    Prepared::Pixels(img) => data.extend_from_slice(img.as_raw()),
-                    Prepared::Jpeg(_) => unreachable!("raw layout prepares pixels"),
-                }
-            }
-            let meta = RawShard {
-                samples: chunk.len() as u64,
-                height: size as u64,
-                width: size as u64,
-                channels: 3,
-                labels: chunk.iter().map(|s| s.label).collect(),
-                keys: chunk.iter().map(|s| s.key.clone()).collect(),
-                classes: classes.clone(),
-            };
-            total_bytes += data.len() as u64;
-            commit::put_shard(
-                store.as_ref(),
-                &shards::shard_key(&prefix, n, "raw"),
-                data,
-                &shards::shard_key(&prefix, n, "json"),
-                serde_json::to_vec(&meta).expect("sidecar encodes"),
-            )
-            .await?;
-        }
+            put_raw_shard(store.as_ref(), &prefix, n, chunk, &prepared_ok, size, &classes).await?
+        };
     }
     commit::commit_ingest(store.as_ref(), ingesting, &DatasetManifest::complete(kind, shard_count, sources.len() as u64, total_bytes)).await?;
     println!(

@@ -311,6 +311,8 @@ fn may_drop_caches() -> bool {
 }
 
 #[test]
+// One scenario, read top to bottom: its steps share the run's state.
+#[allow(clippy::too_many_lines)]
 fn ckpt_cold_restores_read_from_the_device_and_say_how() {
     // On the build's disk (not a tmpfs /tmp, whose pages are its storage).
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();

@@ -16,6 +16,8 @@ fn nearest_median(mut v: Vec<f64>) -> f64 {
 }
 
 #[test]
+// One scenario, read top to bottom: its steps share the run's state.
+#[allow(clippy::too_many_lines)]
 fn report_tables_medians_flags_fallback_and_plots() {
     let tmp = tempfile::tempdir().unwrap();
     let files = fixtures();

@@ -253,6 +253,8 @@ fn reset(s: &TcpStream) {
 
 const STALL: Duration = Duration::from_secs(600);
 
+// One proxied connection's whole exchange, read top to bottom: each fault is one branch of it.
+#[allow(clippy::too_many_lines)]
 fn serve(client: TcpStream, upstream: &str, st: &Mutex<State>) -> std::io::Result<()> {
     let mut reader = BufReader::new(client.try_clone()?);
     let mut out = client;

@@ -199,6 +199,99 @@ pub fn decode_crop(jpeg: &[u8], crop: u32, rng: &mut SmallRng, out: &mut [u8]) -
     Ok(())
 }
 
+/// `--jpeg-fetch shard`: batches cut from one whole shard at a time,
+/// shuffled within it, the next shard read ahead meanwhile.
+#[derive(Default)]
+struct ShardCursor {
+    /// The current shard's `(shard, sample)` picks, shuffled, and the next one's position.
+    order: Vec<(usize, usize)>,
+    pos: usize,
+    /// The current shard's bytes, shared by the batches cut from it.
+    cache: Option<(usize, Arc<Buffer>)>,
+    /// Shards read so far (each read's seed).
+    ticket: u64,
+    /// The shard being read ahead.
+    next: Option<tokio::task::JoinHandle<Result<(usize, Buffer)>>>,
+}
+
+impl ShardCursor {
+    /// The next batch's picks, moving to the shard read ahead (and starting
+    /// the next read) when this one has too few samples left.
+    ///
+    /// Errors: a shard read that failed; a shard of fewer samples than a batch (usage).
+    async fn next_batch(&mut self, ctx: &Arc<LoaderCtx>, mine: &Arc<Vec<Listed<JpegIndex>>>) -> Result<Vec<(usize, usize)>> {
+        if self.pos + ctx.batch > self.order.len() {
+            // The shard read ahead (or, the first time, this one read now), then the next one started.
+            let ahead = match self.next.take() {
+                Some(h) => h,
+                None => spawn_shard_read(ctx.clone(), mine.clone(), &mut self.ticket),
+            };
+            self.next = Some(spawn_shard_read(ctx.clone(), mine.clone(), &mut self.ticket));
+            let (s, b) = ahead.await.unwrap_or_else(|e| Err(Error::Runtime(format!("shard read task: {e}"))))?;
+            self.order = (0..mine[s].meta.samples.len()).map(|i| (s, i)).collect();
+            self.order.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ self.ticket));
+            self.pos = 0;
+            self.cache = Some((s, Arc::new(b)));
+            if self.order.len() < ctx.batch {
+                return Err(Error::Usage(format!(
+                    "jpeg shard '{}' holds {} samples, fewer than {BATCH_SIZE} {}: use {JPEG_FETCH} sample or a smaller {BATCH_SIZE}",
+                    mine[s].data_key,
+                    self.order.len(),
+                    ctx.batch
+                )));
+            }
+        }
+        self.pos += ctx.batch;
+        Ok(self.order[self.pos - ctx.batch..self.pos].to_vec())
+    }
+}
+
+/// The next `batch` `(shard, sample)` picks of `--jpeg-fetch sample`: in
+/// `order` from `pos`, which is refilled with all of this rank's samples in
+/// a fresh order (seeded by `seed`) each time it runs out.
+fn next_samples(all: &[(usize, usize)], order: &mut Vec<(usize, usize)>, pos: &mut usize, batch: usize, seed: u64) -> Vec<(usize, usize)> {
+    (0..batch)
+        .map(|_| {
+            if *pos == order.len() {
+                *order = all.to_vec();
+                order.shuffle(&mut SmallRng::seed_from_u64(seed));
+                *pos = 0;
+            }
+            *pos += 1;
+            order[*pos - 1]
+        })
+        .collect()
+}
+
+/// Decode and crop every JPEG of a batch into `slot` (`crop` x `crop` x 3
+/// each, back to back) on the `decode` pool, each with its own random crop
+/// (`batch_seed` ^ its index); the slot back, and the first sample that does
+/// not decode (named by its key).
+fn decode_batch(
+    mut slot: Buffer,
+    jpegs: &[Vec<u8>],
+    keys: &[String],
+    crop: u32,
+    decode: &rayon::ThreadPool,
+    counters: &LoaderCounters,
+    batch_seed: u64,
+) -> (Buffer, std::result::Result<(), String>) {
+    let per = (crop * crop * 3) as usize;
+    let out = slot.as_host_mut().expect("batch slots are host or pinned memory");
+    let r = decode.install(|| {
+        use rayon::prelude::*;
+        out[..per * jpegs.len()].par_chunks_mut(per).zip(jpegs.par_iter()).enumerate().try_for_each(|(i, (dst, j))| {
+            let mut rng = SmallRng::seed_from_u64(batch_seed ^ i as u64);
+            // Thread-seconds: each sample's own decode time on its thread.
+            let t = Instant::now();
+            let r = decode_crop(j, crop, &mut rng, dst).map_err(|e| format!("sample '{}' does not decode as JPEG ({e})", keys[i]));
+            counters.decode_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
+            r
+        })
+    });
+    (slot, r)
+}
+
 /// Start the jpeg loader: a producer fills `slots` (host or pinned batch
 /// buffers, B x crop x crop x 3) batch after batch, up to `slots.len()` batches
 /// in preparation at once; samples come by ranged GET (`Sample`) or out of
@@ -227,9 +320,7 @@ pub(crate) fn start_jpeg(
         let mut ticket = 0u64;
         let mut order: Vec<(usize, usize)> = Vec::new();
         let mut pos = 0usize;
-        let mut shard_cache: Option<(usize, Arc<Buffer>)> = None;
-        let mut shard_ticket = 0u64;
-        let mut next_shard: Option<tokio::task::JoinHandle<Result<(usize, Buffer)>>> = None;
+        let mut shards = ShardCursor::default();
         loop {
             let Some(slot) = free.recv().await else { return };
             if ctx.stop.load(Ordering::Relaxed) {
@@ -237,60 +328,18 @@ pub(crate) fn start_jpeg(
             }
             // Choose this batch's samples.
             let picks: Vec<(usize, usize)> = match fetch {
-                JpegFetch::Sample => (0..ctx.batch)
-                    .map(|_| {
-                        if pos == order.len() {
-                            order = (*all).clone();
-                            order.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ ticket.wrapping_mul(0x2545_f491)));
-                            pos = 0;
-                        }
-                        pos += 1;
-                        order[pos - 1]
-                    })
-                    .collect(),
-                JpegFetch::Shard => {
-                    // Batches are cut from one shard at a time (shuffled within it).
-                    if pos + ctx.batch > order.len() {
-                        // The shard read ahead (or, the first time, this one read now), then the next one started.
-                        let ahead = match next_shard.take() {
-                            Some(h) => h,
-                            None => spawn_shard_read(ctx.clone(), mine.clone(), &mut shard_ticket),
-                        };
-                        next_shard = Some(spawn_shard_read(ctx.clone(), mine.clone(), &mut shard_ticket));
-                        let (s, b) = match ahead.await {
-                            Ok(Ok(x)) => x,
-                            Ok(Err(e)) => {
-                                let _ = tx.send(Err(e)).await;
-                                return;
-                            }
-                            Err(e) => {
-                                let _ = tx.send(Err(Error::Runtime(format!("shard read task: {e}")))).await;
-                                return;
-                            }
-                        };
-                        order = (0..mine[s].meta.samples.len()).map(|i| (s, i)).collect();
-                        order.shuffle(&mut SmallRng::seed_from_u64(ctx.seed ^ shard_ticket));
-                        pos = 0;
-                        shard_cache = Some((s, Arc::new(b)));
-                        if order.len() < ctx.batch {
-                            let _ = tx
-                                .send(Err(Error::Usage(format!(
-                                    "jpeg shard '{}' holds {} samples, fewer than {BATCH_SIZE} {}: use {JPEG_FETCH} sample or a smaller {BATCH_SIZE}",
-                                    mine[s].data_key,
-                                    order.len(),
-                                    ctx.batch
-                                ))))
-                                .await;
-                            return;
-                        }
+                JpegFetch::Sample => next_samples(&all, &mut order, &mut pos, ctx.batch, ctx.seed ^ ticket.wrapping_mul(0x2545_f491)),
+                JpegFetch::Shard => match shards.next_batch(&ctx, &mine).await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
                     }
-                    pos += ctx.batch;
-                    order[pos - ctx.batch..pos].to_vec()
-                }
+                },
             };
             ticket += 1;
             let (ctx, mine, gets, decode, tx, home, cache) =
-                (ctx.clone(), mine.clone(), gets.clone(), decode.clone(), tx.clone(), home.clone(), shard_cache.clone());
+                (ctx.clone(), mine.clone(), gets.clone(), decode.clone(), tx.clone(), home.clone(), shards.cache.clone());
             let batch_seed = ctx.seed ^ ticket.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             tokio::spawn(async move {
                 let jpegs = match sample_bytes(&ctx, &mine, &gets, &picks, cache.filter(|_| fetch == JpegFetch::Shard)).await {
@@ -304,24 +353,7 @@ pub(crate) fn start_jpeg(
                 let keys: Vec<String> = picks.iter().map(|&(s, i)| format!("{}/{}", mine[s].data_key, mine[s].meta.samples[i].key)).collect();
                 let counters = ctx.counters.clone();
                 // Decode on the decode pool (blocking work off the async runtime).
-                let decoded = tokio::task::spawn_blocking(move || {
-                    let mut slot = slot;
-                    let per = (crop * crop * 3) as usize;
-                    let out = slot.as_host_mut().expect("batch slots are host or pinned memory");
-                    let r: std::result::Result<(), String> = decode.install(|| {
-                        use rayon::prelude::*;
-                        out[..per * jpegs.len()].par_chunks_mut(per).zip(jpegs.par_iter()).enumerate().try_for_each(|(i, (dst, j))| {
-                            let mut rng = SmallRng::seed_from_u64(batch_seed ^ i as u64);
-                            // Thread-seconds: each sample's own decode time on its thread.
-                            let t = Instant::now();
-                            let r = decode_crop(j, crop, &mut rng, dst).map_err(|e| format!("sample '{}' does not decode as JPEG ({e})", keys[i]));
-                            counters.decode_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
-                            r
-                        })
-                    });
-                    (slot, r)
-                })
-                .await;
+                let decoded = tokio::task::spawn_blocking(move || decode_batch(slot, &jpegs, &keys, crop, &decode, &counters, batch_seed)).await;
                 let (slot, r) = match decoded {
                     Ok(x) => x,
                     Err(e) => {

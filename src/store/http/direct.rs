@@ -402,13 +402,35 @@ impl DirectGet {
         }
     }
 
-    async fn exchange(&self, mut conn: TcpStream, req: &[u8]) -> Result<Response, DirectError> {
+    /// An I/O error `what`-ing the server: [`DirectError::Closed`] when the
+    /// server closed the connection (a retry may take a fresh one), else `Io`.
+    fn closed_or(&self, what: &str, e: std::io::Error) -> DirectError {
         use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
-        let closed_or = |what: &str, e: std::io::Error| {
-            let msg = format!("{what} {}: {e}", self.addr);
-            if matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted) { DirectError::Closed(msg) } else { DirectError::Io(msg) }
+        let msg = format!("{what} {}: {e}", self.addr);
+        if matches!(e.kind(), BrokenPipe | ConnectionReset | ConnectionAborted) { DirectError::Closed(msg) } else { DirectError::Io(msg) }
+    }
+
+    /// Read more of a response head into `buf` by `deadline`; the bytes read
+    /// (never 0). `got_any`: whether some of the head came already (a close
+    /// is then a protocol error, not a closed idle connection).
+    async fn read_head(&self, conn: &mut TcpStream, buf: &mut [u8], deadline: tokio::time::Instant, got_any: bool) -> Result<usize, DirectError> {
+        let n = match tokio::time::timeout_at(deadline, conn.read(buf)).await {
+            Err(_) => {
+                return Err(DirectError::Timeout(format!("{} sent no complete response head within {:?} ({READ_TIMEOUT})", self.addr, self.read_timeout)));
+            }
+            Ok(Err(e)) if !got_any => return Err(self.closed_or("reading from", e)),
+            Ok(Err(e)) => return Err(DirectError::Io(format!("reading from {}: {e}", self.addr))),
+            Ok(Ok(n)) => n,
         };
-        conn.write_all(req).await.map_err(|e| closed_or("sending to", e))?;
+        if n == 0 {
+            let msg = format!("{} closed the connection before answering", self.addr);
+            return Err(if got_any { DirectError::Protocol(msg) } else { DirectError::Closed(msg) });
+        }
+        Ok(n)
+    }
+
+    async fn exchange(&self, mut conn: TcpStream, req: &[u8]) -> Result<Response, DirectError> {
+        conn.write_all(req).await.map_err(|e| self.closed_or("sending to", e))?;
         // --read-timeout bounds the whole head, however slowly it trickles in.
         let deadline = tokio::time::Instant::now() + self.read_timeout;
         let mut buf = vec![0u8; 16 << 10];
@@ -424,21 +446,7 @@ impl DirectGet {
                     }
                     buf.resize(buf.len() * 2, 0);
                 }
-                let n = match tokio::time::timeout_at(deadline, conn.read(&mut buf[filled..])).await {
-                    Err(_) => {
-                        return Err(DirectError::Timeout(format!(
-                            "{} sent no complete response head within {:?} ({READ_TIMEOUT})",
-                            self.addr, self.read_timeout
-                        )));
-                    }
-                    Ok(Err(e)) if !got_any => return Err(closed_or("reading from", e)),
-                    Ok(Err(e)) => return Err(DirectError::Io(format!("reading from {}: {e}", self.addr))),
-                    Ok(Ok(n)) => n,
-                };
-                if n == 0 {
-                    let msg = format!("{} closed the connection before answering", self.addr);
-                    return Err(if got_any { DirectError::Protocol(msg) } else { DirectError::Closed(msg) });
-                }
+                let n = self.read_head(&mut conn, &mut buf[filled..], deadline, got_any).await?;
                 got_any = true;
                 filled += n;
             }
