@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sysinfo::Networks;
 
 /// Process CPU time so far, from `getrusage(RUSAGE_SELF)`: (user s, system s).
@@ -43,7 +43,7 @@ fn nic_totals() -> BTreeMap<String, (u64, u64)> {
 }
 
 /// Byte counts of one network interface over the window.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NicDelta {
     /// Bytes received.
     pub rx_bytes: u64,
@@ -52,7 +52,7 @@ pub struct NicDelta {
 }
 
 /// What the sampler measured over one window.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SamplerReport {
     /// Wall time of the window, seconds.
     pub wall_s: f64,

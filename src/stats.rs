@@ -22,7 +22,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
 }
 
 /// Latency distribution of a set of operations, milliseconds.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Latency {
     /// Fastest, milliseconds.
     pub min_ms: f64,

@@ -37,7 +37,7 @@ pub struct RankBarriers {
 }
 
 /// Requests per rank per barrier, averaged over ranks and timed barriers.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PerRankBarrier {
     /// Every request (PUT, HEAD, GET, LIST, DELETE).
     pub requests: f64,
@@ -52,7 +52,7 @@ pub struct PerRankBarrier {
 }
 
 /// `results` of a barrier record.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BarrierResults {
     /// Ranks that met.
     pub ranks: usize,
@@ -74,6 +74,13 @@ pub struct BarrierResults {
     pub requests_per_barrier: f64,
     /// Keys listings returned per barrier, all ranks.
     pub keys_listed_per_barrier: f64,
+}
+
+/// A `barrier` record as `s3rdma report` reads it: the writer's own type.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BarrierRecord {
+    /// What rank 0 measured.
+    pub results: BarrierResults,
 }
 
 fn now_ns() -> u64 {

@@ -16,8 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use serde::Serialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::driver::Bench;
 use super::session::{Direction, Outcome, Session, SessionSpec};
@@ -82,7 +81,7 @@ fn runs_of(shards: &[Listed<TokenShard>], run_bytes: u64) -> Vec<Run> {
 }
 
 /// Figures of one pass.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PassFigures {
     /// Bytes read.
     pub bytes: u64,
@@ -103,7 +102,7 @@ pub struct PassFigures {
 }
 
 /// One timed pass with its sampler and witness.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TokensRepeat {
     /// 1-based repeat number.
     pub repeat: u32,
@@ -261,7 +260,7 @@ impl Tokens {
 }
 
 impl Bench for Tokens {
-    type Params = serde_json::Value;
+    type Params = TokensParams;
     type Results = TokensResults;
 
     async fn setup(&mut self) -> Result<Option<SessionSpec>> {
@@ -318,7 +317,7 @@ impl Bench for Tokens {
         Ok(())
     }
 
-    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<serde_json::Value, TokensResults>> {
+    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<TokensParams, TokensResults>> {
         let plan = &self.plan;
         let Prepared { listed, warm_runs, timed_runs, bufs, .. } = self.ready.as_mut().expect("prepare ran");
         let store = s.store.clone();
@@ -348,10 +347,19 @@ impl Bench for Tokens {
         self.worst = repeats.iter().map(|r| r.witness.verdict).min();
         let windows: Vec<(WindowId, String, WitnessReport)> =
             repeats.iter().map(|r| (WindowId::repeat(r.repeat), format!("repeat {}", r.repeat), r.witness.clone())).collect();
-        let params = json!({"prefix": plan.prefix, "fetch_workers": plan.fetch_workers, "run_bytes": plan.run_bytes, "batch_seqs": plan.batch_seqs,
-                       "compute_s": plan.compute.as_secs_f64(), "warmup_shards": warm, "repeats": plan.repeats, "window_bytes": plan.run.store.window,
-                       "gpu_tflops": plan.gpu_tflops, "mfu": plan.mfu,
-                       "feed_formula": "gpu_tokens_per_s = mfu * gpu_tflops * 1e12 / (6 * params) (6N FLOPs per token: Kaplan et al. 2020)"});
+        let params = TokensParams {
+            prefix: plan.prefix.clone(),
+            fetch_workers: plan.fetch_workers,
+            run_bytes: plan.run_bytes,
+            batch_seqs: plan.batch_seqs,
+            compute_s: plan.compute.as_secs_f64(),
+            warmup_shards: plan.warmup_shards,
+            repeats: plan.repeats,
+            window_bytes: plan.run.store.window,
+            gpu_tflops: plan.gpu_tflops,
+            mfu: plan.mfu,
+            feed_formula: FEED_FORMULA.into(),
+        };
         let timed_bytes: u64 = timed_runs.iter().map(|r| r.range.end - r.range.start).sum();
         let results = summarize(plan, listed, timed_bytes, warmup, repeats);
         let mut outcome = Outcome::new(params, results, windows);
@@ -381,7 +389,13 @@ fn summarize(plan: &TokensPlan, listed: &[Listed<TokenShard>], timed_bytes: u64,
         .iter()
         .map(|m| {
             let per_gpu = gpu_tokens_per_s(m, plan.gpu_tflops, plan.mfu);
-            Feed { model: m.name, params: m.params, gpu_tokens_per_s: per_gpu, gpu_bytes_per_s: per_gpu * 4.0, gpus_fed: (tps.median / per_gpu).floor() }
+            Feed {
+                model: m.name.to_string(),
+                params: m.params,
+                gpu_tokens_per_s: per_gpu,
+                gpu_bytes_per_s: per_gpu * 4.0,
+                gpus_fed: (tps.median / per_gpu).floor(),
+            }
         })
         .collect();
     let warm = plan.warmup_shards as usize;
@@ -452,10 +466,10 @@ fn print_table(
 }
 
 /// How many GPUs of one model a measured token rate could feed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Feed {
     /// Model name.
-    pub model: &'static str,
+    pub model: String,
     /// Its parameter count.
     pub params: f64,
     /// Tokens/s one GPU consumes training it.
@@ -467,7 +481,7 @@ pub struct Feed {
 }
 
 /// Medians and ranges over repeats.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TokensSummary {
     /// Tokens per second (int32 ids) over the timed pass.
     pub tokens_per_s: Spread,
@@ -481,8 +495,48 @@ pub struct TokensSummary {
     pub step_ms_median: Spread,
 }
 
+/// How many GPUs a token rate feeds, as the record says it.
+pub const FEED_FORMULA: &str = "gpu_tokens_per_s = mfu * gpu_tflops * 1e12 / (6 * params) (6N FLOPs per token: Kaplan et al. 2020)";
+
+/// A `tokens` run's `params`: the plan as run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokensParams {
+    /// Key prefix of the token shards.
+    pub prefix: String,
+    /// Runs in flight at once, each into its own buffer.
+    pub fetch_workers: u32,
+    /// Bytes of one contiguous run (whole sequences).
+    pub run_bytes: u64,
+    /// Sequences per batch.
+    pub batch_seqs: u32,
+    /// Modelled compute per batch, seconds.
+    pub compute_s: f64,
+    /// Shards read once, untimed.
+    pub warmup_shards: u32,
+    /// Timed passes.
+    pub repeats: u32,
+    /// Largest ranged GET, bytes.
+    pub window_bytes: u64,
+    /// GPU peak the feed columns assume, TFLOP/s.
+    pub gpu_tflops: f64,
+    /// Model FLOPs utilisation the feed columns assume.
+    pub mfu: f64,
+    /// [`FEED_FORMULA`].
+    pub feed_formula: String,
+}
+
+/// A `tokens` record as `s3rdma report` reads it from schema 3 on: the
+/// writer's own types, so a field renamed here is renamed for the reader.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TokensRecord {
+    /// The plan as run.
+    pub params: TokensParams,
+    /// What it measured.
+    pub results: TokensResults,
+}
+
 /// A `tokens` run's `results`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TokensResults {
     /// Token shards found under the prefix.
     pub shards: usize,

@@ -212,7 +212,7 @@ pub struct RunArgs {
     /// Timed window per cell and repeat, e.g. 5s, 500ms.
     #[arg(long, value_parser = parse_positive_duration, default_value = "2s", conflicts_with = "iters")]
     pub duration: Duration,
-    /// Instead of --duration: GETs per stream per cell and repeat.
+    /// Instead of --duration: operations per stream per cell and repeat (fetch: GETs; list: listings).
     #[arg(long, value_parser = parse_positive)]
     pub iters: Option<u32>,
     /// Untimed warm-up before each cell and repeat, e.g. 500ms (0s for none).
@@ -222,8 +222,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_positive, default_value_t = 1)]
     pub repeats: u32,
     /// Create the bucket and any missing or wrong-sized objects (fetch:
-    /// pseudo-random bytes, a function of key and offset, that --verify checks);
-    /// objects of the right size are reused. On by default only for the local
+    /// pseudo-random bytes, a function of key and offset, that --verify checks;
+    /// list: 1,000 empty objects under the prefix); objects of the right size are reused. On by default only for the local
     /// backend's own default directory (./s3rdma-data) or a --root that does
     /// not exist yet: both are created on first use.
     #[arg(long)]
@@ -250,9 +250,9 @@ pub struct SharedArgs {
     #[command(flatten)]
     /// Where the record goes.
     pub output: OutputArgs,
-    /// Key prefix the bench works under.
-    #[arg(long, default_value = "fetch/")]
-    pub prefix: String,
+    /// Key prefix the bench works under (list: default list/, where --prepare writes).
+    #[arg(long)]
+    pub prefix: Option<String>,
 }
 
 /// The `--root` default: the directory the tool creates and owns.

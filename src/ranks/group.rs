@@ -54,7 +54,7 @@ fn now_unix_ns() -> u128 {
 }
 
 /// How ranks wait for each other at a barrier (`--rendezvous`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Rendezvous {
     /// Every rank PUTs a marker; rank 0 lists the step until all are there

@@ -138,6 +138,10 @@ pub fn load(files: &[PathBuf], test_doubles: bool) -> Result<Vec<Row>> {
         }
         // One malformed record costs its rows, not the whole report.
         match rows_of(&v, &name) {
+            Ok(r) if r.is_empty() => {
+                let bench = v["benchmark"].as_str().unwrap_or("this");
+                eprintln!("note: {name}: a {bench} record holds no figure report compares (its own table printed them): skipped");
+            }
             Ok(r) => {
                 for mut row in r {
                     // Shown beside the backend, so no row of a test double reads as an RDMA figure.

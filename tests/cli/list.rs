@@ -36,7 +36,9 @@ fn list_counts_every_key_over_http_and_refuses_an_empty_prefix() {
 }
 
 /// On the local backend the same bench lists a directory: the keys fetch
-/// wrote under its default prefix, found without `--prepare`.
+/// wrote under its prefix, found without `--prepare`. A prefix no key can
+/// start with is a usage error before anything runs; a prepare cut short
+/// (keys missing) is completed by the next `--prepare`.
 #[test]
 fn list_reads_what_fetch_wrote_on_the_local_backend() {
     let tmp = tempfile::tempdir().unwrap();
@@ -45,9 +47,20 @@ fn list_reads_what_fetch_wrote_on_the_local_backend() {
     let root = root.to_str().unwrap();
     let fetch = [&["fetch", "--prepare", "--sizes", "4KiB", "--objects", "5", "--iters", "1", "--warmup", "0s"][..], &local_args(root)].concat();
     ok(&s3rdma(&fetch, tmp.path()));
-    let list = [&["list", "--iters", "2", "--warmup", "0s", "--json"][..], &local_args(root)].concat();
+    let list = [&["list", "--prefix", "fetch/", "--iters", "2", "--warmup", "0s", "--json"][..], &local_args(root)].concat();
     let r = record(&s3rdma(&list, tmp.path()));
     assert_eq!(r["backend"], "local");
     assert_eq!(r["results"]["keys"], 5);
     assert_eq!(r["params"]["prefix"], "fetch/");
+    for bad in ["../", "a//b/", "/abs/"] {
+        let o = s3rdma(&[&["list", "--prefix", bad, "--prepare"][..], &local_args(root)].concat(), tmp.path());
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&format!("--prefix '{bad}' cannot start a key")), "{}", stderr(&o));
+    }
+    let prepare = [&["list", "--prepare", "--iters", "1", "--warmup", "0s", "--json"][..], &local_args(root)].concat();
+    assert_eq!(record(&s3rdma(&prepare, tmp.path()))["results"]["keys"], 1000, "the default prefix, list/, filled");
+    for i in [3, 500, 999] {
+        std::fs::remove_file(tmp.path().join("store/data/list").join(format!("list-{i:06}"))).unwrap();
+    }
+    assert_eq!(record(&s3rdma(&prepare, tmp.path()))["results"]["keys"], 1000, "the missing keys written again");
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::driver::Bench;
@@ -27,7 +27,7 @@ use crate::stats::{Latency, Spread};
 pub const PREPARED_KEYS: usize = 1000;
 
 /// One timed repeat: listings back to back for `--duration` (or `--iters` of them).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ListRepeat {
     /// 1-based.
     pub repeat: u32,
@@ -44,7 +44,7 @@ pub struct ListRepeat {
 }
 
 /// The repeats' medians and ranges.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ListSummary {
     /// Listings per second.
     pub listings_per_s: Spread,
@@ -55,7 +55,7 @@ pub struct ListSummary {
 }
 
 /// The record's results.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ListResults {
     /// Keys under the prefix (every listing must return this many).
     pub keys: usize,
@@ -65,10 +65,22 @@ pub struct ListResults {
     pub repeats: Vec<ListRepeat>,
 }
 
+/// A `list` record as `s3rdma report` reads it: the writer's own type.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ListRecord {
+    /// What it measured.
+    pub results: ListResults,
+}
+
+/// The prefix listed when `--prefix` is not given: the one `--prepare` fills.
+pub const DEFAULT_PREFIX: &str = "list/";
+
 /// `s3rdma list` as a [`Bench`].
 #[derive(Debug)]
 pub struct List {
     plan: SharedPlan,
+    /// The prefix listed (`--prefix`, else [`DEFAULT_PREFIX`]).
+    prefix: String,
     /// Keys under the prefix, as [`Bench::prepare`] found them.
     keys: usize,
 }
@@ -76,7 +88,13 @@ pub struct List {
 impl List {
     /// The bench of `plan`.
     pub fn new(plan: SharedPlan) -> Self {
-        List { plan, keys: 0 }
+        let prefix = plan.prefix.clone().unwrap_or_else(|| DEFAULT_PREFIX.into());
+        List { plan, prefix, keys: 0 }
+    }
+
+    /// The key `--prepare` writes as object `i` (0-based) under the prefix.
+    fn prepared_key(&self, i: usize) -> String {
+        format!("{}list-{i:06}", self.prefix)
     }
 
     /// List the prefix once; its key count and how long it took.
@@ -85,12 +103,12 @@ impl List {
     /// (keys came or went during the run).
     async fn list_once(&self, s: &Session, expect: Option<usize>) -> Result<(usize, Duration)> {
         let t = Instant::now();
-        let n = s.store.list(&self.plan.prefix).await?.len();
+        let n = s.store.list(&self.prefix).await?.len();
         let took = t.elapsed();
         match expect {
             Some(e) if e != n => Err(Error::Runtime(format!(
                 "the prefix '{}' held {e} keys and now {n}: something else writes under it; list a prefix nothing writes to",
-                self.plan.prefix
+                self.prefix
             ))),
             _ => Ok((n, took)),
         }
@@ -101,30 +119,35 @@ impl Bench for List {
     type Params = serde_json::Value;
     type Results = ListResults;
 
+    /// Errors: a prefix no key can start with (usage, before anything starts).
     async fn setup(&mut self) -> Result<Option<SessionSpec>> {
+        crate::store::check_key(&self.prepared_key(0))
+            .map_err(|e| Error::Usage(format!("{PREFIX} '{}' cannot start a key: {e}; give a prefix such as 'list/' or 'datasets/train/'", self.prefix)))?;
         Ok(Some(SessionSpec { create_bucket: self.plan.prepare, ..self.plan.run.spec("list") }))
     }
 
+    /// With `--prepare`, the [`PREPARED_KEYS`] empty objects are written
+    /// where missing (a prepare cut short is completed by the next).
+    ///
     /// Errors: an empty prefix without `--prepare`; the store's.
     async fn prepare(&mut self, s: &mut Session) -> Result<()> {
+        if self.plan.prepare && s.is_root() {
+            let have: std::collections::HashSet<String> = s.store.list(&self.prefix).await?.into_iter().map(|m| m.key).collect();
+            let empty = Buffer::host(0);
+            for key in (0..PREPARED_KEYS).map(|i| self.prepared_key(i)).filter(|k| !have.contains(k)) {
+                s.store.put_from(&key, &empty).await?;
+            }
+        }
         let (n, _) = self.list_once(s, None).await?;
         self.keys = n;
-        if n > 0 {
-            return Ok(());
-        }
-        if !self.plan.prepare {
+        if n == 0 {
             return Err(Error::Usage(format!(
                 "no object under {PREFIX} '{}' in bucket '{}' at {}: give a {PREFIX} that holds objects, or pass {PREPARE} to write {PREPARED_KEYS} empty ones",
-                self.plan.prefix,
+                self.prefix,
                 s.store.bucket(),
                 s.store.location()
             )));
         }
-        let empty = Buffer::host(0);
-        for i in 0..PREPARED_KEYS {
-            s.store.put_from(&format!("{}list-{i:06}", self.plan.prefix), &empty).await?;
-        }
-        self.keys = PREPARED_KEYS;
         Ok(())
     }
 
@@ -153,8 +176,12 @@ impl Bench for List {
             });
         }
         let spread = |f: fn(&ListRepeat) -> f64| Spread::of(repeats.iter().map(f)).expect("repeats >= 1");
+        let lasted: Vec<f64> = repeats.iter().map(|r| r.wall_s).collect();
+        if let Some(w) = crate::bench::session::short_windows(&lasted) {
+            s.warn(w);
+        }
         let summary = ListSummary { listings_per_s: spread(|r| r.listings_per_s), keys_per_s: spread(|r| r.keys_per_s), p50_ms: spread(|r| r.latency.p50_ms) };
-        let params = json!({"prefix": self.plan.prefix, "bucket": self.plan.run.store.bucket, "prepare": self.plan.prepare,
+        let params = json!({"prefix": self.prefix, "bucket": self.plan.run.store.bucket, "prepare": self.plan.prepare,
             "duration_s": t.iters.is_none().then_some(t.duration.as_secs_f64()), "iters": t.iters,
             "warmup_s": t.warmup.as_secs_f64(), "repeats": t.repeats});
         let mut outcome = Outcome::new(params, ListResults { keys: self.keys, summary, repeats }, Vec::new());
@@ -175,7 +202,7 @@ impl Bench for List {
             range(&r.summary.keys_per_s, 0),
             range(&r.summary.p50_ms, 2),
         ]);
-        println!("list '{}' in bucket '{}' ({})", self.plan.prefix, s.store.bucket(), s.store.location());
+        println!("list '{}' in bucket '{}' ({})", self.prefix, s.store.bucket(), s.store.location());
         println!("{t}");
     }
 }

@@ -108,7 +108,7 @@ pub const SHORT_WINDOW_S: f64 = 0.010;
 /// The warning for a run whose timed windows lasted `lasted_s` seconds each
 /// (from the opening meeting's release to the closing one's start), when any
 /// is under [`SHORT_WINDOW_S`]: how many, and the shortest.
-fn short_windows(lasted_s: &[f64]) -> Option<String> {
+pub(crate) fn short_windows(lasted_s: &[f64]) -> Option<String> {
     let short: Vec<(usize, f64)> = lasted_s.iter().copied().enumerate().filter(|(_, l)| *l < SHORT_WINDOW_S).collect();
     let (i, shortest) = short.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1))?;
     Some(format!(

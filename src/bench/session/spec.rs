@@ -86,8 +86,8 @@ pub struct SharedPlan {
     pub run: RunPlan,
     /// How long and how often.
     pub timing: Timing,
-    /// Key prefix the bench works under.
-    pub prefix: String,
+    /// Key prefix the bench works under (`None`: the bench's own default).
+    pub prefix: Option<String>,
     /// Create the bucket and the objects the bench reads.
     pub prepare: bool,
 }

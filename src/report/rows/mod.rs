@@ -87,9 +87,11 @@ struct Header {
     #[serde(default, deserialize_with = "lenient")]
     tag: Option<String>,
     rdma_witness: Option<Verdict>,
-    /// Written by this tool only: records without it are the original suite's.
-    #[serde(default, deserialize_with = "present")]
-    schema_version: bool,
+    /// Written by this tool only: records without it are the original
+    /// suite's. Its number picks the reader: schema 3 on, a bench's own
+    /// record type where it has one (see `rows_of`).
+    #[serde(default)]
+    schema_version: Option<Value>,
     #[serde(default, deserialize_with = "lenient")]
     environment: Option<Environment>,
 }
@@ -213,6 +215,11 @@ fn canonical_benchmark(name: &str) -> String {
     n
 }
 
+/// The first record schema whose benches' records `report` reads through
+/// the writer's own types (`tokens`: `crate::bench::tokens::TokensRecord`);
+/// older records go through the lenient views of `rows/<bench>.rs`.
+const TYPED_FROM: u64 = 3;
+
 /// Read `record` as the view `V` and take its rows.
 fn view<V: DeserializeOwned + ReportRows>(record: &Value, head: &Head) -> Result<Vec<(Row, Windows)>> {
     let v = V::deserialize(record).map_err(|e| head.bad(&format!("not a {} record this build reads ({e})", head.benchmark)))?;
@@ -248,12 +255,19 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         server: env.and_then(Environment::server),
         dest: env.and_then(|e| e.dest.clone()),
     };
-    let rows = match (h.schema_version, head.benchmark.as_str()) {
+    // Which reader: this tool's records by their benchmark, and from schema
+    // 3 on (`TYPED_FROM`) through the writer's own record type where the bench has one.
+    let schema = h.schema_version.as_ref().map(|v| v.as_u64().unwrap_or(0));
+    let typed = schema.is_some_and(|v| v >= TYPED_FROM);
+    let rows = match (schema.is_some(), head.benchmark.as_str()) {
         (true, "fetch") => view::<fetch::FetchRecord>(record, &head)?,
         (true, "ckpt") => view::<ckpt::CkptRecord>(record, &head)?,
         (true, "weights") => view::<weights::WeightsRecord>(record, &head)?,
+        (true, "tokens") if typed => view::<crate::bench::tokens::TokensRecord>(record, &head)?,
         (true, "tokens") => view::<tokens::TokensRecord>(record, &head)?,
         (true, "train") => view::<train::TrainRecord>(record, &head)?,
+        (true, "list") => view::<crate::bench::list::ListRecord>(record, &head)?,
+        (true, "barrier") => view::<crate::bench::barrier::BarrierRecord>(record, &head)?,
         // The original suite's records (or a bench this build does not know): any known figure.
         _ => view::<suite::SuiteRecord>(record, &head)?,
     };

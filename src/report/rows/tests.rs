@@ -116,3 +116,70 @@ fn rows_join_their_windows_by_id_and_older_records_by_label() {
         record(2, vec![rdma_window("1MiB x 4 streams x 1 procs, repeat 1", None, full), rdma_window("1MiB x 8 streams x 1 procs, repeat 1", None, full / 2.0)]);
     assert_eq!(verdicts(by_label), want);
 }
+
+/// A tokens summary of `tokens_per_s` (median, min, max).
+fn tokens_results(tokens_per_s: (f64, f64, f64)) -> crate::bench::tokens::TokensResults {
+    use crate::bench::tokens::{TokensResults, TokensSummary};
+    let one = |v: f64| Spread { median: v, min: v, max: v };
+    TokensResults {
+        shards: 3,
+        timed_shards: 2,
+        seq_len: 2048,
+        vocab_size: 128_256,
+        synthetic: true,
+        tokenizer: "synthetic-uniform".into(),
+        timed_bytes: 1 << 30,
+        warmup: None,
+        repeats: Vec::new(),
+        summary: TokensSummary {
+            tokens_per_s: Spread { median: tokens_per_s.0, min: tokens_per_s.1, max: tokens_per_s.2 },
+            throughput_gbps: one(20.0),
+            client_cpu_cores: one(0.5),
+            fetch_wait_s: one(0.0),
+            step_ms_median: one(1.0),
+        },
+        gpus_it_could_feed: Vec::new(),
+    }
+}
+
+/// From schema 3 a tokens record is read through the writer's own type
+/// (`bench::tokens::TokensRecord`): what the bench serialized is what the
+/// report reads, field for field, so a field renamed in the writer's type
+/// is renamed for the reader (one type, nothing to keep in step). A record
+/// that does not match that type is named, not read half. Records before
+/// schema 3 go through the lenient view, which also reads schema 1's plain
+/// numbers.
+#[test]
+fn tokens_records_read_through_the_writers_type_from_schema_3_and_the_lenient_view_before() {
+    let params = serde_json::to_value(crate::bench::tokens::TokensParams {
+        prefix: "tokens/train".into(),
+        fetch_workers: 4,
+        run_bytes: 64 << 20,
+        batch_seqs: 8,
+        compute_s: 0.0,
+        warmup_shards: 1,
+        repeats: 3,
+        window_bytes: 1 << 30,
+        gpu_tflops: 989.0,
+        mfu: 0.45,
+        feed_formula: crate::bench::tokens::FEED_FORMULA.into(),
+    })
+    .unwrap();
+    let results = serde_json::to_value(tokens_results((6.0e9, 5.0e9, 7.0e9))).unwrap();
+    let record = |schema: u32, results: &serde_json::Value| json!({"schema_version": schema, "benchmark": "tokens", "backend": "local", "params": params, "results": results});
+    let rows = rows_of(&record(crate::record::SCHEMA_VERSION, &results), "t.json").unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].metric.as_str(), rows[0].value), ("tokens/s", Spread { median: 6.0e9, min: 5.0e9, max: 7.0e9 }));
+    assert_eq!((rows[0].gbps, rows[0].cpu_cores), (Some(20.0), Some(0.5)));
+    assert_eq!(rows[0].dims.get("seq_len").map(String::as_str), Some("2048"));
+    // The writer's type has no default for a field it writes: a schema 3 record without one is refused, by name.
+    let mut short = results.clone();
+    short.as_object_mut().unwrap().remove("timed_bytes");
+    let e = rows_of(&record(3, &short), "short.json").unwrap_err().to_string();
+    assert!(e.contains("short.json: not a tokens record this build reads") && e.contains("timed_bytes"), "{e}");
+    // Schema 1's shape (a figure as a plain number) reads through the lenient view before schema 3 only.
+    let old = json!({"seq_len": 1024, "summary": {"tokens_per_s": 3.0e9, "client_cpu_cores": 2.5}});
+    let rows = rows_of(&record(2, &old), "old.json").unwrap();
+    assert_eq!((rows[0].value.median, rows[0].cpu_cores), (3.0e9, Some(2.5)));
+    assert!(rows_of(&record(3, &old), "old3.json").is_err(), "schema 3 is the writer's type, not the lenient view");
+}
