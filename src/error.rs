@@ -168,7 +168,7 @@ pub enum StoreError {
         why: &'static str,
     },
     /// The byte range is empty or lies outside the object.
-    #[error("range {}..{} is invalid for object '{key}' of {size} bytes: ranges must be non-empty and end at or before the object's end", range.start, range.end)]
+    #[error("range {}..{} is invalid for object '{key}' of {size} bytes: ranges must be non-empty and end at or before the object's end (an object cut short while the run reads it gives this too: run again when nothing writes to it)", range.start, range.end)]
     BadRange {
         /// The object key.
         key: String,

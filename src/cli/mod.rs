@@ -439,7 +439,7 @@ pub const MIN_PART_SIZE: u64 = 64 << 10;
 fn parse_part_size(s: &str) -> Result<u64, String> {
     let n = parse_bytes(s)?;
     if n < MIN_PART_SIZE {
-        return Err(format!("part size '{s}' is below the 64KiB minimum: use e.g. 8MiB"));
+        return Err(format!("'{s}' is below the 64KiB minimum: use e.g. 8MiB"));
     }
     Ok(n)
 }
@@ -564,16 +564,26 @@ pub fn parse_key_prefix(s: &str) -> Result<String, String> {
 }
 
 fn parse_tag(s: &str) -> Result<String, String> {
-    if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+    // At least one letter or digit: a tag of dots alone names no run in the file name.
+    if s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) && s.bytes().any(|b| b.is_ascii_alphanumeric()) {
         Ok(s.to_string())
     } else {
-        Err(format!("tag '{s}' must be 1-64 letters, digits, '-', '_' or '.'"))
+        Err(format!("tag '{s}' must be 1-64 letters, digits, '-', '_' or '.', with at least one letter or digit"))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tags_name_something_and_sizes_below_the_minimum_say_so() {
+        assert_eq!(parse_tag("gpu-run.2").unwrap(), "gpu-run.2");
+        for bad in [".", "..", "-_.", "", "a/b", "a b"] {
+            assert!(parse_tag(bad).unwrap_err().contains("at least one letter or digit"), "{bad}");
+        }
+        assert_eq!(parse_part_size("4KiB").unwrap_err(), "'4KiB' is below the 64KiB minimum: use e.g. 8MiB");
+    }
 
     #[test]
     fn key_prefixes_and_thread_counts_are_checked() {
