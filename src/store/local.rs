@@ -52,16 +52,20 @@ fn sweep_stale_temporaries(dir: &Path) {
         return;
     }
     let Ok(rd) = fs::read_dir(dir) else { return };
-    let host = this_host();
     for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some((_, tail)) = name.split_once(TMP_MARK) else { continue };
-        let mut parts = tail.split('-');
-        let (Some(h), Some(pid)) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok())) else { continue };
-        if h == host && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+        if stale_temporary(&e.file_name().to_string_lossy()) {
             let _ = fs::remove_file(e.path());
         }
     }
+}
+
+/// Whether file `name` is a temporary whose writer ran on this host and is
+/// no longer alive (the rule of [`sweep_stale_temporaries`]).
+fn stale_temporary(name: &str) -> bool {
+    let Some((_, tail)) = name.split_once(TMP_MARK) else { return false };
+    let mut parts = tail.split('-');
+    let (Some(h), Some(pid)) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok())) else { return false };
+    h == this_host() && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// A bucket directory on a local filesystem.
@@ -401,7 +405,15 @@ impl ObjectStore for LocalStore {
                 } else if ft.is_file() {
                     let rel = path.strip_prefix(&self.dir).expect("under bucket dir");
                     let key = rel.to_string_lossy().into_owned();
-                    if key.contains(TMP_MARK) || !key.starts_with(prefix) {
+                    if key.contains(TMP_MARK) {
+                        // A dead writer's temporary, alone in its directory, is
+                        // reached by no delete: the listing that passes it removes it.
+                        if stale_temporary(&entry.file_name().to_string_lossy()) {
+                            let _ = fs::remove_file(&path);
+                        }
+                        continue;
+                    }
+                    if !key.starts_with(prefix) {
                         continue;
                     }
                     // Deleted since the directory was read: not listed.
@@ -516,6 +528,30 @@ mod tests {
         sweep_stale_temporaries(&dir);
         let left: std::collections::BTreeSet<String> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         assert_eq!(left, names[1..].iter().cloned().collect(), "only the dead local writer's temporary goes");
+    }
+
+    /// A dead writer's temporary alone in its directory (a rank killed in
+    /// the middle of its first marker PUT: no key there for a delete to
+    /// reach) is removed by the next listing that walks it, and is never
+    /// listed; a live writer's stays.
+    #[tokio::test]
+    async fn a_listing_removes_a_dead_writers_lone_temporary() {
+        let d = tempfile::tempdir().unwrap();
+        let mut cfg = crate::cli::store_config_of(&["--root", d.path().to_str().unwrap(), "--bucket", "bkt"]);
+        cfg.backend = crate::store::Backend::Local;
+        let store = LocalStore::new(&cfg).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let (lone, live) = (d.path().join("bkt/run/step-7"), d.path().join("bkt/run/step-8"));
+        fs::create_dir_all(&lone).unwrap();
+        fs::create_dir_all(&live).unwrap();
+        let host = this_host();
+        fs::write(lone.join(format!(".r00000{TMP_MARK}{host}-{dead}-3")), b"").unwrap();
+        fs::write(live.join(format!(".r00001{TMP_MARK}{host}-{}-4", std::process::id())), b"").unwrap();
+        assert!(store.list("run/").await.unwrap().is_empty());
+        assert_eq!(fs::read_dir(&lone).unwrap().count(), 0, "the dead writer's temporary went");
+        assert_eq!(fs::read_dir(&live).unwrap().count(), 1, "a live writer's stays");
     }
 
     /// A listing of more keys than `list_max_keys` stops with the bound's
