@@ -181,7 +181,8 @@ impl Bench for Verify {
 
         // Step 6: RESULT, decided by every probe RDMA can carry: device and host
         // with libs3rdma, device alone where a GPU is usable with cuObject.
-        let decisive: Vec<&ProbeOp> = ops.iter().filter(|o| gpu.is_none() || o.memory == Memory::Device || host_rdma).collect();
+        let decides = |o: &ProbeOp| gpu.is_none() || o.memory == Memory::Device || host_rdma;
+        let decisive: Vec<&ProbeOp> = ops.iter().filter(|o| decides(o)).collect();
         let worst = decisive.iter().min_by_key(|o| o.witness.verdict).copied();
         let (verdict, reason) = match worst {
             Some(o) => (o.witness.verdict, format!("{}: {}", o.what(), o.witness.reason)),
@@ -229,12 +230,8 @@ impl Bench for Verify {
             println!("RESULT: {result}");
         }
         // Each probe is its own cell (`results.probes[cell]`), run once.
-        let windows: Vec<(WindowId, String, WitnessReport)> = ops
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| gpu.is_none() || o.memory == Memory::Device || host_rdma)
-            .map(|(i, o)| (WindowId { cell: i, repeat: 1 }, o.what(), o.witness.clone()))
-            .collect();
+        let windows: Vec<(WindowId, String, WitnessReport)> =
+            ops.iter().enumerate().filter(|(_, o)| decides(o)).map(|(i, o)| (WindowId { cell: i, repeat: 1 }, o.what(), o.witness.clone())).collect();
         let data_match = !s.failed() && !mismatch && ops.iter().any(|o| o.data_match == Some(true));
         // On the rdma backend verify exists to prove RDMA: anything else is exit
         // 3, as with --require-rdma, and said as verify's own rule (the user may

@@ -3,9 +3,11 @@
 //! its benchmark ([`ReportRows`], one module per benchmark), then each row's
 //! verdict judged again from the record's own witness windows.
 
+mod barrier;
 mod ckpt;
 mod fetch;
 mod fields;
+mod list;
 mod suite;
 #[cfg(test)]
 mod tests;
