@@ -55,11 +55,23 @@ impl Latency {
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct Spread {
     /// Median (mean of the two middle values for an even count).
+    #[serde(deserialize_with = "f64_or_nan")]
     pub median: f64,
     /// Smallest value.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub min: f64,
     /// Largest value.
+    #[serde(deserialize_with = "f64_or_nan")]
     pub max: f64,
+}
+
+/// A figure read back from a record: serde_json writes a NaN `f64` as
+/// `null`, so `null` reads as NaN (a figure with no value), not as a record
+/// refused for it.
+///
+/// Errors: anything but a number or `null`.
+pub fn f64_or_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(<Option<f64> as serde::Deserialize>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 impl Spread {
@@ -124,5 +136,15 @@ mod tests {
         assert_eq!(Spread::of([3.0, 1.0, 2.0]).unwrap(), Spread { median: 2.0, min: 1.0, max: 3.0 });
         assert_eq!(Spread::of([4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
         assert!(Spread::of([]).is_none());
+    }
+
+    #[test]
+    fn a_spread_with_a_nan_reads_back_as_written() {
+        let written = serde_json::to_string(&Spread { median: f64::NAN, min: 1.0, max: f64::NAN }).unwrap();
+        assert_eq!(written, r#"{"median":null,"min":1.0,"max":null}"#);
+        let read: Spread = serde_json::from_str(&written).unwrap();
+        assert!(read.median.is_nan() && read.max.is_nan() && read.min == 1.0, "{read:?}");
+        let e = serde_json::from_str::<Spread>(r#"{"median":"fast","min":1,"max":2}"#).unwrap_err();
+        assert!(e.to_string().contains("invalid type"), "{e}");
     }
 }

@@ -70,6 +70,21 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     let text = std::fs::read_to_string(&files[0]).unwrap();
     assert!(!text.contains(common::SECRET_KEY) && !text.contains(common::ACCESS_KEY));
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), rec);
+    // report reads the record through the writer's own type: a row per cell, the cell's own figures.
+    let o = s3rdma(&["report", "--format", "json", files[0].to_str().unwrap()], tmp.path());
+    let rows: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for ((row, cell), stored) in rows.iter().zip(cells).zip(rec["rdma_witness"]["cells"].as_array().unwrap()) {
+        assert_eq!(row["value"]["median"], cell["repeats"][0]["throughput_gbps"], "one repeat: its figure");
+        assert_eq!(row["dims"]["concurrency"], cell["concurrency"].to_string().as_str());
+        assert_eq!(row["dims"]["procs"], "1");
+        assert_eq!(
+            (row["verdict"].as_str(), stored["verdict"].as_str()),
+            (Some("unverified"), Some("unverified")),
+            "plain http: the cell's own windows, judged again"
+        );
+    }
     // The objects were written with random bytes, and the second run reuses them without --prepare.
     let obj = s.root.join("cli-fetch-http/fetch/3000000/obj-000001");
     let data = std::fs::read(obj).unwrap();

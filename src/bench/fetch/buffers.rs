@@ -5,9 +5,8 @@
 
 use std::time::Instant;
 
-use serde_json::{Value, json};
-
 use super::plan::StreamBuffer;
+use super::record::StreamBufferParams;
 use crate::error::{Error, Result, StoreError};
 use crate::flag::{CONCURRENCY, PREPARE, PROCS, SIZES, STREAM_BUFFER, VERIFY};
 use crate::mem::{Buffer, Dest};
@@ -124,11 +123,12 @@ pub(super) fn buffer_len(plan: BufferPlan, size: u64) -> u64 {
 }
 
 /// The record's description of the plan.
-pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> Value {
-    match plan {
-        BufferPlan::Window(Some(n)) => json!({"kind": "window", "window_bytes": n, "chosen_by": chosen_by}),
-        _ => json!({"kind": "object", "chosen_by": chosen_by}),
-    }
+pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> StreamBufferParams {
+    let (kind, window_bytes) = match plan {
+        BufferPlan::Window(Some(n)) => ("window", Some(n)),
+        _ => ("object", None),
+    };
+    StreamBufferParams { kind: kind.into(), window_bytes, chosen_by: chosen_by.into() }
 }
 
 /// Read the whole object `key` of `size` bytes through `buf`: one read when

@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde_json::json;
 
 use super::dedup;
 use super::driver::Bench;
@@ -29,9 +28,11 @@ use crate::units::{size_approx, size_name};
 mod buffers;
 mod check;
 mod plan;
+mod record;
 mod results;
 use buffers::BufferPlan;
 pub use plan::{FetchPlan, StreamBuffer, Timing};
+pub use record::{CellVerdict, FetchParams, FetchRecord, FetchWitness, StreamBufferParams};
 pub use results::{CellResult, CellSummary, ProcFigures, RepeatResult, table};
 pub(crate) use results::{ProcWire, placeholder_summary, proc_wire, summarize_cell, summarize_repeat};
 
@@ -351,7 +352,7 @@ impl Fetch {
 }
 
 impl Bench for Fetch {
-    type Params = serde_json::Value;
+    type Params = FetchParams;
     type Results = Vec<CellResult>;
 
     async fn setup(&mut self) -> Result<Option<SessionSpec>> {
@@ -410,7 +411,7 @@ impl Bench for Fetch {
         Ok(())
     }
 
-    async fn measure(&mut self, session: &Arc<Session>) -> Result<Outcome<serde_json::Value, Vec<CellResult>>> {
+    async fn measure(&mut self, session: &Arc<Session>) -> Result<Outcome<FetchParams, Vec<CellResult>>> {
         let (plan, buffering) = (&self.plan, self.buffering);
         let cx = CellCtx { session, plan, buffering };
         let mut cells = Vec::new();
@@ -433,29 +434,30 @@ impl Bench for Fetch {
                 stats.add(&r.store_stats);
             }
         }
-        let verdict_cells = json!(
-            cells
-                .iter()
-                .map(|c| json!({"size_bytes": c.size_bytes, "concurrency": c.concurrency, "procs": c.procs,
-            "verdict": c.summary.witness_verdict, "reason": c.summary.witness_reason,
-            "rdma_share": c.summary.witness_share}))
-                .collect::<Vec<_>>()
-        );
+        let verdict_cells = serde_json::to_value(cells.iter().map(CellVerdict::of).collect::<Vec<_>>())
+            .map_err(|e| Error::Runtime(format!("cannot encode the per-cell verdicts: {e}")))?;
         let fits = |size: u64| match buffering {
             BufferPlan::Object => true,
             BufferPlan::Window(n) => n.is_some_and(|n| size <= n),
         };
         let whole = (plan.sizes.iter().any(|&s| fits(s)), plan.sizes.iter().all(|&s| fits(s)));
         let verify_checks = plan.verify.then(|| buffers::verify_checks(session.store.as_ref(), session.mem.dest, whole));
-        let params = json!({
-            "sizes_bytes": plan.sizes, "concurrency": plan.concurrency, "procs": plan.procs, "objects": plan.objects,
-            "prefix": plan.prefix, "bucket": plan.run.store.bucket,
-            "duration_s": plan.timing.iters.is_none().then_some(plan.timing.duration.as_secs_f64()),
-            "iters": plan.timing.iters, "warmup_s": plan.timing.warmup.as_secs_f64(),
-            "repeats": plan.timing.repeats, "prepare": plan.prepare, "verify": plan.verify,
-            "verify_checks": verify_checks,
-            "stream_buffer": buffers::describe(buffering, &self.chosen_by),
-        });
+        let params = FetchParams {
+            sizes_bytes: plan.sizes.clone(),
+            concurrency: plan.concurrency.clone(),
+            procs: plan.procs.clone(),
+            objects: plan.objects,
+            prefix: plan.prefix.clone(),
+            bucket: plan.run.store.bucket.clone(),
+            duration_s: plan.timing.iters.is_none().then_some(plan.timing.duration.as_secs_f64()),
+            iters: plan.timing.iters,
+            warmup_s: plan.timing.warmup.as_secs_f64(),
+            repeats: plan.timing.repeats,
+            prepare: plan.prepare,
+            verify: plan.verify,
+            verify_checks: verify_checks.clone(),
+            stream_buffer: buffers::describe(buffering, &self.chosen_by),
+        };
         self.checked = match &verify_checks {
             Some(what) => format!("{VERIFY}: every byte read (warm-up included) matched what {PREPARE} wrote; checked: {what}"),
             None => format!("bytes not compared with what {PREPARE} wrote (lengths and object versions are checked): pass {VERIFY} to compare every byte"),

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Figures of one timed repeat of one cell.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RepeatResult {
     /// 1-based repeat number.
     pub repeat: u32,
@@ -98,7 +98,7 @@ pub(crate) struct ProcWire {
 }
 
 /// Median and range over repeats of one cell.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellSummary {
     /// Throughput, GB/s (bytes / wall / 1e9).
     pub throughput_gbps: Spread,
@@ -129,7 +129,7 @@ pub struct CellSummary {
 }
 
 /// One (size, streams, processes) cell.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CellResult {
     /// Object size of the cell, bytes.
     pub size_bytes: u64,

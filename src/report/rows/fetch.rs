@@ -95,6 +95,20 @@ impl Cell {
     }
 }
 
+/// A fetch cell's dimensions: size, streams, processes (where recorded) and
+/// whether every byte was compared (`--verify` costs client CPU on the read
+/// path: a verified run is another cell).
+fn cell_dims(size_bytes: u64, concurrency: String, procs: Option<String>, verify: bool) -> BTreeMap<String, String> {
+    let mut dims = BTreeMap::from([("size".to_string(), size_name(size_bytes)), ("concurrency".to_string(), concurrency)]);
+    if let Some(p) = procs {
+        dims.insert("procs".into(), p);
+    }
+    if verify {
+        dims.insert("verify".into(), "every byte".into());
+    }
+    dims
+}
+
 impl ReportRows for FetchRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
         let verify = self.params.as_ref().and_then(|p| p.verify) == Some(true);
@@ -104,16 +118,7 @@ impl ReportRows for FetchRecord {
             // From the raw per-repeat figures where the record has them, else its summary.
             let reps = cell.repeats.iter().filter_map(|r| r.throughput_gbps);
             let Some(v) = Spread::of(reps).or_else(|| spread(&summary.and_then(|s| s.throughput_gbps))) else { continue };
-            let mut dims = BTreeMap::new();
-            dims.insert("size".into(), size_name(cell.size_bytes));
-            dims.insert("concurrency".into(), cell.concurrency.to_string());
-            if let Some(p) = &cell.procs {
-                dims.insert("procs".into(), p.to_string());
-            }
-            // --verify costs client CPU on the read path: a verified run is another cell.
-            if verify {
-                dims.insert("verify".into(), "every byte".into());
-            }
+            let dims = cell_dims(cell.size_bytes, cell.concurrency.to_string(), cell.procs.as_ref().map(Number::to_string), verify);
             let mut r = head.row(dims, "GB/s", v);
             r.series = cell.repeats.first().and_then(|r| r.series.as_ref()).map(|s| s.iter().filter_map(|&[t, g]| Some([t?, g?])).collect());
             let cores = Spread::of(cell.repeats.iter().filter_map(|r| r.client_cpu_cores));
@@ -123,6 +128,28 @@ impl ReportRows for FetchRecord {
                 r.verdict = v;
             }
             out.push((r, Windows::Cell { index, label_prefix: Some(cell.window_prefix()) }));
+        }
+        Ok(out)
+    }
+}
+
+/// Schema 3 on: the writer's own record type (`src/bench/fetch/record.rs`).
+/// A cell's figure is over its repeats; its stored verdict is the witness's
+/// entry for it (the same index), judged again from its own windows.
+impl ReportRows for crate::bench::fetch::FetchRecord {
+    fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
+        let mut out = Vec::new();
+        for (index, cell) in self.results.iter().enumerate() {
+            let v = Spread::of(cell.repeats.iter().map(|r| r.throughput_gbps)).unwrap_or(cell.summary.throughput_gbps);
+            let dims = cell_dims(cell.size_bytes, cell.concurrency.to_string(), Some(cell.procs.to_string()), self.params.verify);
+            let mut r = head.row(dims, "GB/s", v);
+            r.series = cell.repeats.first().and_then(|r| r.series.clone());
+            r.cpu_cores = Some(Spread::of(cell.repeats.iter().map(|r| r.client_cpu_cores)).unwrap_or(cell.summary.client_cpu_cores).median);
+            r.gbps = Some(v.median);
+            if let Some(c) = self.rdma_witness.cells.get(index) {
+                r.verdict = c.verdict.as_str().to_string();
+            }
+            out.push((r, Windows::Cell { index, label_prefix: None }));
         }
         Ok(out)
     }

@@ -262,6 +262,7 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
     let schema = h.schema_version.as_ref().map(|v| v.as_u64().unwrap_or(0));
     let typed = schema.is_some_and(|v| v >= TYPED_FROM);
     let rows = match (schema.is_some(), head.benchmark.as_str()) {
+        (true, "fetch") if typed => view::<crate::bench::fetch::FetchRecord>(record, &head)?,
         (true, "fetch") => view::<fetch::FetchRecord>(record, &head)?,
         (true, "ckpt") => view::<ckpt::CkptRecord>(record, &head)?,
         (true, "weights") => view::<weights::WeightsRecord>(record, &head)?,
