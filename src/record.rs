@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::flag::RESULTS_DIR;
 
 /// Version of the record layout; bump on any incompatible change (history: docs/results.md).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Which cell of a bench and which repeat one timed window measured
 /// (`rdma_witness.windows[].id`, from schema 3): what `report` joins a row

@@ -101,7 +101,7 @@ fn rdma_through(lib: &std::path::Path, bucket: &str) -> Arc<dyn ObjectStore> {
         bucket,
         "--rdma-max-transfer",
         "3MiB",
-        "--window",
+        "--range-size",
         "1MiB",
         "--rdma-threads",
         "3",

@@ -3,7 +3,7 @@
 //! HTTP at 2.69 cores), and how many GPUs that rate could feed.
 //!
 //! Shards are read in long contiguous runs (`--run-bytes`, whole sequences,
-//! ranged GETs of `--window` at most) into device memory by default, each of
+//! ranged GETs of `--range-size` at most) into device memory by default, each of
 //! `--fetch-workers` workers with its own buffer: a worker reads a run, hands it
 //! to the consumer and waits until the consumer has taken every batch
 //! (`--batch-seqs` sequences) out of it, so at most `--fetch-workers` runs are
@@ -128,7 +128,7 @@ async fn pass(
     store: &Arc<dyn ObjectStore>,
     runs: &Arc<Vec<Run>>,
     bufs: &mut Vec<Buffer>,
-    window: u64,
+    range_bytes: u64,
     batch_seqs: u64,
     compute: Duration,
 ) -> Result<PassFigures> {
@@ -143,7 +143,7 @@ async fn pass(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(run) = runs.get(i) else { break };
-                    let got = match super::read_range(store.as_ref(), &run.key, run.range.clone(), &mut buf, window, None).await {
+                    let got = match super::read_range(store.as_ref(), &run.key, run.range.clone(), &mut buf, range_bytes, None).await {
                         Ok((b, _)) => b,
                         Err(e) => return (buf, Err(e)),
                     };
@@ -323,13 +323,13 @@ impl Bench for Tokens {
         let store = s.store.clone();
         let warm = plan.warmup_shards as usize;
         let batch_seqs = plan.batch_seqs as u64;
-        let warmup = if warm > 0 { Some(pass(&store, warm_runs, bufs, plan.run.store.window, batch_seqs, Duration::ZERO).await?) } else { None };
+        let warmup = if warm > 0 { Some(pass(&store, warm_runs, bufs, plan.run.store.range_bytes, batch_seqs, Duration::ZERO).await?) } else { None };
         let mut repeats = Vec::new();
         let mut stats = crate::store::StoreStats::default();
         for rep in 1..=plan.repeats {
             let window = s.open_window().await?;
             let sampler = Sampler::start();
-            let f = pass(&store, timed_runs, bufs, plan.run.store.window, batch_seqs, plan.compute).await?;
+            let f = pass(&store, timed_runs, bufs, plan.run.store.range_bytes, batch_seqs, plan.compute).await?;
             let smp = sampler.finish();
             let closed = s.close_window(window, Direction::Read, f.bytes, ()).await?;
             stats.add(&closed.stats);
@@ -355,7 +355,7 @@ impl Bench for Tokens {
             compute_s: plan.compute.as_secs_f64(),
             warmup_shards: plan.warmup_shards,
             repeats: plan.repeats,
-            window_bytes: plan.run.store.window,
+            range_bytes: plan.run.store.range_bytes,
             gpu_tflops: plan.gpu_tflops,
             mfu: plan.mfu,
             feed_formula: FEED_FORMULA.into(),
@@ -516,7 +516,8 @@ pub struct TokensParams {
     /// Timed passes.
     pub repeats: u32,
     /// Largest ranged GET, bytes.
-    pub window_bytes: u64,
+    #[serde(alias = "window_bytes")]
+    pub range_bytes: u64,
     /// GPU peak the feed columns assume, TFLOP/s.
     pub gpu_tflops: f64,
     /// Model FLOPs utilisation the feed columns assume.

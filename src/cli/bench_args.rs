@@ -17,7 +17,7 @@ fn parse_stream_buffer(s: &str) -> Result<StreamBuffer, String> {
     match s {
         "auto" => Ok(StreamBuffer::Auto),
         "object" => Ok(StreamBuffer::Object),
-        _ => parse_part_size(s).map(StreamBuffer::Window).map_err(|e| format!("{e}; or 'object' (a whole-object buffer per stream) or 'auto'")),
+        _ => parse_part_size(s).map(StreamBuffer::Reused).map_err(|e| format!("{e}; or 'object' (a whole-object buffer per stream) or 'auto'")),
     }
 }
 
@@ -168,7 +168,7 @@ pub struct FetchArgs {
     /// whatever the object size, as warp reads), or `auto`: `object` while
     /// procs x streams x size fits in half the host's memory or the
     /// destination is device memory, else the store's read window (http: part
-    /// size x parts in flight; rdma: --window; local: 8 MiB).
+    /// size x parts in flight; rdma: --range-size; local: 8 MiB).
     #[arg(long, value_parser = parse_stream_buffer, default_value = "auto")]
     pub stream_buffer: StreamBuffer,
     /// Record a throughput series (GB/s per interval, this process's completed

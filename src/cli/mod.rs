@@ -453,11 +453,11 @@ fn parse_stage_chunk(s: &str) -> Result<u64, String> {
     Ok(n)
 }
 
-/// `--window`: 1 MiB up to one RDMA transfer (4 GiB - 1).
-fn parse_window(s: &str) -> Result<u64, String> {
+/// `--range-size`: 1 MiB up to one RDMA transfer (4 GiB - 1).
+fn parse_range_size(s: &str) -> Result<u64, String> {
     let n = parse_bytes(s)?;
     if !(1 << 20..=(4u64 << 30) - 1).contains(&n) {
-        return Err(format!("window '{s}' must be between 1MiB and 4GiB - 1 byte (one RDMA transfer)"));
+        return Err(format!("range size '{s}' must be between 1MiB and 4GiB - 1 byte (one RDMA transfer)"));
     }
     Ok(n)
 }

@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::{
     Backend, ChecksumMode, DEFAULT_LOCAL_ROOT, HttpGet, auto, parse_bytes, parse_io_threads, parse_part_size, parse_positive, parse_positive_duration,
-    parse_window,
+    parse_range_size,
 };
 
 /// Which store to use and how to reach it.
@@ -99,9 +99,11 @@ pub struct StoreArgs {
     /// S3RDMA_DEVICE, else every ACTIVE port.
     #[arg(long, env = "MINIOCPP_LIB")]
     pub rdma_lib: Option<PathBuf>,
-    /// rdma: ranged-read window for transfers above one RDMA transfer (4 GiB - 1).
-    #[arg(long, value_parser = parse_window, default_value = "1GiB")]
-    pub window: u64,
+    /// The size of one ranged GET where a read is split into ranged GETs:
+    /// rdma transfers above one RDMA transfer (4 GiB - 1), weights' shard
+    /// reads, tokens' runs, train's shards. `--window` is its older name.
+    #[arg(long, alias = "window", value_parser = parse_range_size, default_value = "1GiB")]
+    pub range_size: u64,
     /// rdma: behave as if the library lacked miniocpp_get_object_range
     /// (large objects and ranged reads then go over HTTP).
     #[arg(long)]
@@ -205,7 +207,7 @@ impl StoreArgs {
             connect_timeout: self.connect_timeout,
             read_timeout: self.read_timeout,
             rdma_lib: self.rdma_lib.clone(),
-            window: self.window,
+            range_bytes: self.range_size,
             rdma_no_range: self.rdma_no_range,
             rdma_threads: self.rdma_threads,
             rdma_max_transfer: self.rdma_max_transfer,

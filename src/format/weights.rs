@@ -9,7 +9,7 @@
 //! `safetensors` crate.
 
 use safetensors::tensor::Metadata;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -24,7 +24,7 @@ pub const HF_SHARD_BYTES: u64 = 5_000_000_000;
 pub(crate) const MAX_HEADER: u64 = 100_000_000;
 
 /// One tensor as a view into its shard's data blob: no copy, no allocation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TensorEntry {
     /// Tensor name as in the file.
     pub name: String,
@@ -39,7 +39,7 @@ pub struct TensorEntry {
 }
 
 /// One shard object.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardLayout {
     /// Key of the shard object.
     pub key: String,

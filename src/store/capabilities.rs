@@ -29,7 +29,7 @@ pub struct Capabilities {
     /// `http_staged` from a server.
     pub staged_path: TransferPath,
     /// Bytes one ranged read should cover to keep the transport busy (http:
-    /// part size x parts in flight; rdma: `--window`; local: 8 MiB); `None`
+    /// part size x parts in flight; rdma: `--range-size`; local: 8 MiB); `None`
     /// where a ranged read would leave the transport (rdma without ranged
     /// windows reads ranges over HTTP).
     pub ranged_read: Option<u64>,

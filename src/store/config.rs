@@ -125,8 +125,9 @@ pub struct StoreConfig {
     pub read_timeout: Duration,
     /// rdma: libminiocpp to load (`None`: the system search path).
     pub rdma_lib: Option<std::path::PathBuf>,
-    /// rdma (and every bench's ranged reads): window for reads above one transfer, bytes.
-    pub window: u64,
+    /// The size of one ranged GET, bytes, where a read is split into ranged
+    /// GETs (rdma above one transfer, every bench's ranged reads; `--range-size`).
+    pub range_bytes: u64,
     /// rdma: ignore `miniocpp_get_object_range`.
     pub rdma_no_range: bool,
     /// rdma: worker threads (one client each).

@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::load_timeline::{LoadTimeline, PartTimeline, ThreadTimeline};
 use super::staged_check::{self, Item, StagedCheck, StagedHashes, ThreadHashes};
@@ -40,7 +40,7 @@ const HASH_PIECE: usize = 1 << 20;
 type Sink<'a> = Option<&'a mut dyn FnMut(&[u8])>;
 
 /// How a reader thread gets a chunk of a file into its bounce buffer (`--file-io`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum FileIo {
     /// `pread(2)` into the bounce buffer: the kernel copies out of the page cache.

@@ -1,14 +1,14 @@
 //! Where a device load's time went ([`super::file_pipeline`]): per stage,
 //! per reader thread and per part, for the record and one terminal line.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::FileIo;
 
 /// Where a load's time went, by stage: the sums over reader threads, per
 /// thread, and per part. Seconds from the load's start where a point in time
 /// is meant (`*_at_s`), else durations.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LoadTimeline {
     /// How chunks were read (`pread`, `mmap`).
     pub file_io: FileIo,
@@ -42,7 +42,7 @@ pub struct LoadTimeline {
 }
 
 /// One reader thread's figures in a [`LoadTimeline`].
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ThreadTimeline {
     /// Chunks it read.
     pub chunks: u64,
@@ -61,7 +61,7 @@ pub struct ThreadTimeline {
 }
 
 /// One part's span in a [`LoadTimeline`].
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PartTimeline {
     /// The object's key.
     pub key: String,

@@ -345,8 +345,8 @@ fn stream_buffers_read_large_objects_through_a_reusable_window() {
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     let plan = &rec["params"]["stream_buffer"];
-    assert_eq!(plan["kind"], "window", "{plan}");
-    assert_eq!(plan["window_bytes"], 256 * 1024);
+    assert_eq!(plan["kind"], "reused", "{plan}");
+    assert_eq!(plan["buffer_bytes"], 256 * 1024);
     assert_eq!(plan["chosen_by"], "--stream-buffer");
     for c in rec["results"].as_array().unwrap() {
         let size = c["size_bytes"].as_u64().unwrap();

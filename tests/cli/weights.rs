@@ -17,7 +17,7 @@ fn weights_synthetic_sharded_model_loads_and_verifies_on_local_and_http() {
     let o = s3rdma(&["weights", "--synth", "tiny", "--model", "m/tiny", "--shard-size", "16MB"], tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(tmp.path().join("s3rdma-data/s3rdma-bench/m/tiny/model.safetensors.index.json").exists());
-    let o = s3rdma(&["weights", "--model", "m/tiny", "--verify", "--window", "1MiB", "--repeats", "2", "--json"], tmp.path());
+    let o = s3rdma(&["weights", "--model", "m/tiny", "--verify", "--range-size", "1MiB", "--repeats", "2", "--json"], tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));
     let rec: Value = serde_json::from_slice(&o.stdout).unwrap();
     let r = &rec["results"];
@@ -30,7 +30,7 @@ fn weights_synthetic_sharded_model_loads_and_verifies_on_local_and_http() {
     assert_eq!(rep["bytes"], 89_664_512);
     let expect: u64 =
         r["layout"].as_array().unwrap().iter().map(|l| (l["object_bytes"].as_u64().unwrap() - l["data_start"].as_u64().unwrap()).div_ceil(MIB)).sum();
-    assert_eq!(rep["windows"].as_u64().unwrap(), expect, "each shard's blob in 1 MiB windows");
+    assert_eq!(rep["ranged_reads"].as_u64().unwrap(), expect, "each shard's blob in 1 MiB ranged reads");
     // http: the same through the in-process S3 server.
     let mut synth = http_args(&s.endpoint, "weights-http");
     synth[0] = "weights";
@@ -94,6 +94,7 @@ fn weights_real_hugging_face_model_verifies_every_tensor() {
     std::fs::copy(&model, obj.join("model.safetensors")).unwrap();
     let mut a = http_args(&s.endpoint, "weights-real");
     a[0] = "weights";
+    // `--window`: the older name of --range-size, still taken.
     a.extend(["--model", "minilm", "--verify", "--window", "4MiB", "--json"]);
     let o = s3rdma(&a, tmp.path());
     assert!(o.status.success(), "{}", stderr(&o));

@@ -292,7 +292,7 @@ fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
             "--prepare",
             "--rdma-max-transfer",
             "2MiB",
-            "--window",
+            "--range-size",
             "1MiB",
             "--json",
         ]);

@@ -73,7 +73,7 @@ pub(crate) use results::{print_table, summarize};
 pub use train_view::{TrainFigures, TrainRow};
 
 /// Bytes compared or hashed per step when device memory is read back.
-const WINDOW: usize = 64 << 20;
+const STAGE_CHUNK: usize = 64 << 20;
 
 /// The states this run saves, this rank's share of each.
 fn states(plan: &CkptPlan, world: usize) -> Result<Vec<StateSpec>> {
@@ -242,7 +242,7 @@ fn allocate(plan: &CkptPlan, state: &State, dest: Dest, gpu: Option<&Arc<crate::
     let chunks = state.total.div_ceil(plan.chunk);
     // Staging: device memory through a transport that cannot read it, or device checksums.
     let need_staging = dest == Dest::Device && (!writes_device || plan.checksum != ChunkChecksum::None);
-    let staging_bytes = if writes_device { WINDOW as u64 } else { plan.chunk }.min(state.total.max(1));
+    let staging_bytes = if writes_device { STAGE_CHUNK as u64 } else { plan.chunk }.min(state.total.max(1));
     let staging: Vec<Buffer> = if need_staging {
         (0..(plan.concurrency as u64).min(chunks.max(1)))
             .map(|_| Buffer::for_dest(Dest::Pinned, gpu, staging_bytes as usize, 0, 0))

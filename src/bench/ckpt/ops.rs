@@ -2,7 +2,7 @@
 
 use super::plan::ChunkChecksum;
 use super::train_load::TrainLoad;
-use super::{OpFigures, Verified, WINDOW};
+use super::{OpFigures, STAGE_CHUNK, Verified};
 use crate::bench::fanout;
 use crate::clock::now_unix;
 use crate::error::{Error, Result, StoreError};
@@ -38,7 +38,7 @@ impl State {
     pub(crate) fn new(spec: &StateSpec, dest: Dest, gpu: Option<&Arc<Gpu>>, seed: u64, rank: usize) -> Result<State> {
         let (entries, total) = fmt::pack(&spec.tensors);
         let mut tensors = Vec::with_capacity(spec.tensors.len());
-        let mut host = vec![0u8; WINDOW];
+        let mut host = vec![0u8; STAGE_CHUNK];
         for t in &spec.tensors {
             let n = t.nbytes() as usize;
             let mut b = Buffer::for_dest(dest, gpu, n, 0, 0)
@@ -46,7 +46,7 @@ impl State {
             let mut rng = SmallRng::seed_from_u64(seed ^ (rank as u64).rotate_left(32) ^ fnv1a(&t.path));
             let mut off = 0;
             while off < n {
-                let m = (n - off).min(WINDOW);
+                let m = (n - off).min(STAGE_CHUNK);
                 rng.fill_bytes(&mut host[..m]);
                 b.copy_from_host(off, &host[..m]).map_err(Error::Runtime)?;
                 off += m;
@@ -561,7 +561,7 @@ pub(crate) fn verify(state: &State, views: &[TensorEntry], restored: &Buffer) ->
     if views.len() != state.entries.len() {
         mismatched.push(format!("{} tensors restored, {} saved", views.len(), state.entries.len()));
     }
-    let (mut a, mut b) = (vec![0u8; WINDOW], vec![0u8; WINDOW]);
+    let (mut a, mut b) = (vec![0u8; STAGE_CHUNK], vec![0u8; STAGE_CHUNK]);
     for ((t, e), orig) in state.tensors.iter().zip(views).zip(&state.entries) {
         let n = t.len();
         if e.path != orig.path || e.dtype != orig.dtype || e.shape != orig.shape || e.nbytes as usize != n {
@@ -570,7 +570,7 @@ pub(crate) fn verify(state: &State, views: &[TensorEntry], restored: &Buffer) ->
         }
         let mut off = 0;
         while off < n {
-            let m = (n - off).min(WINDOW);
+            let m = (n - off).min(STAGE_CHUNK);
             t.copy_to_host(off, &mut a[..m])?;
             restored.copy_to_host(e.offset as usize + off, &mut b[..m])?;
             if a[..m] != b[..m] {

@@ -21,7 +21,7 @@ pub(super) enum BufferPlan {
     Object,
     /// One reusable buffer per stream of this many bytes (`None`: the store's
     /// [`Capabilities::ranged_read`](crate::store::Capabilities::ranged_read), asked once the store is open).
-    Window(Option<u64>),
+    Reused(Option<u64>),
 }
 
 /// What the plan was chosen from: the widest cell and the host's memory (bytes).
@@ -54,9 +54,9 @@ pub(super) fn plan(p: &PlanInput) -> Result<BufferPlan> {
     let plan = match p.flag {
         StreamBuffer::Object => BufferPlan::Object,
         // No buffer larger than the largest object: that is what is allocated and recorded.
-        StreamBuffer::Window(n) => BufferPlan::Window(Some(n.min(p.max_size))),
+        StreamBuffer::Reused(n) => BufferPlan::Reused(Some(n.min(p.max_size))),
         StreamBuffer::Auto if p.dest == Dest::Device || whole <= p.total / 2 => BufferPlan::Object,
-        StreamBuffer::Auto => BufferPlan::Window(None),
+        StreamBuffer::Auto => BufferPlan::Reused(None),
     };
     fits(plan, p)?;
     Ok(plan)
@@ -68,7 +68,7 @@ pub(super) fn plan(p: &PlanInput) -> Result<BufferPlan> {
 fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
     let need = match plan {
         BufferPlan::Object if p.dest != Dest::Device => p.max_size.saturating_mul(p.streams),
-        BufferPlan::Window(Some(n)) if p.dest != Dest::Device => n.min(p.max_size).saturating_mul(p.streams),
+        BufferPlan::Reused(Some(n)) if p.dest != Dest::Device => n.min(p.max_size).saturating_mul(p.streams),
         _ => 0,
     };
     if p.available > 0 && need > p.available / 10 * 9 {
@@ -77,7 +77,7 @@ fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
             _ => format!("lower {STREAM_BUFFER}, {CONCURRENCY} or {PROCS}"),
         };
         let per = match plan {
-            BufferPlan::Window(Some(n)) => n.min(p.max_size),
+            BufferPlan::Reused(Some(n)) => n.min(p.max_size),
             _ => p.max_size,
         };
         return Err(Error::Usage(format!(
@@ -91,17 +91,17 @@ fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
     Ok(())
 }
 
-/// Resolve the store's window for [`BufferPlan::Window`]`(None)` and
+/// Resolve the store's window for [`BufferPlan::Reused`]`(None)` and
 /// check that its buffers fit as [`plan`] checks the others.
 ///
 /// Errors: [`Error::Usage`] when the store cannot read ranges on its own
 /// transport (rdma without ranged windows would read them over HTTP).
 pub(super) fn resolve(plan: BufferPlan, input: &PlanInput, store: &dyn ObjectStore, why: &str) -> Result<BufferPlan> {
     match plan {
-        BufferPlan::Window(None) => match store.capabilities().ranged_read {
+        BufferPlan::Reused(None) => match store.capabilities().ranged_read {
             Some(n) => {
                 // The window is known only now: the same check as for a --stream-buffer size.
-                let resolved = BufferPlan::Window(Some(n));
+                let resolved = BufferPlan::Reused(Some(n));
                 fits(resolved, input)?;
                 Ok(resolved)
             }
@@ -117,18 +117,18 @@ pub(super) fn resolve(plan: BufferPlan, input: &PlanInput, store: &dyn ObjectSto
 /// Bytes of one stream's buffer for objects of `size` bytes.
 pub(super) fn buffer_len(plan: BufferPlan, size: u64) -> u64 {
     match plan {
-        BufferPlan::Window(Some(n)) => n.min(size),
+        BufferPlan::Reused(Some(n)) => n.min(size),
         _ => size,
     }
 }
 
 /// The record's description of the plan.
 pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> StreamBufferParams {
-    let (kind, window_bytes) = match plan {
-        BufferPlan::Window(Some(n)) => ("window", Some(n)),
+    let (kind, buffer_bytes) = match plan {
+        BufferPlan::Reused(Some(n)) => ("reused", Some(n)),
         _ => ("object", None),
     };
-    StreamBufferParams { kind: kind.into(), window_bytes, chosen_by: chosen_by.into() }
+    StreamBufferParams { kind: kind.into(), buffer_bytes, chosen_by: chosen_by.into() }
 }
 
 /// Read the whole object `key` of `size` bytes through `buf`: one read when
@@ -289,7 +289,7 @@ mod tests {
     fn auto_keeps_objects_while_they_fit_in_half_the_host() {
         assert_eq!(plan(&input(StreamBuffer::Auto, 128 << 20, 64)).unwrap(), BufferPlan::Object);
         // The case: 64 streams x 1 GiB on a 24 GiB host read through the store's window.
-        assert_eq!(plan(&input(StreamBuffer::Auto, GIB, 64)).unwrap(), BufferPlan::Window(None));
+        assert_eq!(plan(&input(StreamBuffer::Auto, GIB, 64)).unwrap(), BufferPlan::Reused(None));
         // Device memory keeps whole objects (the bench hands the bytes to the GPU).
         let dev = PlanInput { dest: Dest::Device, ..input(StreamBuffer::Auto, GIB, 64) };
         assert_eq!(plan(&dev).unwrap(), BufferPlan::Object);
@@ -299,11 +299,11 @@ mod tests {
     fn what_does_not_fit_is_refused_with_the_fix() {
         let e = plan(&input(StreamBuffer::Object, GIB, 64)).unwrap_err().to_string();
         assert!(e.contains("64 stream(s) x 1GiB needs 64.0GiB") && e.contains("22.0GiB") && e.contains("--stream-buffer 64MiB"), "{e}");
-        let e = plan(&input(StreamBuffer::Window(GIB), 4 * GIB, 64)).unwrap_err().to_string();
+        let e = plan(&input(StreamBuffer::Reused(GIB), 4 * GIB, 64)).unwrap_err().to_string();
         assert!(e.contains("lower --stream-buffer"), "{e}");
         // A window never counts for more than the object.
-        assert_eq!(plan(&input(StreamBuffer::Window(GIB), 1 << 20, 64)).unwrap(), BufferPlan::Window(Some(1 << 20)));
-        assert_eq!(buffer_len(BufferPlan::Window(Some(GIB)), 1 << 20), 1 << 20);
+        assert_eq!(plan(&input(StreamBuffer::Reused(GIB), 1 << 20, 64)).unwrap(), BufferPlan::Reused(Some(1 << 20)));
+        assert_eq!(buffer_len(BufferPlan::Reused(Some(GIB)), 1 << 20), 1 << 20);
         assert_eq!(buffer_len(BufferPlan::Object, 5), 5);
     }
 }

@@ -374,7 +374,7 @@ impl Bench for Fetch {
     async fn prepare(&mut self, session: &mut Session) -> Result<()> {
         let plan = &self.plan;
         let store = session.store.clone();
-        self.chosen_by = if self.buffering == BufferPlan::Window(None) {
+        self.chosen_by = if self.buffering == BufferPlan::Reused(None) {
             "auto: whole-object buffers would need over half of this host's memory".to_string()
         } else if plan.stream_buffer == StreamBuffer::Auto {
             "auto".to_string()
@@ -438,7 +438,7 @@ impl Bench for Fetch {
             .map_err(|e| Error::Runtime(format!("cannot encode the per-cell verdicts: {e}")))?;
         let fits = |size: u64| match buffering {
             BufferPlan::Object => true,
-            BufferPlan::Window(n) => n.is_some_and(|n| size <= n),
+            BufferPlan::Reused(n) => n.is_some_and(|n| size <= n),
         };
         let whole = (plan.sizes.iter().any(|&s| fits(s)), plan.sizes.iter().all(|&s| fits(s)));
         let verify_checks = plan.verify.then(|| buffers::verify_checks(session.store.as_ref(), session.mem.dest, whole));
@@ -472,7 +472,7 @@ impl Bench for Fetch {
         let store = &session.store;
         let gpu = session.gpu().ok().flatten().map(|g| format!(" on GPU {} ({})", g.ordinal, g.name)).unwrap_or_default();
         println!("fetch over {} ({}), bucket '{}', into {} memory{gpu}", store.capabilities().name, store.location(), store.bucket(), session.mem.dest.name());
-        if let BufferPlan::Window(Some(n)) = self.buffering {
+        if let BufferPlan::Reused(Some(n)) = self.buffering {
             println!("each stream reads through one reusable {} buffer, in ranged reads ({}); the bytes are not kept", size_name(n), self.chosen_by);
         }
         if store.capabilities().page_cache {

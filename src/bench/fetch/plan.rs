@@ -19,7 +19,7 @@ pub enum StreamBuffer {
     /// One reusable buffer of this many bytes per stream: each object is read
     /// as ranged reads of this size, in order, into it (memory ~ streams x
     /// size, as warp reads); the bytes are not kept.
-    Window(u64),
+    Reused(u64),
 }
 
 pub use crate::bench::session::Timing;

@@ -43,15 +43,15 @@ pub struct FetchParams {
     pub stream_buffer: StreamBufferParams,
 }
 
-/// `params.stream_buffer`: one buffer per object, or a reusable window read
-/// in ranged GETs.
+/// `params.stream_buffer`: one buffer per object, or one reused buffer per
+/// stream read through in ranged GETs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StreamBufferParams {
-    /// `"object"` (the whole object in one buffer) or `"window"` (ranged reads).
+    /// `"object"` (the whole object in one buffer) or `"reused"` (one buffer, ranged reads).
     pub kind: String,
-    /// The window's size, bytes (`kind == "window"` only).
+    /// The reused buffer's size, bytes (`kind == "reused"` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window_bytes: Option<u64>,
+    pub buffer_bytes: Option<u64>,
     /// What chose it: the flag, or the rule that sized it by default.
     pub chosen_by: String,
 }

@@ -100,7 +100,7 @@ pub(crate) struct LoaderCtx {
     /// the witness scrapes and the counters are read (a clean window).
     pub(crate) gate: Arc<tokio::sync::RwLock<()>>,
     pub(crate) batch: usize,
-    pub(crate) window: u64,
+    pub(crate) range_bytes: u64,
     pub(crate) seed: u64,
 }
 
@@ -139,7 +139,7 @@ pub(crate) fn start_raw(
                         &shard.data_key,
                         0..crate::format::shards::ShardMeta::data_bytes(&shard.meta),
                         &mut buf,
-                        ctx.window,
+                        ctx.range_bytes,
                         None,
                     )
                     .await;
@@ -440,7 +440,7 @@ pub(crate) fn spawn_shard_read(ctx: Arc<LoaderCtx>, mine: Arc<Vec<Listed<JpegInd
         let mut b = Buffer::host(l.meta.size as usize);
         let _io = ctx.gate.read().await;
         let t = Instant::now();
-        let r = crate::bench::read_range(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.window, None).await;
+        let r = crate::bench::read_range(ctx.store.as_ref(), &l.data_key, 0..l.meta.size, &mut b, ctx.range_bytes, None).await;
         ctx.counters.fetch_us.fetch_add(t.elapsed().as_micros() as u64, Ordering::Relaxed);
         let (bytes, n) = r?;
         ctx.counters.bytes.fetch_add(bytes, Ordering::Relaxed);

@@ -119,7 +119,7 @@ impl Bench for Train {
             stop: stop.clone(),
             gate: Default::default(),
             batch,
-            window: plan.run.store.window,
+            range_bytes: plan.run.store.range_bytes,
             seed: plan.seed ^ (me.rank as u64) << 48,
         });
         let (tx, mut rx) = mpsc::channel::<Result<Batch>>(plan.prefetch_batches.max(2) as usize * 4);

@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::format::weights::ShardLayout;
 use crate::mem::Buffer;
@@ -27,7 +27,7 @@ use crate::store::{StagedCheck, StagedHashes};
 const READ_BACK_CHUNK: usize = 16 << 20;
 
 /// How the loaded bytes were checked, for the record.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CheckedHow {
     /// What was hashed: "device memory, read back through pinned buffers"
     /// or "host memory, in place".

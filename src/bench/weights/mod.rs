@@ -4,7 +4,7 @@
 //!
 //! Headers are read first (two small ranged reads per shard), then one
 //! buffer per shard is allocated (before the timed window), then each shard's
-//! data blob is read in `--window` ranged reads, one after another into
+//! data blob is read in `--range-size` ranged reads, one after another into
 //! consecutive parts of its buffer (never two transfers into one buffer at
 //! once: cuObject registers by address), with `--concurrency` shards in
 //! flight. Into device memory over a store that cannot write it (local,
@@ -18,18 +18,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
-use serde::Serialize;
-use serde_json::json;
 
 use super::driver::Bench;
 use super::fanout;
 use super::session::{Direction, Outcome, Session, SessionSpec};
 use crate::error::{Error, Result};
-use crate::flag::{BACKEND, BASELINE_DIR, BASELINES, BUCKET, CONCURRENCY, IO_THREADS, MODEL, REFERENCE, SYNTH, VERIFY, WINDOW};
+use crate::flag::{BACKEND, BASELINE_DIR, BASELINES, BUCKET, CONCURRENCY, IO_THREADS, MODEL, RANGE_SIZE, REFERENCE, SYNTH, VERIFY};
 use crate::format::weights::ShardLayout;
 use crate::mem::{Buffer, Dest};
 use crate::record::WindowId;
-use crate::sampler::{Sampler, SamplerReport};
+use crate::sampler::Sampler;
 use crate::stats::Spread;
 use crate::store::Backend;
 use crate::store::{self, ObjectStore};
@@ -37,39 +35,14 @@ use crate::witness::WitnessReport;
 
 mod hashes;
 mod plan;
+mod results;
 mod verify;
 pub use hashes::CheckedHow;
 pub use plan::{Baseline, WeightsPlan};
+pub use results::{BaselineRun, LoadRepeat, TimeToReady, WeightsParams, WeightsRecord, WeightsResults, WeightsSummary};
 pub use verify::{Reference, Verified};
 
-/// One timed load.
-#[derive(Debug, Clone, Serialize)]
-pub struct LoadRepeat {
-    /// 1-based repeat number.
-    pub repeat: u32,
-    /// Bytes of every shard's data blob (what a load reads).
-    pub bytes: u64,
-    /// Wall seconds of the timed work.
-    pub wall_s: f64,
-    /// Throughput, GB/s (bytes / wall / 1e9).
-    pub throughput_gbps: f64,
-    /// Ranged reads (windows) issued.
-    pub windows: u64,
-    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
-    pub client_cpu_cores: f64,
-    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
-    pub host_cpu_cores: f64,
-    /// Everything the sampler measured over the window (CPU, NIC bytes).
-    pub sampler: SamplerReport,
-    /// This window's witness report (docs/witness.md).
-    pub witness: WitnessReport,
-    /// Where the load's time went, stage by stage, when the store's own
-    /// device pipeline read it (local files into device memory:
-    /// `store::file_pipeline`); `None` otherwise.
-    pub stages: Option<crate::store::LoadTimeline>,
-}
-
-/// What one load did: bytes, ranged reads (windows), the stages' timeline
+/// What one load did: bytes, ranged reads, the stages' timeline
 /// and what was hashed as staged, where the store's own device pipeline ran.
 type Loaded = (u64, u64, Option<crate::store::LoadTimeline>, Option<crate::store::StagedHashes>);
 
@@ -93,7 +66,7 @@ async fn load(
     store: &Arc<dyn ObjectStore>,
     layout: &[ShardLayout],
     bufs: &mut Vec<Buffer>,
-    window: u64,
+    range_bytes: u64,
     concurrency: usize,
     check: Option<&crate::store::StagedCheck>,
 ) -> Result<Loaded> {
@@ -108,7 +81,7 @@ async fn load(
             let store = store.clone();
             async move {
                 let range = shard.data_start..shard.object_bytes;
-                let (b, n) = super::read_range(store.as_ref(), &shard.key, range, &mut buf, window, shard.version.as_ref()).await?;
+                let (b, n) = super::read_range(store.as_ref(), &shard.key, range, &mut buf, range_bytes, shard.version.as_ref()).await?;
                 Ok((buf, b, n))
             }
         })
@@ -122,7 +95,7 @@ async fn load(
 }
 
 /// [`load`] into device memory through the store's own device pipeline, or
-/// else one pooled staged pipeline; the windows it counts are the shards
+/// else one pooled staged pipeline; the ranged reads it counts are the shards
 /// (one staged read each).
 async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs: &mut [Buffer], check: Option<&crate::store::StagedCheck>) -> Result<Loaded> {
     let parts: Vec<store::StagedPart> =
@@ -149,25 +122,6 @@ async fn load_pooled(store: &Arc<dyn ObjectStore>, layout: &[ShardLayout], bufs:
         bytes += t.bytes;
     }
     Ok((bytes, parts.len() as u64, stages, checked))
-}
-
-/// One baseline's timing.
-#[derive(Debug, Clone, Serialize)]
-pub struct BaselineRun {
-    /// Which baseline.
-    pub baseline: Baseline,
-    /// Bytes of every shard's data blob (what a load reads).
-    pub bytes: u64,
-    /// Download (when part of it) plus load.
-    pub wall_s: f64,
-    /// Seconds downloading every shard to local files (download-then-load).
-    pub download_s: f64,
-    /// Seconds loading from the local copy.
-    pub load_s: f64,
-    /// Throughput, GB/s (bytes / wall / 1e9).
-    pub throughput_gbps: f64,
-    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
-    pub client_cpu_cores: f64,
 }
 
 /// Copy every shard to `<dir>/<bucket>/<key>` with whole-object GETs into
@@ -212,7 +166,7 @@ async fn baselines(plan: &WeightsPlan, store: &dyn ObjectStore, layout: &[ShardL
         let t1 = Instant::now();
         // The local copy is other files: the store's object versions do not pin it.
         let copy: Vec<ShardLayout> = layout.iter().map(|l| ShardLayout { version: None, ..l.clone() }).collect();
-        let (bytes, ..) = load(&local, &copy, bufs, plan.run.store.window, plan.concurrency as usize, None).await?;
+        let (bytes, ..) = load(&local, &copy, bufs, plan.run.store.range_bytes, plan.concurrency as usize, None).await?;
         let load_s = t1.elapsed().as_secs_f64();
         let s = sampler.finish();
         let wall_s = if b == Baseline::DownloadThenLoad { download_s + load_s } else { load_s };
@@ -264,7 +218,7 @@ impl Weights {
 }
 
 impl Bench for Weights {
-    type Params = serde_json::Value;
+    type Params = WeightsParams;
     type Results = WeightsResults;
 
     /// `--synth` writes a model here and measures nothing.
@@ -309,13 +263,13 @@ impl Bench for Weights {
         for w in sizes {
             s.warn(w);
         }
-        // Each shard's data blob is read as ranged GETs of at most --window bytes (it starts after the header).
-        let window = plan.run.store.window.max(1);
+        // Each shard's data blob is read as ranged GETs of at most --range-size bytes (it starts after the header).
+        let range_bytes = plan.run.store.range_bytes.max(1);
         let planned: Vec<(String, crate::store::PlannedIo)> = layout
             .iter()
-            .map(|l| (format!("weights reads of shard '{}'", l.key), crate::store::PlannedIo::Get { whole: false, bytes: l.data_bytes().min(window) }))
+            .map(|l| (format!("weights reads of shard '{}'", l.key), crate::store::PlannedIo::Get { whole: false, bytes: l.data_bytes().min(range_bytes) }))
             .collect();
-        s.check_io_plan(&planned, Some(&format!("no flag of this tool makes them RDMA: a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) reads them in {WINDOW} ranged reads over RDMA")))?;
+        s.check_io_plan(&planned, Some(&format!("no flag of this tool makes them RDMA: a libminiocpp with miniocpp_get_object_range (minio-cpp PR #258) reads them in {RANGE_SIZE} ranged reads over RDMA")))?;
         let headers_at = Instant::now();
         // One buffer per shard, allocated side by side before any timed window
         // (the GPU's background open is joined here).
@@ -327,7 +281,7 @@ impl Bench for Weights {
         Ok(())
     }
 
-    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<serde_json::Value, WeightsResults>> {
+    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<WeightsParams, WeightsResults>> {
         let plan = &self.plan;
         let Prepared { layout, digest, header_s, bufs, gpu, session_at, headers_at, buffers_at } = self.ready.take().expect("prepare ran");
         let mut bufs = bufs;
@@ -419,7 +373,7 @@ async fn timed_loads(
         let window = s.open_window().await?;
         let sampler = Sampler::start();
         let t0 = Instant::now();
-        let (bytes, windows, stages, checked) = load(&store, layout, bufs, plan.run.store.window, plan.concurrency as usize, check).await?;
+        let (bytes, ranged_reads, stages, checked) = load(&store, layout, bufs, plan.run.store.range_bytes, plan.concurrency as usize, check).await?;
         staged = checked.map(|c| (c, stages.as_ref().map_or(1, |t| t.threads)));
         let wall_s = t0.elapsed().as_secs_f64();
         ready_at.get_or_insert_with(Instant::now);
@@ -431,7 +385,7 @@ async fn timed_loads(
             bytes,
             wall_s,
             throughput_gbps: bytes as f64 / wall_s / 1e9,
-            windows,
+            ranged_reads,
             client_cpu_cores: smp.client_cpu_cores,
             host_cpu_cores: smp.host_cpu_cores,
             sampler: smp,
@@ -444,8 +398,8 @@ async fn timed_loads(
 
 /// The record's `params`: the plan, how the load was read (the same rule as
 /// `load`'s) and the bounce buffers allocated.
-fn params(plan: &WeightsPlan, repeats: &[LoadRepeat], dest: Dest, store: &dyn ObjectStore, bufs: &[Buffer]) -> serde_json::Value {
-    let pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
+fn params(plan: &WeightsPlan, repeats: &[LoadRepeat], dest: Dest, store: &dyn ObjectStore, bufs: &[Buffer]) -> WeightsParams {
+    let load_pipeline = if repeats.iter().any(|r| r.stages.is_some()) {
         format!("the store's own: reader threads ({IO_THREADS}), each with its bounce buffers and copy streams, chunks in file order")
     } else if dest == Dest::Device && !store.capabilities().device_writes {
         "staged: one pipeline, the shards' bounce buffers pooled, reads in file order".to_string()
@@ -453,25 +407,16 @@ fn params(plan: &WeightsPlan, repeats: &[LoadRepeat], dest: Dest, store: &dyn Ob
         format!("one task per shard, {CONCURRENCY} at once")
     };
     // The pool as allocated: at most what the reads need (`store::pool_shares`), so a small model's may be below `--bounce-buffers`.
-    let pooled: usize = bufs.iter().map(|b| if let Buffer::Device(d) = b { d.bounce.len() } else { 0 }).sum();
-    json!({"model": plan.model, "window_bytes": plan.run.store.window, "concurrency": plan.concurrency,
-        "load_pipeline": pipeline, "bounce_buffers_allocated": pooled, "repeats": plan.repeats, "verify": plan.verify || plan.reference.is_some(),
-        "reference": plan.reference})
-}
-
-impl TimeToReady {
-    /// Each step's instant as seconds since the process started, to the
-    /// millisecond (the process-start offset itself is one clock tick, 10 ms, coarse).
-    fn of(session: Instant, headers: Instant, gpu: Option<&Arc<crate::mem::Gpu>>, buffers: Instant, ready: Instant) -> Self {
-        let at = |i: Instant| (crate::clock::since_start(i) * 1e3).round() / 1e3;
-        TimeToReady {
-            exec_to_main_s: crate::clock::exec_to_main_s().map(|m| (m * 1e3).round() / 1e3),
-            session_started_s: at(session),
-            headers_read_s: at(headers),
-            gpu_open_s: gpu.map(|g| (at(g.opened.0), at(g.opened.1))),
-            buffers_allocated_s: at(buffers),
-            ready_s: at(ready),
-        }
+    let bounce_buffers_allocated: usize = bufs.iter().map(|b| if let Buffer::Device(d) = b { d.bounce.len() } else { 0 }).sum();
+    WeightsParams {
+        model: plan.model.clone(),
+        range_bytes: plan.run.store.range_bytes,
+        concurrency: plan.concurrency,
+        load_pipeline,
+        bounce_buffers_allocated,
+        repeats: plan.repeats,
+        verify: plan.verify || plan.reference.is_some(),
+        reference: plan.reference.clone(),
     }
 }
 
@@ -543,80 +488,4 @@ fn no_bucket(e: crate::error::StoreError) -> Error {
         )),
         e => e.into(),
     }
-}
-
-/// Medians and ranges over repeats.
-#[derive(Debug, Clone, Serialize)]
-pub struct WeightsSummary {
-    /// Wall seconds of the timed work.
-    pub wall_s: Spread,
-    /// Throughput, GB/s (bytes / wall / 1e9).
-    pub throughput_gbps: Spread,
-    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
-    pub client_cpu_cores: Spread,
-}
-
-/// When the tensors were first usable, as the user waits for them: points
-/// in time in seconds since the process started ([`crate::clock`]), rounded
-/// to milliseconds; the start itself is the kernel's, to one clock tick
-/// (10 ms), so the points share that error. Measured over repeat 1. Issue 22 item 3.
-#[derive(Debug, Clone, Serialize)]
-pub struct TimeToReady {
-    /// Process start to `main` (loader, runtime start); `None` when
-    /// `/proc/self/stat` could not be read (the points below then count from `main`).
-    pub exec_to_main_s: Option<f64>,
-    /// The session had started: store open, bucket checked.
-    pub session_started_s: f64,
-    /// Every shard's header had been read.
-    pub headers_read_s: f64,
-    /// When the GPU's open (driver load, `cuInit`, primary context) began and
-    /// ended, on its own thread; `None` for host memory.
-    pub gpu_open_s: Option<(f64, f64)>,
-    /// Every shard's buffer (and its pinned bounce buffers) had been allocated.
-    pub buffers_allocated_s: f64,
-    /// The first repeat's load had ended: the tensors were usable.
-    pub ready_s: f64,
-}
-
-impl TimeToReady {
-    /// One line for the terminal: each step's end and the GPU's open.
-    pub fn line(&self) -> String {
-        let gpu = self.gpu_open_s.map_or(String::new(), |(a, b)| format!(", GPU open {a:.3}–{b:.3}"));
-        format!(
-            "ready {:.3} s after the process started; steps ended at, in s since then: main {}, session {:.3}, headers {:.3}{gpu}, buffers {:.3}, loaded {:.3} (repeat 1)",
-            self.ready_s,
-            self.exec_to_main_s.map_or("?".into(), |m| format!("{m:.3}")),
-            self.session_started_s,
-            self.headers_read_s,
-            self.buffers_allocated_s,
-            self.ready_s
-        )
-    }
-}
-
-/// A `weights` run's `results`.
-#[derive(Debug, Clone, Serialize)]
-pub struct WeightsResults {
-    /// Process start to tensors usable, step by step (the first repeat).
-    pub ready: TimeToReady,
-    /// Shards of the model.
-    pub shards: usize,
-    /// Tensors in the model.
-    pub tensors: usize,
-    /// Bytes of every shard's data blob (what a load reads).
-    pub bytes: u64,
-    /// Seconds reading the headers (before the timed window).
-    pub header_s: f64,
-    /// Device memory the loaded tensors occupy, bytes (0 for host destinations).
-    pub device_memory_bytes: u64,
-    /// Every timed repeat's figures.
-    pub repeats: Vec<LoadRepeat>,
-    /// Median and range over the repeats.
-    pub summary: WeightsSummary,
-    /// What the comparison with an independent copy found (`None`: not asked for).
-    pub verified: Option<Verified>,
-    /// The `--baselines` timings, in order.
-    pub baselines: Vec<BaselineRun>,
-    /// Every shard's layout: key, data offset, tensors.
-    pub layout: Vec<ShardLayout>,
 }

@@ -3,12 +3,12 @@
 
 use std::path::PathBuf;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bench::session::RunPlan;
 
 /// A baseline timed beside the load (`--baselines`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Baseline {
     /// GET each shard to a local file, then load from the local copy.

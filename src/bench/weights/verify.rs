@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::flag::{REFERENCE, VERIFY};
@@ -22,7 +22,7 @@ use crate::mem::Buffer;
 use crate::store::ObjectStore;
 
 /// Which reference the loaded tensors were compared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Reference {
     /// A local copy (`--reference`).
@@ -34,7 +34,7 @@ pub enum Reference {
 }
 
 /// What `--verify` found.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Verified {
     /// True when every tensor matched the reference (see `independent`
     /// for what a match proves).

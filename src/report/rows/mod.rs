@@ -113,6 +113,8 @@ struct Store {
     control_plane: Option<Box<Store>>,
     server: Option<Server>,
     endpoint: Option<String>,
+    /// The local store's reader threads (`--io-threads`).
+    io_threads: Option<u64>,
 }
 
 /// `environment.store.server`.
@@ -165,6 +167,9 @@ struct Head<'a> {
     verdict: String,
     server: Option<String>,
     dest: Option<String>,
+    /// `environment.store.io_threads`: how the local store was driven, which
+    /// changes a figure though it is no dimension of a bench.
+    io_threads: Option<u64>,
 }
 
 impl Head<'_> {
@@ -217,10 +222,15 @@ fn canonical_benchmark(name: &str) -> String {
     n
 }
 
-/// The first record schema whose benches' records `report` reads through
-/// the writer's own types (`tokens`: `crate::bench::tokens::TokensRecord`);
-/// older records go through the lenient views of `rows/<bench>.rs`.
+/// The first record schema whose `tokens`, `list` and `barrier` records
+/// `report` reads through the writer's own types
+/// (`crate::bench::tokens::TokensRecord`, ...); older records go through the
+/// lenient views of `rows/<bench>.rs`.
 const TYPED_FROM: u64 = 3;
+
+/// The first record schema whose `fetch`, `weights`, `ckpt` and `train`
+/// records `report` reads through the writer's own types.
+const ALL_TYPED_FROM: u64 = 4;
 
 /// Read `record` as the view `V` and take its rows.
 fn view<V: DeserializeOwned + ReportRows>(record: &Value, head: &Head) -> Result<Vec<(Row, Windows)>> {
@@ -256,15 +266,18 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
         verdict: verdict_text(&h.rdma_witness),
         server: env.and_then(Environment::server),
         dest: env.and_then(|e| e.dest.clone()),
+        io_threads: env.and_then(|e| e.store.as_ref()).and_then(|s| s.io_threads),
     };
     // Which reader: this tool's records by their benchmark, and from schema
     // 3 on (`TYPED_FROM`) through the writer's own record type where the bench has one.
     let schema = h.schema_version.as_ref().map(|v| v.as_u64().unwrap_or(0));
     let typed = schema.is_some_and(|v| v >= TYPED_FROM);
+    let all_typed = schema.is_some_and(|v| v >= ALL_TYPED_FROM);
     let rows = match (schema.is_some(), head.benchmark.as_str()) {
-        (true, "fetch") if typed => view::<crate::bench::fetch::FetchRecord>(record, &head)?,
+        (true, "fetch") if all_typed => view::<crate::bench::fetch::FetchRecord>(record, &head)?,
         (true, "fetch") => view::<fetch::FetchRecord>(record, &head)?,
         (true, "ckpt") => view::<ckpt::CkptRecord>(record, &head)?,
+        (true, "weights") if all_typed => view::<crate::bench::weights::WeightsRecord>(record, &head)?,
         (true, "weights") => view::<weights::WeightsRecord>(record, &head)?,
         (true, "tokens") if typed => view::<crate::bench::tokens::TokensRecord>(record, &head)?,
         (true, "tokens") => view::<tokens::TokensRecord>(record, &head)?,

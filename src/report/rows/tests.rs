@@ -159,7 +159,7 @@ fn tokens_records_read_through_the_writers_type_from_schema_3_and_the_lenient_vi
         compute_s: 0.0,
         warmup_shards: 1,
         repeats: 3,
-        window_bytes: 1 << 30,
+        range_bytes: 1 << 30,
         gpu_tflops: 989.0,
         mfu: 0.45,
         feed_formula: crate::bench::tokens::FEED_FORMULA.into(),
@@ -182,4 +182,10 @@ fn tokens_records_read_through_the_writers_type_from_schema_3_and_the_lenient_vi
     let rows = rows_of(&record(2, &old), "old.json").unwrap();
     assert_eq!((rows[0].value.median, rows[0].cpu_cores), (3.0e9, Some(2.5)));
     assert!(rows_of(&record(3, &old), "old3.json").is_err(), "schema 3 is the writer's type, not the lenient view");
+    // Schema 3 wrote the ranged GET's size as `window_bytes`: the writer's type still reads it under that name.
+    let mut p3 = params.clone();
+    let v = p3.as_object_mut().unwrap().remove("range_bytes").unwrap();
+    p3["window_bytes"] = v;
+    let r3 = json!({"schema_version": 3, "benchmark": "tokens", "backend": "local", "params": p3, "results": results});
+    assert_eq!(rows_of(&r3, "t3.json").unwrap()[0].value.median, 6.0e9);
 }

@@ -16,7 +16,6 @@ use crate::report::Row;
 pub(super) struct WeightsRecord {
     params: Params,
     results: Results,
-    environment: Option<Environment>,
 }
 
 /// `params`.
@@ -41,34 +40,40 @@ struct Summary {
     client_cpu_cores: Option<Figure>,
 }
 
-/// `environment`, as far as weights reads it.
-#[derive(Deserialize)]
-struct Environment {
-    store: Option<Store>,
-}
-
-/// `environment.store`: how the store was driven.
-#[derive(Deserialize)]
-struct Store {
-    /// Local store's I/O threads (absent for http and rdma).
-    io_threads: Option<u64>,
-}
-
 impl ReportRows for WeightsRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
         let s = self.results.summary.as_ref();
         let v = spread(&s.and_then(|s| s.throughput_gbps)).ok_or_else(|| head.bad("weights results have no summary"))?;
-        let mut dims = BTreeMap::from([("model".to_string(), self.params.model.clone().unwrap_or_else(|| "?".into()))]);
-        dims.insert("concurrency".into(), self.params.concurrency.to_string());
-        // How the store was driven changes the figure, though it is no dimension of the bench.
-        if let Some(t) = self.environment.as_ref().and_then(|e| e.store.as_ref()).and_then(|s| s.io_threads) {
-            dims.insert("io_threads".into(), t.to_string());
-        }
+        let dims = dims(head, self.params.model.clone().unwrap_or_else(|| "?".into()), self.params.concurrency.to_string());
         let mut r = head.row(dims, "GB/s", v);
         r.wall_s = spread(&s.and_then(|s| s.wall_s));
         r.cpu_cores = median(&s.and_then(|s| s.client_cpu_cores));
         r.gbps = Some(v.median);
         r.data_mismatch = Verified::failed(&self.results.verified);
         Ok(vec![(r, Windows::Run)])
+    }
+}
+
+/// A weights row's dimensions: the model, shards at once, and the local
+/// store's reader threads where recorded (how the store was driven changes
+/// the figure, though it is no dimension of the bench).
+fn dims(head: &Head, model: String, concurrency: String) -> BTreeMap<String, String> {
+    let mut dims = BTreeMap::from([("model".to_string(), model), ("concurrency".to_string(), concurrency)]);
+    if let Some(t) = head.io_threads {
+        dims.insert("io_threads".into(), t.to_string());
+    }
+    dims
+}
+
+/// Schema 4 on: the writer's own record type (`src/bench/weights/results.rs`).
+impl ReportRows for crate::bench::weights::WeightsRecord {
+    fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
+        let s = &self.results.summary;
+        let mut r = head.row(dims(head, self.params.model.clone(), self.params.concurrency.to_string()), "GB/s", s.throughput_gbps);
+        r.wall_s = Some(s.wall_s);
+        r.cpu_cores = Some(s.client_cpu_cores.median);
+        r.gbps = Some(s.throughput_gbps.median);
+        r.data_mismatch = self.results.verified.as_ref().is_some_and(|v| !v.ok);
+        Ok(vec![(r, Windows::Cell { index: 0, label_prefix: None })])
     }
 }

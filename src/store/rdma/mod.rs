@@ -17,7 +17,7 @@
 //! [`Transfer::path`] says `http`. One RDMA transfer moves at most 4 GiB - 1
 //! (the descriptor's size field is 32 bits; libs3rdma refuses a larger
 //! registration and minio-cpp sends such a buffer over HTTP): larger reads
-//! are split into `--window` ranged reads when `miniocpp_get_object_range`
+//! are split into `--range-size` ranged reads when `miniocpp_get_object_range`
 //! exists (minio-cpp PR #258), else they go over HTTP and the run says so up
 //! front.
 //!
@@ -84,14 +84,14 @@ pub struct RdmaStore {
     jobs: Option<Sender<Job>>,
     workers: Vec<JoinHandle<()>>,
     counters: Counters,
-    window: u64,
+    range_bytes: u64,
     max_transfer: u64,
     use_range: bool,
     /// Registration cost measured at open, or why it was not.
     registration: Result<RegistrationModel, String>,
 }
 
-/// Sizes whose registration is timed at open: the line through them prices every window's.
+/// Sizes whose registration is timed at open: the line through them prices every ranged read's.
 const REGISTRATION_SIZES: [u64; 2] = [4 << 20, 64 << 20];
 
 impl std::fmt::Debug for RdmaStore {
@@ -152,7 +152,7 @@ impl RdmaStore {
             jobs: Some(tx),
             workers,
             counters: Counters::default(),
-            window: args.window.min(MAX_TRANSFER),
+            range_bytes: args.range_bytes.min(MAX_TRANSFER),
             max_transfer: args.rdma_max_transfer.clamp(1, MAX_TRANSFER),
             use_range: !args.rdma_no_range,
             registration: Err("not measured".into()),
@@ -233,21 +233,21 @@ impl RdmaStore {
         self.library_failed("GET", key, rc, err)
     }
 
-    /// Read `range` in windows of at most `--window` bytes, one after another
+    /// Read `range` in ranged reads of at most `--range-size` bytes, one after another
     /// into consecutive slices of `dst` (never two transfers into one buffer at once).
-    async fn read_windows(&self, key: &str, range: Range<u64>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
+    async fn read_ranges(&self, key: &str, range: Range<u64>, dst: &mut Buffer, at: usize) -> Result<Transfer, StoreError> {
         let kc = self.key_c(key)?;
         // An address, not a pointer, across the awaits (raw pointers are not Send).
         let base = data_ptr(dst) as usize + at;
         let mut off = range.start;
         let mut declined = false;
         while off < range.end {
-            let n = (range.end - off).min(self.window) as usize;
+            let n = (range.end - off).min(self.range_bytes) as usize;
             // Within dst: the callers checked its capacity.
             let op = Op::Get { key: kc.clone(), offset: Some(off), ptr: (base + (off - range.start) as usize) as *mut u8, len: n };
             let (rc, err) = self.call(op).await?;
             if rc == -2 {
-                // Declined: this window is redone over HTTP and says so in its path.
+                // Declined: this ranged read is redone over HTTP and says so in its path.
                 super::read_into_at(&self.http, key, Some(off..off + n as u64), dst, at + (off - range.start) as usize).await?;
                 off += n as u64;
                 declined = true;
@@ -404,7 +404,7 @@ impl ObjectStore for RdmaStore {
             // pinned host memory.
             device_writes: self.info.rdma_available,
             staged_path: TransferPath::HttpStaged,
-            ranged_read: self.use_range.then_some(self.window),
+            ranged_read: self.use_range.then_some(self.range_bytes),
             direct_alignment: None,
             versioned_reads: false,
         }
@@ -433,7 +433,7 @@ impl ObjectStore for RdmaStore {
                 } else if size <= self.max_transfer {
                     self.get_whole(key, kc, size, dst, at).await
                 } else if self.use_range {
-                    self.read_windows(key, 0..size, dst, at).await
+                    self.read_ranges(key, 0..size, dst, at).await
                 } else {
                     super::read_into_at(&self.http, key, None, dst, at).await
                 }
@@ -445,7 +445,7 @@ impl ObjectStore for RdmaStore {
                 }
                 check_capacity(key, r.end - r.start, at, dst)?;
                 if self.use_range && library_takes(key) {
-                    self.read_windows(key, r, dst, at).await
+                    self.read_ranges(key, r, dst, at).await
                 } else if r.start == 0 && r.end <= self.max_transfer && library_takes(key) && self.http.head(key).await?.size == r.end {
                     // A range that is the whole object is a whole-object GET,
                     // which the library carries without ranged reads.
@@ -488,9 +488,9 @@ impl ObjectStore for RdmaStore {
 impl Transport for RdmaStore {
     fn describe(&self) -> serde_json::Value {
         json!({"backend": "rdma", "library": self.info, "worker_threads": self.workers.len(),
-               "window_bytes": self.window, "max_transfer_bytes": self.max_transfer,
+               "range_bytes": self.range_bytes, "max_transfer_bytes": self.max_transfer,
                "registration": match &self.registration { Ok(m) => json!(m), Err(why) => json!({"not_measured": why}) },
-               "ranged_windows": self.use_range, "control_plane": self.http.describe()})
+               "ranged_reads": self.use_range, "control_plane": self.http.describe()})
     }
     fn preflight(&self, object_size: u64) -> Vec<String> {
         let mut w = Vec::new();
