@@ -31,6 +31,15 @@ fn weights_synthetic_sharded_model_loads_and_verifies_on_local_and_http() {
     let expect: u64 =
         r["layout"].as_array().unwrap().iter().map(|l| (l["object_bytes"].as_u64().unwrap() - l["data_start"].as_u64().unwrap()).div_ceil(MIB)).sum();
     assert_eq!(rep["ranged_reads"].as_u64().unwrap(), expect, "each shard's blob in 1 MiB ranged reads");
+    // report reads the record through the writer's own type: the run's median, model and shards at once.
+    let files = results_in(&tmp.path().join("results"));
+    let o = s3rdma(&["report", "--format", "json", files.last().unwrap().to_str().unwrap()], tmp.path());
+    let rows: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let row = &rows[0];
+    assert_eq!(row["value"]["median"], r["summary"]["throughput_gbps"]["median"], "{row}");
+    assert_eq!((row["dims"]["model"].as_str(), row["dims"]["concurrency"].as_str()), (Some("m/tiny"), Some("4")), "{row}");
+    assert_eq!(row["verdict"].as_str(), Some("not-applicable"), "{row}");
+    assert!(row.get("data_mismatch").is_none(), "verified ok: no mismatch flag {row}");
     // http: the same through the in-process S3 server.
     let mut synth = http_args(&s.endpoint, "weights-http");
     synth[0] = "weights";
