@@ -39,8 +39,6 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-
 use super::dedup;
 use super::driver::Bench;
 use super::session::{Outcome, Session, SessionSpec, World};
@@ -58,6 +56,7 @@ use crate::witness::WitnessReport;
 mod cache;
 mod ops;
 mod plan;
+mod record;
 mod repeat;
 mod results;
 #[cfg(test)]
@@ -68,6 +67,7 @@ mod train_view;
 pub use cache::CacheFigures;
 pub(crate) use ops::{Ctx, State, StateSpec, serial_key, verify};
 pub use plan::{ChunkChecksum, CkptMethod, CkptOp, CkptPlan, RestoreCache, TrainLoadPlan};
+pub use record::{CkptParams, CkptRecord, TrainLoadParams};
 pub use results::{AGGREGATION, CkptResults, OpFigures, RepeatRow, Row, Verified};
 pub(crate) use results::{print_table, summarize};
 pub use train_view::{TrainFigures, TrainRow};
@@ -260,13 +260,9 @@ fn windows_of(rows: &[Row]) -> Vec<(WindowId, String, WitnessReport)> {
         .enumerate()
         .flat_map(|(cell, r)| {
             r.repeats.iter().filter_map(move |rep| {
-                rep.witness.clone().map(|w| {
-                    (
-                        WindowId { cell, repeat: rep.repeat },
-                        format!("{} {} {} repeat {}", r.state, results::method_name(r.method), format!("{:?}", r.op).to_lowercase(), rep.repeat),
-                        w,
-                    )
-                })
+                rep.witness
+                    .clone()
+                    .map(|w| (WindowId { cell, repeat: rep.repeat }, format!("{} {} {} repeat {}", r.state, r.method.name(), r.op.name(), rep.repeat), w))
             })
         })
         .collect()
@@ -362,7 +358,7 @@ impl Ckpt {
 }
 
 impl Bench for Ckpt {
-    type Params = serde_json::Value;
+    type Params = CkptParams;
     type Results = CkptResults;
 
     async fn setup(&mut self) -> Result<Option<SessionSpec>> {
@@ -412,7 +408,7 @@ impl Bench for Ckpt {
         Ok(())
     }
 
-    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<serde_json::Value, CkptResults>> {
+    async fn measure(&mut self, s: &Arc<Session>) -> Result<Outcome<CkptParams, CkptResults>> {
         let (plan, specs) = (&self.plan, &self.specs);
         let cache_plan = self.cache_plan.as_ref().expect("setup ran");
         let Stores { serial, direct } = self.stores.as_ref().expect("prepare ran");
@@ -484,7 +480,7 @@ impl Bench for Ckpt {
         let windows = windows_of(&rows);
         let params = params(plan, me.world, load.as_ref());
         let after_commit = after_commit.into_inner().unwrap_or_else(|p| p.into_inner());
-        let results = CkptResults { rows, aggregation: AGGREGATION, after_commit };
+        let results = CkptResults { rows, aggregation: AGGREGATION.to_string(), after_commit };
         let mut outcome = Outcome::new(params, results, windows);
         outcome.failure = mismatch.map(Error::Mismatch);
         outcome.stats = in_windows;
@@ -503,15 +499,31 @@ impl Bench for Ckpt {
 }
 
 /// The record's `params` of a ckpt run over `world` ranks.
-fn params(plan: &CkptPlan, world: usize, load: Option<&train_load::TrainLoad>) -> serde_json::Value {
-    json!({"workloads": plan.workload, "sizes_bytes": plan.sizes, "methods": plan.methods, "ops": plan.ops,
-        "chunk_bytes": plan.chunk, "concurrency": plan.concurrency, "repeats": plan.repeats,
-        "checksum": plan.checksum, "prefix": plan.prefix, "seed": plan.seed, "ranks": world, "restore_cache": plan.restore_cache,
-        "alignment": fmt::ALIGNMENT,
-        "train_load": load.map(|l| json!({"gemm_side": l.side, "device": l.device,
-            "steps_around": train_load::STEPS_AROUND, "seconds_around": train_load::SECONDS_AROUND})),
-        "async_next_step": (plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save)).then_some(
-            "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time")})
+fn params(plan: &CkptPlan, world: usize, load: Option<&train_load::TrainLoad>) -> CkptParams {
+    CkptParams {
+        workloads: plan.workload.clone(),
+        sizes_bytes: plan.sizes.clone(),
+        methods: plan.methods.clone(),
+        ops: plan.ops.clone(),
+        chunk_bytes: plan.chunk,
+        concurrency: plan.concurrency,
+        repeats: plan.repeats,
+        checksum: plan.checksum,
+        prefix: plan.prefix.clone(),
+        seed: plan.seed,
+        ranks: world,
+        restore_cache: plan.restore_cache,
+        alignment: fmt::ALIGNMENT,
+        train_load: load.map(|l| TrainLoadParams {
+            gemm_side: l.side,
+            device: l.device.to_string(),
+            steps_around: train_load::STEPS_AROUND,
+            seconds_around: train_load::SECONDS_AROUND,
+        }),
+        async_next_step: (plan.methods.contains(&CkptMethod::Async) && plan.ops.contains(&CkptOp::Save)).then(|| {
+            "right after the snapshot, every byte of every tensor inverted (on the GPU for device memory) while the save persisted, then inverted back: the restore is checked against the state at snapshot time".to_string()
+        }),
+    }
 }
 
 /// One state's checkpoint under `key`, as one method's ops run it.

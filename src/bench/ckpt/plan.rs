@@ -1,12 +1,12 @@
 //! What `s3rdma ckpt` runs: its settings as the CLI resolved them from the
 //! flags (`cli/plan.rs`), and the enums its flags and records name.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bench::session::RunPlan;
 
 /// A checkpoint method (`--methods`; the record's `method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CkptMethod {
     /// Tensors packed 512-byte aligned into one buffer, written as parallel chunk objects + manifest.
@@ -21,8 +21,19 @@ pub enum CkptMethod {
     Async,
 }
 
+impl CkptMethod {
+    /// Its name as `--methods` spells it and the record writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CkptMethod::Flat => "flat",
+            CkptMethod::SerializeThenPut => "serialize-then-put",
+            CkptMethod::Async => "async",
+        }
+    }
+}
+
 /// A checkpoint operation (`--ops`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CkptOp {
     /// Write the state to the store.
@@ -31,8 +42,18 @@ pub enum CkptOp {
     Restore,
 }
 
+impl CkptOp {
+    /// Its name as `--ops` spells it and the record writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            CkptOp::Save => "save",
+            CkptOp::Restore => "restore",
+        }
+    }
+}
+
 /// Per-chunk checksum (`--checksum`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChunkChecksum {
     /// xxh3-64 per chunk (twox-hash).
@@ -42,7 +63,7 @@ pub enum ChunkChecksum {
 }
 
 /// Where a checkpoint restore reads from (`--restore-cache`, `--cold`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RestoreCache {
     /// The page cache the save left (no eviction).

@@ -69,7 +69,7 @@ pub struct Verified {
 }
 
 /// One (state, method, op) row: repeats across ranks and the summary.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// `resnet50` or `synthetic`.
     pub workload: String,
@@ -130,14 +130,14 @@ pub struct Row {
     /// (chunks and manifest, or the blob), all ranks; `None` elsewhere.
     pub file_bytes: Option<u64>,
     /// A save with a training load: the training view over repeats (`None` otherwise).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub train: Option<TrainRow>,
     /// Every timed repeat's figures.
     pub repeats: Vec<RepeatRow>,
 }
 
 /// One repeat of one operation, every rank's figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RepeatRow {
     /// 1-based repeat number.
     pub repeat: u32,
@@ -188,17 +188,17 @@ impl RepeatRow {
 }
 
 /// A `ckpt` run's `results`: one row per (state, method, op).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CkptResults {
     /// One row per (state, method, op).
     pub rows: Vec<Row>,
     /// How ranks' figures make a repeat's: [`AGGREGATION`].
-    pub aggregation: &'static str,
+    pub aggregation: String,
     /// What clean-up after a committed save could not do (this rank's, rank
     /// 0 writing the record; every rank prints its own): each entry names
     /// the checkpoint and generation that is complete and restorable, and
     /// what failed after it. Absent when nothing failed.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub after_commit: Vec<String>,
 }
 
@@ -227,8 +227,8 @@ pub(crate) fn print_table(rows: &[Row], backend: &str, location: &str, dest: Des
         let w = &r.wall_s;
         t.add_row([
             r.state.clone(),
-            method_name(r.method).to_string(),
-            format!("{:?}", r.op).to_lowercase(),
+            r.method.name().to_string(),
+            r.op.name().to_string(),
             r.ranks.to_string(),
             format!("{:.2}", r.bytes as f64 / 1e9),
             if w.max > w.min { format!("{:.3} ({:.3}–{:.3})", w.median, w.min, w.max) } else { format!("{:.3}", w.median) },
@@ -338,14 +338,5 @@ pub(crate) fn summarize(
         file_bytes: reps.first().and_then(|r| r.per_rank.iter().map(|f| f.restore_cache.as_ref().filter(|c| c.files > 0).map(|c| c.file_bytes)).sum()),
         train: TrainRow::of(&reps.iter().map(|r| r.per_rank.iter().map(|p| p.train.as_ref()).collect()).collect::<Vec<_>>()),
         repeats: reps,
-    }
-}
-
-/// A method's name as `--methods` spells it.
-pub(crate) fn method_name(m: CkptMethod) -> &'static str {
-    match m {
-        CkptMethod::Flat => "flat",
-        CkptMethod::SerializeThenPut => "serialize-then-put",
-        CkptMethod::Async => "async",
     }
 }

@@ -3,7 +3,7 @@
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 
-use super::results::{Row, method_name};
+use super::results::Row;
 use super::train_view::TrainRow;
 use crate::stats::Spread;
 
@@ -41,7 +41,7 @@ pub(super) fn print_train_table(rows: &[Row], device: &str, side: usize) {
         let ref_ms = Spread { median: x.reference_step_s.median * 1e3, min: x.reference_step_s.min * 1e3, max: x.reference_step_s.max * 1e3 };
         t.add_row([
             r.state.clone(),
-            method_name(r.method).to_string(),
+            r.method.name().to_string(),
             cell(Some(&ref_ms), 2),
             cell(Some(&x.step_before_ms), 2),
             cell(Some(&x.stall_s), 3),

@@ -27,7 +27,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::driver::Bench;
@@ -44,11 +43,13 @@ mod loader;
 #[cfg(feature = "train")]
 mod model;
 mod plan;
+mod record;
 mod sets;
 mod steps;
 pub use loader::{Batch, JPEG_RESIZE, LoaderCounters, Pixels, Pooled, decode_crop};
 pub(crate) use loader::{LoaderCtx, counters_now};
 pub use plan::{Amp, JpegFetch, Layout, TrainPlan};
+pub use record::{TrainDataset, TrainParams, TrainRecord, TrainRepeat, TrainResults, TrainSummary};
 use sets::Started;
 pub use steps::{LoaderOnly, LoopFigures, RankRepeat, StepTimes, Stepper};
 pub(crate) use steps::{RepeatOutput, WindowFigures, train_loop};
@@ -81,8 +82,8 @@ impl Train {
 }
 
 impl Bench for Train {
-    type Params = serde_json::Value;
-    type Results = serde_json::Value;
+    type Params = TrainParams;
+    type Results = TrainResults;
 
     /// Errors: a model without the `train` feature, a bad prefix, JPEG batches the host cannot hold.
     async fn setup(&mut self) -> Result<Option<SessionSpec>> {
@@ -103,7 +104,7 @@ impl Bench for Train {
         }))
     }
 
-    async fn measure(&mut self, session: &Arc<Session>) -> Result<Outcome<serde_json::Value, serde_json::Value>> {
+    async fn measure(&mut self, session: &Arc<Session>) -> Result<Outcome<TrainParams, TrainResults>> {
         let (plan, prefix) = (&self.plan, &self.prefix);
         let me = session.me.clone();
         let mem = session.mem.clone();
@@ -164,15 +165,21 @@ impl Bench for Train {
             &per_rank,
             &witnesses,
             &losses,
-            json!({
-                "classes": classes, "bytes_per_image": bytes_per_image, "shards": shards_total, "shards_rank0": shards_mine, "samples_rank0": samples_mine, "decode_threads": decode_threads, "stepper": stepper_desc,
-            }),
+            TrainDataset {
+                classes,
+                bytes_per_image,
+                shards: shards_total,
+                shards_rank0: shards_mine,
+                samples_rank0: samples_mine,
+                decode_threads,
+                stepper: stepper_desc,
+            },
         );
         self.table = table;
         Ok(outcome)
     }
 
-    fn print(&self, s: &Session, _results: &serde_json::Value) {
+    fn print(&self, s: &Session, _results: &TrainResults) {
         steps::print_table(s, &self.plan, &self.prefix, &self.table);
     }
 }
@@ -313,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_window_is_judged_by_the_bytes_it_read_against_those_its_images_hold() {
-        let rep = |repeat: u32, images: u64, read: u64| json!({"repeat": repeat, "images": images, "read_bytes": read});
+        let rep = |repeat: u32, images: u64, read_bytes: u64| TrainRepeat { repeat, images, read_bytes, ..Default::default() };
         // 40 images of 3072 bytes hold 122880; reading 61440 (half) is enough.
         let (fail, warn) = steps::window_check(&[rep(1, 40, 61_440), rep(2, 40, 122_880)], 5, 10, 3072.0);
         assert!(fail.is_none() && warn.is_empty(), "{fail:?} {warn:?}");
@@ -328,10 +335,14 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         assert!(e.to_string().starts_with("repeat 2: the 5 timed steps read 0 bytes from the store"), "{e}");
         // Two ranks: one that read nothing fails the run although the sum read enough.
-        let ranks = |a: u64, b: u64| {
-            json!({"repeat": 1, "images": 80, "read_bytes": a + b, "ranks": [
-                {"rank": 0, "images": 40, "read_bytes": a}, {"rank": 1, "images": 40, "read_bytes": b}]})
+        let rank = |rank: usize, images: u64, read_bytes: u64| RankRepeat {
+            rank,
+            read_bytes,
+            figures: LoopFigures { images, ..Default::default() },
+            ..Default::default()
         };
+        let ranks =
+            |a: u64, b: u64| TrainRepeat { repeat: 1, images: 80, read_bytes: a + b, ranks: vec![rank(0, 40, a), rank(1, 40, b)], ..Default::default() };
         let (fail, _) = steps::window_check(&[ranks(0, 245_760)], 5, 10, 3072.0);
         assert!(fail.expect("rank 0 read nothing").to_string().starts_with("repeat 1, rank 0: the 5 timed steps read 0 bytes"));
         let (fail, warn) = steps::window_check(&[ranks(122_880, 30_720)], 5, 10, 3072.0);

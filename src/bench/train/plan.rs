@@ -1,12 +1,12 @@
 //! What `s3rdma train` runs: its settings as the CLI resolved them from the
 //! flags (`cli/plan.rs`), and the enums its flags and records name.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::bench::session::RunPlan;
 
 /// How the dataset is stored (`--layout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// Pre-decoded uint8 shards fetched whole into device memory; crop/flip/normalize on the GPU.
@@ -15,8 +15,18 @@ pub enum Layout {
     Jpeg,
 }
 
+impl Layout {
+    /// Its name as `--layout` spells it and the record writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Raw => "raw",
+            Layout::Jpeg => "jpeg",
+        }
+    }
+}
+
 /// How the jpeg loader reads (`--jpeg-fetch`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JpegFetch {
     /// One ranged GET per sample by its index entry.
@@ -25,8 +35,18 @@ pub enum JpegFetch {
     Shard,
 }
 
+impl JpegFetch {
+    /// Its name as `--jpeg-fetch` spells it and the record writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            JpegFetch::Sample => "sample",
+            JpegFetch::Shard => "shard",
+        }
+    }
+}
+
 /// Mixed precision of the training step (`--amp`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Amp {
     /// bfloat16 autocast for forward and backward (weights stay f32).

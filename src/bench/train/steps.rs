@@ -1,6 +1,7 @@
 //! The training loop (warm-up, timed steps, one witnessed window per repeat), the step timings, and the ranks' figures aggregated into the record and table.
 
 use super::plan::TrainPlan;
+use super::record::{TrainDataset, TrainParams, TrainRepeat, TrainResults, TrainSummary};
 use super::{Batch, Pixels};
 use crate::bench::session::{Outcome, Session};
 use crate::error::{Error, Result};
@@ -60,7 +61,7 @@ pub struct LoopFigures {
 }
 
 /// One rank's figures of one repeat.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RankRepeat {
     /// Rank of the process these figures come from.
     pub rank: usize,
@@ -193,7 +194,7 @@ pub(crate) struct WindowFigures {
 pub(crate) type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
 
 /// Whether the timed steps measured the store, per repeat (`reps`: the
-/// record's repeats, each with `repeat`, `images` and `read_bytes`). A window
+/// record's repeats). A window
 /// whose images all came from what warm-up and the loader's read-ahead had
 /// read before it measures memory: when a repeat read no byte, the run fails
 /// and writes no record (its images/s would be meaningless); when it read less than half
@@ -202,23 +203,25 @@ pub(crate) type RepeatOutput = (LoopFigures, WindowFigures, Vec<f64>);
 /// counted over twice those bytes (reads begun before the window), a warning
 /// says read GB/s overstates it.
 ///
-/// With several ranks each rank's window is judged on its own (`ranks` in
-/// each repeat, with `rank`, `images` and `read_bytes`).
+/// With several ranks each rank's window is judged on its own (each
+/// repeat's `ranks`).
 ///
 /// Returns the failure, if any, and the warnings.
-pub(crate) fn window_check(reps: &[serde_json::Value], steps: u32, warmup: u32, bytes_per_image: f64) -> (Option<Error>, Vec<String>) {
+pub(crate) fn window_check(reps: &[TrainRepeat], steps: u32, warmup: u32, bytes_per_image: f64) -> (Option<Error>, Vec<String>) {
     let fix = format!(
         "raise {STEPS} well past what {WARMUP} and the loader's read-ahead ({FETCH_WORKERS} shards, {PREFETCH_BATCHES} batches) consume, or ingest more images"
     );
     let mut warnings = Vec::new();
     // Rank by rank where there are several: one rank's window that read
     // nothing is not made good by another's reads.
-    let units = reps.iter().flat_map(|r| match r["ranks"].as_array().filter(|ranks| ranks.len() > 1) {
-        Some(ranks) => ranks.iter().map(|k| (format!("repeat {}, rank {}", r["repeat"], k["rank"]), k)).collect::<Vec<_>>(),
-        None => vec![(format!("repeat {}", r["repeat"]), r)],
+    let units = reps.iter().flat_map(|r| {
+        if r.ranks.len() > 1 {
+            r.ranks.iter().map(|k| (format!("repeat {}, rank {}", r.repeat, k.rank), k.read_bytes, k.figures.images)).collect::<Vec<_>>()
+        } else {
+            vec![(format!("repeat {}", r.repeat), r.read_bytes, r.images)]
+        }
     });
-    for (what, r) in units {
-        let (read, images) = (r["read_bytes"].as_u64().unwrap_or(0), r["images"].as_u64().unwrap_or(0));
+    for (what, read, images) in units {
         let held = images as f64 * bytes_per_image;
         if read == 0 {
             let e = Error::Usage(format!(
@@ -245,18 +248,87 @@ pub(crate) fn window_check(reps: &[serde_json::Value], steps: u32, warmup: u32, 
 /// loss's first and last ten steps, the worst verdict, the ranks.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct TrainTable {
-    wall: Spread,
-    ips: Spread,
-    step: Spread,
-    wait: Spread,
-    h2d: Spread,
-    aug: Spread,
-    comp: Spread,
-    gbps: Spread,
-    host_cores: Spread,
-    loss: (Option<f64>, Option<f64>),
+    summary: TrainSummary,
     worst: Option<crate::witness::Verdict>,
     world: usize,
+}
+
+/// One repeat over every rank (`rows`: each rank's figures of it): the
+/// slowest rank's wall, all ranks' images over it, the phases' means over
+/// ranks, rank 0's losses.
+fn repeat_of(repeat: u32, rows: &[&RankRepeat], witness: Option<&WitnessReport>) -> TrainRepeat {
+    let wall = rows.iter().map(|x| x.figures.wall_s).fold(0.0, f64::max);
+    let images: u64 = rows.iter().map(|x| x.figures.images).sum();
+    let mean = |f: fn(&RankRepeat) -> f64| rows.iter().map(|x| f(x)).sum::<f64>() / rows.len().max(1) as f64;
+    let read_bytes: u64 = rows.iter().map(|x| x.read_bytes).sum();
+    TrainRepeat {
+        repeat,
+        wall_s: wall,
+        images,
+        images_per_s: images as f64 / wall,
+        images_per_s_per_rank: rows.iter().map(|x| x.figures.images_per_s).collect(),
+        step_s_median: mean(|x| x.figures.step_s_median),
+        fetch_wait_s: mean(|x| x.figures.fetch_wait_s),
+        h2d_s: mean(|x| x.figures.h2d_s),
+        augment_s: mean(|x| x.figures.augment_s),
+        compute_s: mean(|x| x.figures.compute_s),
+        read_bytes,
+        read_gbps: read_bytes as f64 / wall / 1e9,
+        gets: rows.iter().map(|x| x.gets).sum(),
+        decode_thread_s: rows.iter().map(|x| x.decode_thread_s).sum(),
+        client_cpu_cores: rows.iter().map(|x| x.client_cpu_cores).sum(),
+        host_cpu_cores: crate::stats::host_cores(rows.iter().map(|x| (x.host.as_str(), x.host_cpu_cores))),
+        loss_first: rows.first().and_then(|x| x.figures.loss_first),
+        loss_last: rows.first().and_then(|x| x.figures.loss_last),
+        ranks: rows.iter().map(|&x| x.clone()).collect(),
+        witness: witness.cloned(),
+    }
+}
+
+/// Medians and ranges over `reps`, and rank 0's mean loss over the first
+/// and last ten steps of the run (`losses`: its losses per repeat).
+fn summary_of(reps: &[TrainRepeat], losses: &[&Vec<f64>]) -> TrainSummary {
+    let pick = |f: fn(&TrainRepeat) -> f64| Spread::of(reps.iter().map(f)).unwrap_or_default();
+    let loss_first = losses.first().and_then(|l| (!l.is_empty()).then(|| l.iter().take(10).sum::<f64>() / l.len().min(10) as f64));
+    let loss_last = losses.last().and_then(|l| (!l.is_empty()).then(|| l.iter().rev().take(10).sum::<f64>() / l.len().min(10) as f64));
+    TrainSummary {
+        wall_s: pick(|r| r.wall_s),
+        images_per_s: pick(|r| r.images_per_s),
+        step_s_median: pick(|r| r.step_s_median),
+        fetch_wait_s: pick(|r| r.fetch_wait_s),
+        h2d_s: pick(|r| r.h2d_s),
+        augment_s: pick(|r| r.augment_s),
+        compute_s: pick(|r| r.compute_s),
+        client_cpu_cores: pick(|r| r.client_cpu_cores),
+        host_cpu_cores: pick(|r| r.host_cpu_cores),
+        read_gbps: pick(|r| r.read_gbps),
+        loss_first,
+        loss_last,
+    }
+}
+
+/// The record's `params` of a run over `world` ranks.
+fn params_of(plan: &TrainPlan, prefix: &str, world: usize) -> TrainParams {
+    TrainParams {
+        layout: plan.layout,
+        prefix: prefix.to_string(),
+        steps: plan.steps,
+        warmup: plan.warmup,
+        batch_size: plan.batch_size,
+        amp: plan.amp,
+        fetch_workers: plan.fetch_workers,
+        decode_threads: plan.decode_threads,
+        prefetch_batches: plan.prefetch_batches,
+        jpeg_fetch: plan.jpeg_fetch,
+        sample_gets: plan.sample_gets,
+        crop: plan.crop,
+        loader_only: plan.loader_only,
+        lr: plan.lr,
+        repeats: plan.repeats,
+        seed: plan.seed,
+        ranks: world,
+        gradients: if world > 1 { "not all-reduced: independent replicas on disjoint shards" } else { "single rank" }.to_string(),
+    }
 }
 
 /// Aggregate the ranks' figures per repeat into the record's parts (rank 0's
@@ -268,73 +340,46 @@ pub(crate) fn outcome(
     per_rank: &[Vec<RankRepeat>],
     witnesses: &[WitnessReport],
     losses: &[&Vec<f64>],
-    extra: serde_json::Value,
-) -> (Outcome<serde_json::Value, serde_json::Value>, TrainTable) {
+    dataset: TrainDataset,
+) -> (Outcome<TrainParams, TrainResults>, TrainTable) {
     let world = per_rank.len();
-    // Per repeat: the slowest rank's wall; aggregate images/s = all images / that wall.
-    let reps: Vec<serde_json::Value> = (0..plan.repeats as usize)
+    let reps: Vec<TrainRepeat> = (0..plan.repeats as usize)
         .map(|r| {
             let rows: Vec<&RankRepeat> = per_rank.iter().filter_map(|v| v.get(r)).collect();
-            let wall = rows.iter().map(|x| x.figures.wall_s).fold(0.0, f64::max);
-            let images: u64 = rows.iter().map(|x| x.figures.images).sum();
-            let mean = |f: fn(&RankRepeat) -> f64| rows.iter().map(|x| f(x)).sum::<f64>() / rows.len().max(1) as f64;
-            json!({
-                "repeat": r + 1, "wall_s": wall, "images": images, "images_per_s": images as f64 / wall,
-                "images_per_s_per_rank": rows.iter().map(|x| x.figures.images_per_s).collect::<Vec<_>>(),
-                "step_s_median": mean(|x| x.figures.step_s_median),
-                "fetch_wait_s": mean(|x| x.figures.fetch_wait_s), "h2d_s": mean(|x| x.figures.h2d_s),
-                "augment_s": mean(|x| x.figures.augment_s), "compute_s": mean(|x| x.figures.compute_s),
-                "read_bytes": rows.iter().map(|x| x.read_bytes).sum::<u64>(),
-                "read_gbps": rows.iter().map(|x| x.read_bytes).sum::<u64>() as f64 / wall / 1e9,
-                "gets": rows.iter().map(|x| x.gets).sum::<u64>(),
-                "decode_thread_s": rows.iter().map(|x| x.decode_thread_s).sum::<f64>(),
-                "client_cpu_cores": rows.iter().map(|x| x.client_cpu_cores).sum::<f64>(),
-                "host_cpu_cores": crate::stats::host_cores(rows.iter().map(|x| (x.host.as_str(), x.host_cpu_cores))),
-                "loss_first": rows.first().and_then(|x| x.figures.loss_first), "loss_last": rows.first().and_then(|x| x.figures.loss_last),
-                "ranks": rows,
-                "witness": witnesses.get(r),
-            })
+            repeat_of(r as u32 + 1, &rows, witnesses.get(r))
         })
         .collect();
-    let (failure, warnings) = window_check(&reps, plan.steps, plan.warmup, extra["bytes_per_image"].as_f64().unwrap_or(0.0));
+    let (failure, warnings) = window_check(&reps, plan.steps, plan.warmup, dataset.bytes_per_image);
     warnings.into_iter().for_each(|w| session.warn(w));
-    let pick = |k: &str| Spread::of(reps.iter().filter_map(|r| r[k].as_f64())).unwrap_or_default();
-    let (wall, ips, step, wait, h2d, aug, comp, cores, host_cores, gbps) = (
-        pick("wall_s"),
-        pick("images_per_s"),
-        pick("step_s_median"),
-        pick("fetch_wait_s"),
-        pick("h2d_s"),
-        pick("augment_s"),
-        pick("compute_s"),
-        pick("client_cpu_cores"),
-        pick("host_cpu_cores"),
-        pick("read_gbps"),
-    );
-    let worst = witnesses.iter().min_by_key(|w| w.verdict).cloned();
-    let loss_first = losses.first().and_then(|l| (!l.is_empty()).then(|| l.iter().take(10).sum::<f64>() / l.len().min(10) as f64));
-    let loss_last = losses.last().and_then(|l| (!l.is_empty()).then(|| l.iter().rev().take(10).sum::<f64>() / l.len().min(10) as f64));
-    let params = json!({"layout": plan.layout, "prefix": prefix, "steps": plan.steps, "warmup": plan.warmup, "batch_size": plan.batch_size,
-                   "amp": plan.amp, "fetch_workers": plan.fetch_workers, "decode_threads": plan.decode_threads, "prefetch_batches": plan.prefetch_batches,
-                   "jpeg_fetch": plan.jpeg_fetch, "sample_gets": plan.sample_gets, "crop": plan.crop, "loader_only": plan.loader_only, "lr": plan.lr, "repeats": plan.repeats,
-                   "seed": plan.seed, "ranks": world, "gradients": if world > 1 { "not all-reduced: independent replicas on disjoint shards" } else { "single rank" }});
-    let results = json!({"summary": {"wall_s": wall, "images_per_s": ips, "step_s_median": step, "fetch_wait_s": wait, "h2d_s": h2d, "augment_s": aug,
-                                "compute_s": comp, "client_cpu_cores": cores, "host_cpu_cores": host_cores, "read_gbps": gbps,
-                                "loss_first": loss_first, "loss_last": loss_last},
-                    "repeats": reps, "dataset": extra, "losses_rank0": losses});
+    let summary = summary_of(&reps, losses);
+    let worst = witnesses.iter().map(|w| w.verdict).min();
+    let table = TrainTable { summary: summary.clone(), worst, world };
+    let results = TrainResults { summary, repeats: reps, dataset, losses_rank0: losses.iter().map(|&l| l.clone()).collect() };
     let windows: Vec<(WindowId, String, WitnessReport)> =
         witnesses.iter().zip(1..).map(|(w, r)| (WindowId::repeat(r), format!("repeat {r}"), w.clone())).collect();
-    let mut outcome = Outcome::new(params, results, windows);
+    let mut outcome = Outcome::new(params_of(plan, prefix, world), results, windows);
     outcome.invalid = failure;
-    let _ = cores;
-    let table = TrainTable { wall, ips, step, wait, h2d, aug, comp, gbps, host_cores, loss: (loss_first, loss_last), worst: worst.map(|w| w.verdict), world };
     (outcome, table)
 }
 
 /// Print the run's line and its table (one row).
 pub(crate) fn print_table(session: &Session, plan: &TrainPlan, prefix: &str, table: &TrainTable) {
     let store = &session.store;
-    let TrainTable { wall, ips, step, wait, h2d, aug, comp, gbps, host_cores, loss: (loss_first, loss_last), worst, world } = table;
+    let TrainTable { summary, worst, world } = table;
+    let TrainSummary {
+        wall_s: wall,
+        images_per_s: ips,
+        step_s_median: step,
+        fetch_wait_s: wait,
+        h2d_s: h2d,
+        augment_s: aug,
+        compute_s: comp,
+        read_gbps: gbps,
+        host_cpu_cores: host_cores,
+        loss_first,
+        loss_last,
+        ..
+    } = summary;
     let world = *world;
     let r = |s: &Spread, p: usize| if s.max > s.min { format!("{:.p$} ({:.p$}–{:.p$})", s.median, s.min, s.max) } else { format!("{:.p$}", s.median) };
     let mut t = Table::new();
@@ -357,7 +402,7 @@ pub(crate) fn print_table(session: &Session, plan: &TrainPlan, prefix: &str, tab
         "witness",
     ]);
     t.add_row([
-        format!("{:?}", plan.layout).to_lowercase(),
+        plan.layout.name().to_string(),
         store.capabilities().name.to_string(),
         world.to_string(),
         plan.steps.to_string(),
@@ -379,7 +424,7 @@ pub(crate) fn print_table(session: &Session, plan: &TrainPlan, prefix: &str, tab
     println!(
         "train{} '{prefix}' ({} layout) from {} ({}), batch {} x {} rank(s), {} timed + {} warm-up steps, {} repeat(s)",
         if plan.loader_only { format!(" {LOADER_ONLY}") } else { String::new() },
-        format!("{:?}", plan.layout).to_lowercase(),
+        plan.layout.name().to_string(),
         store.capabilities().name,
         store.location(),
         plan.batch_size,

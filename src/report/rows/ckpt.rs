@@ -55,16 +55,7 @@ impl ReportRows for CkptRecord {
         let mut out = Vec::new();
         for (index, row) in rows.iter().enumerate() {
             let Some(v) = spread(&row.throughput_gbps) else { continue };
-            let mut dims = BTreeMap::from([
-                ("state".to_string(), row.state.clone()),
-                ("method".to_string(), row.method.clone()),
-                ("op".to_string(), row.op.clone()),
-                ("ranks".to_string(), row.ranks.to_string()),
-            ]);
-            // A restore keeps warm and cold apart (records before --restore-cache have neither).
-            if let Some(c) = &row.cache {
-                dims.insert("cache".into(), c.clone());
-            }
+            let dims = dims(&row.state, &row.method, &row.op, row.ranks.to_string(), row.cache.as_deref());
             let mut r = head.row(dims, "GB/s", v);
             r.wall_s = spread(&row.wall_s);
             r.cpu_cores = median(&row.client_cpu_cores);
@@ -75,6 +66,42 @@ impl ReportRows for CkptRecord {
             r.data_mismatch = Verified::failed(&row.verified);
             r.blocked = row.size_bytes.zip(row.train.as_ref().and_then(|t| spread(&t.blocked_s)));
             // Schema 3 joins the row's own windows; older records, by every window of the run.
+            out.push((r, Windows::Cell { index, label_prefix: None }));
+        }
+        Ok(out)
+    }
+}
+
+/// A ckpt row's dimensions: state, method, op, ranks and, for a restore, the
+/// cache it met (warm and cold are kept apart; records before
+/// `--restore-cache` have neither).
+fn dims(state: &str, method: &str, op: &str, ranks: String, cache: Option<&str>) -> BTreeMap<String, String> {
+    let mut dims = BTreeMap::from([
+        ("state".to_string(), state.to_string()),
+        ("method".to_string(), method.to_string()),
+        ("op".to_string(), op.to_string()),
+        ("ranks".to_string(), ranks),
+    ]);
+    if let Some(c) = cache {
+        dims.insert("cache".into(), c.to_string());
+    }
+    dims
+}
+
+/// Schema 4 on: the writer's own record type (`src/bench/ckpt/results.rs`,
+/// `record.rs`). Each row is judged by its own windows (its index).
+impl ReportRows for crate::bench::ckpt::CkptRecord {
+    fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
+        let mut out = Vec::new();
+        for (index, row) in self.results.rows.iter().enumerate() {
+            let v = row.throughput_gbps;
+            let mut r = head.row(dims(&row.state, row.method.name(), row.op.name(), row.ranks.to_string(), row.cache.as_deref()), "GB/s", v);
+            r.wall_s = Some(row.wall_s);
+            r.cpu_cores = Some(row.client_cpu_cores.median);
+            r.gbps = Some(v.median);
+            r.verdict = row.witness_verdict.clone();
+            r.data_mismatch = row.verified.as_ref().is_some_and(|v| !v.ok);
+            r.blocked = row.train.as_ref().map(|t| (row.size_bytes, t.blocked_s));
             out.push((r, Windows::Cell { index, label_prefix: None }));
         }
         Ok(out)

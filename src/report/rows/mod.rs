@@ -276,11 +276,13 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
     let rows = match (schema.is_some(), head.benchmark.as_str()) {
         (true, "fetch") if all_typed => view::<crate::bench::fetch::FetchRecord>(record, &head)?,
         (true, "fetch") => view::<fetch::FetchRecord>(record, &head)?,
+        (true, "ckpt") if all_typed => view::<crate::bench::ckpt::CkptRecord>(record, &head)?,
         (true, "ckpt") => view::<ckpt::CkptRecord>(record, &head)?,
         (true, "weights") if all_typed => view::<crate::bench::weights::WeightsRecord>(record, &head)?,
         (true, "weights") => view::<weights::WeightsRecord>(record, &head)?,
         (true, "tokens") if typed => view::<crate::bench::tokens::TokensRecord>(record, &head)?,
         (true, "tokens") => view::<tokens::TokensRecord>(record, &head)?,
+        (true, "train") if all_typed => view::<crate::bench::train::TrainRecord>(record, &head)?,
         (true, "train") => view::<train::TrainRecord>(record, &head)?,
         (true, "list") => view::<crate::bench::list::ListRecord>(record, &head)?,
         (true, "barrier") => view::<crate::bench::barrier::BarrierRecord>(record, &head)?,
