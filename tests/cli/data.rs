@@ -323,7 +323,10 @@ fn train_loader_only_raw_and_synthetic_jpeg_on_cpu() {
     let rows: Value = serde_json::from_str(&ok(&o)).unwrap();
     assert_eq!(rows[0]["value"]["median"], rec["results"]["summary"]["images_per_s"]["median"], "{rows}");
     assert_eq!(rows[0]["gbps"], rec["results"]["summary"]["read_gbps"]["median"], "{rows}");
-    assert_eq!((rows[0]["dims"]["layout"].as_str(), rows[0]["dims"]["ranks"].as_str(), rows[0]["dims"]["loader"].as_str()), (Some("raw"), Some("1"), Some("only")));
+    assert_eq!(
+        (rows[0]["dims"]["layout"].as_str(), rows[0]["dims"]["ranks"].as_str(), rows[0]["dims"]["loader"].as_str()),
+        (Some("raw"), Some("1"), Some("only"))
+    );
 
     // Synthetic JPEGs through the S3 server, whole-shard and per-sample reads.
     let mut a = with_http(

@@ -234,7 +234,8 @@ const ALL_TYPED_FROM: u64 = 4;
 
 /// Read `record` as the view `V` and take its rows.
 fn view<V: DeserializeOwned + ReportRows>(record: &Value, head: &Head) -> Result<Vec<(Row, Windows)>> {
-    let v = V::deserialize(record).map_err(|e| head.bad(&format!("not a {} record this build reads ({e})", head.benchmark)))?;
+    // serde_path_to_error names where in the record a field is missing or of another type ("results.rows[0].wall_s: ...").
+    let v: V = serde_path_to_error::deserialize(record).map_err(|e| head.bad(&format!("not a {} record this build reads ({e})", head.benchmark)))?;
     v.rows(head)
 }
 

@@ -189,3 +189,34 @@ fn tokens_records_read_through_the_writers_type_from_schema_3_and_the_lenient_vi
     let r3 = json!({"schema_version": 3, "benchmark": "tokens", "backend": "local", "params": p3, "results": results});
     assert_eq!(rows_of(&r3, "t3.json").unwrap()[0].value.median, 6.0e9);
 }
+
+/// Which reader a record meets is its schema's: fetch, weights, ckpt and
+/// train records before schema 4 go through the lenient views (a sparse
+/// record reads), from schema 4 through the writer's own types (the same
+/// sparse record is refused, naming the field it lacks).
+#[test]
+fn fetch_weights_ckpt_and_train_records_read_through_the_writers_type_from_schema_4() {
+    let cases = [
+        ("fetch", json!({"params": {}, "results": [{"size_bytes": 1u64 << 20, "concurrency": 4, "repeats": [{"throughput_gbps": 2.0}]}]}), "sizes_bytes"),
+        ("weights", json!({"params": {"model": "m", "concurrency": 4}, "results": {"summary": {"throughput_gbps": 5.0}}}), "range_bytes"),
+        (
+            "ckpt",
+            json!({"results": {"rows": [{"state": "s", "method": "flat", "op": "save", "ranks": 1, "throughput_gbps": 3.0}]}}),
+            "results.rows[0].throughput_gbps: invalid type",
+        ),
+        ("train", json!({"params": {"layout": "raw", "ranks": 1}, "results": {"summary": {"images_per_s": 100.0}}}), "prefix"),
+    ];
+    for (bench, body, missing) in cases {
+        let mut rec = body.clone();
+        rec["benchmark"] = json!(bench);
+        rec["backend"] = json!("local");
+        for schema in [1, 2, 3] {
+            rec["schema_version"] = json!(schema);
+            let rows = rows_of(&rec, "old.json").unwrap_or_else(|e| panic!("{bench} schema {schema}: {e}"));
+            assert_eq!(rows.len(), 1, "{bench} schema {schema}");
+        }
+        rec["schema_version"] = json!(4);
+        let e = rows_of(&rec, "new.json").unwrap_err().to_string();
+        assert!(e.contains(&format!("new.json: not a {bench} record this build reads")) && e.contains(missing), "{bench}: {e}");
+    }
+}
