@@ -41,4 +41,8 @@ pub struct Capabilities {
     /// ([`super::ObjectStore::get_into_version`]); the rdma library's own
     /// reads name none.
     pub versioned_reads: bool,
+    /// Requests are answered by a server (http, rdma), whose own counters
+    /// the witness can read and whose answers a bench reports as evidence;
+    /// `false` for local files, where no transport claim is made.
+    pub server: bool,
 }

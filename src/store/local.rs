@@ -333,6 +333,7 @@ impl ObjectStore for LocalStore {
             ranged_read: Some(8 << 20),
             direct_alignment: self.direct.then_some(HOST_ALIGN as u64),
             versioned_reads: true,
+            server: false,
         }
     }
     fn bucket(&self) -> &str {

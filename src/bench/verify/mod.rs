@@ -35,7 +35,7 @@ use crate::bench::session::{Outcome, RunPlan, Session, SessionSpec};
 use crate::error::{Error, Result};
 use crate::flag::{BUCKET, DEVICE, KEY, METRICS_TOKEN, METRICS_URL, PREPARE, RDMA_LIB, REQUIRE_RDMA, ROOT, SIZES};
 use crate::record::WindowId;
-use crate::store::{self, Backend};
+use crate::store;
 use crate::units::size_name;
 use crate::witness::{Payload, Verdict, Witness, WitnessReport};
 use env::{check_engine, check_gpu, likely_trap};
@@ -169,10 +169,10 @@ impl Bench for Verify {
     async fn measure(&mut self, session: &Arc<Session>) -> Result<Outcome<Value, Value>> {
         let (plan, gpu, no_gpu_why) = (&self.plan, &self.gpu, &self.no_gpu_why);
         let s = &mut self.steps;
-        let backend = plan.run.store.backend;
         let quiet = s.quiet;
         let sizes: Vec<String> = plan.sizes.iter().map(|&b| size_name(b)).collect();
         let (store, witness) = (session.store.as_ref(), &session.witness);
+        let transport = store.capabilities().name;
         let engine = store.rdma_engine();
         // libs3rdma registers host memory too: its host probes are judged like the
         // device probes. The cuObject generation carries device memory only.
@@ -200,13 +200,9 @@ impl Bench for Verify {
             };
             (false, format!("FAIL - {why}"), Some(err))
         } else if !witness.expects_rdma() && plan.run.require_rdma {
-            (
-                false,
-                format!("FAIL - round trips over {} verified, but {REQUIRE_RDMA} asks for RDMA, which {} does not carry", backend.name(), backend.name()),
-                None,
-            )
+            (false, format!("FAIL - round trips over {transport} verified, but {REQUIRE_RDMA} asks for RDMA, which {transport} does not carry"), None)
         } else if !witness.expects_rdma() {
-            (true, format!("PASS - round trips over {} verified ({}); RDMA not applicable", backend.name(), sizes.join(", ")), None)
+            (true, format!("PASS - round trips over {transport} verified ({}); RDMA not applicable", sizes.join(", ")), None)
         } else if verdict == Verdict::RdmaVerified {
             let proof: Vec<String> = decisive.iter().map(|o| format!("{}: {}", o.what(), o.evidence())).collect();
             let kinds = proven_kinds(&decisive);
@@ -281,7 +277,7 @@ async fn probe_all(
     host_rdma: bool,
 ) -> Result<Probed> {
     let (store, witness) = (session.store.as_ref(), &session.witness);
-    let (backend, quiet) = (plan.run.store.backend, s.quiet);
+    let quiet = s.quiet;
     check_engine(s, engine, Path::new("/sys/class/infiniband"), gpu.is_some());
     for w in store.preflight(plan.sizes.iter().copied().max().unwrap_or(0)) {
         let fix = if w.contains("get_object_range") {
@@ -297,13 +293,13 @@ async fn probe_all(
     let (reached, config_failure) = bucket_step(s, store, plan).await;
     let mut ops: Vec<ProbeOp> = Vec::new();
     if reached {
-        metrics_step(s, backend, witness).await;
+        metrics_step(s, store.capabilities().server, witness).await;
         let memories: Vec<Memory> = if gpu.is_some() { vec![Memory::Device, Memory::Host] } else { vec![Memory::Host] };
         let ctx = ProbeCtx { store, witness, key: &plan.key, gpu, explain: plan.run.output.explain };
         for &size in &plan.sizes {
             for &memory in &memories {
                 let decisive = gpu.is_none() || memory == Memory::Device || host_rdma;
-                probe_steps(s, &ctx, backend, size, memory, decisive, &mut ops).await;
+                probe_steps(s, &ctx, size, memory, decisive, &mut ops).await;
             }
         }
         if !plan.keep {
@@ -361,7 +357,7 @@ fn open_gpu(s: &mut Steps, device: usize) -> (Option<std::sync::Arc<crate::mem::
 /// configuration (an untrusted certificate, ...: exit 2, as in every bench).
 async fn bucket_step(s: &mut Steps, store: &dyn store::ObjectStore, plan: &VerifyPlan) -> (bool, bool) {
     if let Err(e) = store.ensure_bucket(plan.prepare).await {
-        let fix = if plan.run.store.backend == Backend::Local {
+        let fix = if !store.capabilities().server {
             format!("fix {ROOT} or {BUCKET}, or pass {PREPARE}")
         } else {
             "fix the endpoint, credentials or bucket named above".to_string()
@@ -414,9 +410,9 @@ fn proven_kinds(ops: &[&ProbeOp]) -> String {
 }
 
 /// Step 3: one scrape, judged on an empty window, tells whether the counters are readable.
-async fn metrics_step(s: &mut Steps, backend: Backend, witness: &Witness) {
-    if backend == Backend::Local {
-        s.add(3, Status::Skip, "metrics: local backend has no server", None);
+async fn metrics_step(s: &mut Steps, server: bool, witness: &Witness) {
+    if !server {
+        s.add(3, Status::Skip, "metrics: local files have no server", None);
         return;
     }
     let probe = witness.end(witness.begin().await, Payload::default()).await;
@@ -441,7 +437,9 @@ async fn metrics_step(s: &mut Steps, backend: Backend, witness: &Witness) {
 
 /// Steps 4 (PUT) and 5 (GET) of one probe: a line each, with the server's
 /// evidence; the ops join `ops` for the table and the RESULT.
-async fn probe_steps(s: &mut Steps, ctx: &ProbeCtx<'_>, backend: Backend, size: u64, memory: Memory, decisive: bool, ops: &mut Vec<ProbeOp>) {
+async fn probe_steps(s: &mut Steps, ctx: &ProbeCtx<'_>, size: u64, memory: Memory, decisive: bool, ops: &mut Vec<ProbeOp>) {
+    // What is judged: the server's evidence where there is a server, the RDMA claim where the store makes one.
+    let (server, rdma) = (ctx.store.capabilities().server, ctx.witness.expects_rdma());
     let (put, get) = match probe::probe(ctx, size, memory).await {
         Ok(p) => p,
         Err(e) => {
@@ -452,7 +450,7 @@ async fn probe_steps(s: &mut Steps, ctx: &ProbeCtx<'_>, backend: Backend, size: 
     // A probe RDMA cannot carry (host memory with the cuObject generation) is informational.
     let label = if decisive { "" } else { " (informational: this library's RDMA carries device memory only)" };
     let judged = |o: &ProbeOp| {
-        let server = if backend == Backend::Local { String::new() } else { format!("; {}", o.evidence()) };
+        let server = if server { format!("; {}", o.evidence()) } else { String::new() };
         let data = match o.data_match {
             Some(true) => ": bytes match",
             Some(false) => ": bytes DIFFER",
@@ -463,9 +461,9 @@ async fn probe_steps(s: &mut Steps, ctx: &ProbeCtx<'_>, backend: Backend, size: 
     let status = |o: &ProbeOp| {
         if o.data_match == Some(false) {
             (Status::Fail, Some("the store returned different bytes than were written: check the server and any proxy in between".to_string()))
-        } else if backend == Backend::Rdma && decisive && o.witness.verdict == Verdict::Unverified {
+        } else if rdma && decisive && o.witness.verdict == Verdict::Unverified {
             (Status::Warn, Some(format!("the {} completed, but the server's counters cannot prove its transport: see the reason", o.request)))
-        } else if backend == Backend::Rdma && decisive && o.witness.verdict != Verdict::RdmaVerified {
+        } else if rdma && decisive && o.witness.verdict != Verdict::RdmaVerified {
             (Status::Warn, Some(format!("the {} completed but RDMA did not carry all of it: see RESULT", o.request)))
         } else {
             (Status::Pass, None)

@@ -441,6 +441,7 @@ impl ObjectStore for HttpStore {
             ranged_read: Some(self.part_size.saturating_mul(self.part_concurrency as u64)),
             direct_alignment: None,
             versioned_reads: true,
+            server: true,
         }
     }
     fn bucket(&self) -> &str {

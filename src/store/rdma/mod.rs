@@ -407,6 +407,7 @@ impl ObjectStore for RdmaStore {
             ranged_read: self.use_range.then_some(self.range_bytes),
             direct_alignment: None,
             versioned_reads: false,
+            server: true,
         }
     }
     fn bucket(&self) -> &str {
