@@ -30,7 +30,7 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     let rec: Value = serde_json::from_slice(&o.stdout).expect("--json prints the record");
     assert_eq!(rec["benchmark"], "fetch");
     assert_eq!(rec["backend"], "http");
-    assert_eq!(rec["schema_version"], 3);
+    assert_eq!(rec["schema_version"], 4);
     assert_eq!(rec["rdma_witness"]["verdict"], "unverified");
     assert_eq!(rec["environment"]["store"]["endpoint"], s.endpoint.as_str());
     assert_eq!(rec["environment"]["store"]["get_path"], "direct", "plain http:// defaults to the direct GET path");
@@ -70,21 +70,7 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     let text = std::fs::read_to_string(&files[0]).unwrap();
     assert!(!text.contains(common::SECRET_KEY) && !text.contains(common::ACCESS_KEY));
     assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), rec);
-    // report reads the record through the writer's own type: a row per cell, the cell's own figures.
-    let o = s3rdma(&["report", "--format", "json", files[0].to_str().unwrap()], tmp.path());
-    let rows: Value = serde_json::from_str(&ok(&o)).unwrap();
-    let rows = rows.as_array().unwrap();
-    assert_eq!(rows.len(), 4, "{rows:?}");
-    for ((row, cell), stored) in rows.iter().zip(cells).zip(rec["rdma_witness"]["cells"].as_array().unwrap()) {
-        assert_eq!(row["value"]["median"], cell["repeats"][0]["throughput_gbps"], "one repeat: its figure");
-        assert_eq!(row["dims"]["concurrency"], cell["concurrency"].to_string().as_str());
-        assert_eq!(row["dims"]["procs"], "1");
-        assert_eq!(
-            (row["verdict"].as_str(), stored["verdict"].as_str()),
-            (Some("unverified"), Some("unverified")),
-            "plain http: the cell's own windows, judged again"
-        );
-    }
+    report_reads_each_cell(&files[0], &rec, tmp.path());
     // The objects were written with random bytes, and the second run reuses them without --prepare.
     let obj = s.root.join("cli-fetch-http/fetch/3000000/obj-000001");
     let data = std::fs::read(obj).unwrap();
@@ -96,6 +82,26 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
     assert!(o.status.success(), "{}", stderr(&o));
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("TTFB p50 ms") && table.contains("3MB"), "{table}");
+}
+
+/// `report` reads a fetch record through the writer's own type: a row per
+/// cell, with the cell's own figure, dimensions and verdict.
+fn report_reads_each_cell(file: &Path, rec: &Value, dir: &Path) {
+    // report reads the record through the writer's own type: a row per cell, the cell's own figures.
+    let o = s3rdma(&["report", "--format", "json", file.to_str().unwrap()], dir);
+    let rows: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for ((row, cell), stored) in rows.iter().zip(rec["results"].as_array().unwrap()).zip(rec["rdma_witness"]["cells"].as_array().unwrap()) {
+        assert_eq!(row["value"]["median"], cell["repeats"][0]["throughput_gbps"], "one repeat: its figure");
+        assert_eq!(row["dims"]["concurrency"], cell["concurrency"].to_string().as_str());
+        assert_eq!(row["dims"]["procs"], "1");
+        assert_eq!(
+            (row["verdict"].as_str(), stored["verdict"].as_str()),
+            (Some("unverified"), Some("unverified")),
+            "plain http: the cell's own windows, judged again"
+        );
+    }
 }
 
 #[test]

@@ -49,9 +49,9 @@ mod steps;
 pub use loader::{Batch, JPEG_RESIZE, LoaderCounters, Pixels, Pooled, decode_crop};
 pub(crate) use loader::{LoaderCtx, counters_now};
 pub use plan::{Amp, JpegFetch, Layout, TrainPlan};
-pub use record::{TrainDataset, TrainParams, TrainRecord, TrainRepeat, TrainResults, TrainSummary};
+pub use record::{LoopFigures, RankRepeat, TrainDataset, TrainParams, TrainRecord, TrainRepeat, TrainResults, TrainSummary};
 use sets::Started;
-pub use steps::{LoaderOnly, LoopFigures, RankRepeat, StepTimes, Stepper};
+pub use steps::{LoaderOnly, StepTimes, Stepper};
 pub(crate) use steps::{RepeatOutput, WindowFigures, train_loop};
 
 fn usage_without_model() -> Error {

@@ -7,7 +7,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::plan::{Amp, JpegFetch, Layout};
-use super::steps::RankRepeat;
 use crate::stats::Spread;
 use crate::witness::WitnessReport;
 
@@ -166,4 +165,57 @@ pub struct TrainRecord {
     pub params: TrainParams,
     /// What it measured.
     pub results: TrainResults,
+}
+
+/// What the training loop measured over one repeat's timed steps.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LoopFigures {
+    /// Timed steps.
+    pub steps: u32,
+    /// Images consumed (steps x batch size).
+    pub images: u64,
+    /// Wall seconds of the timed work.
+    pub wall_s: f64,
+    /// Images per second.
+    pub images_per_s: f64,
+    /// Median step seconds.
+    pub step_s_median: f64,
+    /// 99th percentile step seconds.
+    pub step_s_p99: f64,
+    /// Sums over the timed steps.
+    pub fetch_wait_s: f64,
+    /// Seconds copying batches host to device.
+    pub h2d_s: f64,
+    /// Seconds cropping and flipping on the device.
+    pub augment_s: f64,
+    /// Seconds of forward, backward and optimizer step.
+    pub compute_s: f64,
+    /// Mean loss of the first and last min(10, steps) steps of this repeat (None without a model).
+    pub loss_first: Option<f64>,
+    /// Mean loss of the last 10 steps (`None` without a model).
+    pub loss_last: Option<f64>,
+}
+
+/// One rank's figures of one repeat.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RankRepeat {
+    /// Rank of the process these figures come from.
+    pub rank: usize,
+    /// Host name of that process.
+    pub host: String,
+    #[serde(flatten)]
+    /// Its training-loop figures.
+    pub figures: LoopFigures,
+    /// Loader: bytes read and GETs in the window, thread-seconds fetching and decoding.
+    pub read_bytes: u64,
+    /// GETs issued.
+    pub gets: u64,
+    /// Thread-seconds the loader spent reading.
+    pub fetch_thread_s: f64,
+    /// Thread-seconds spent decoding JPEGs.
+    pub decode_thread_s: f64,
+    /// Client CPU in cores: CPU-seconds of this process (getrusage) / wall seconds.
+    pub client_cpu_cores: f64,
+    /// Whole-host CPU in cores: busy fraction x logical CPUs (/proc/stat via sysinfo).
+    pub host_cpu_cores: f64,
 }
