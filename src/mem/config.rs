@@ -42,19 +42,15 @@ impl MemConfig {
         }
     }
 
-    /// What the record says about the memory (`environment`): dest, GPU,
-    /// and how device reads are done (`direct` when the backend writes
-    /// device memory itself, else staged with its bounce buffers).
-    pub fn describe(&self, gpu: Option<&Arc<Gpu>>, writes_device: bool) -> Value {
-        json!({
-            "dest": self.dest,
-            "gpu": gpu.map(|g| json!({"ordinal": g.ordinal, "name": g.name, "memory_bytes": g.total_mem})),
-            "device_path": match (self.dest, writes_device) {
-                (Dest::Device, true) => json!({"mode": "direct"}),
-                (Dest::Device, false) => json!({"mode": "staged", "bounce_buffers": self.bounce_buffers.0, "chunk_bytes": self.chunk_bytes.0,
-                                                "bounce_buffers_from": self.bounce_buffers.1, "chunk_bytes_from": self.chunk_bytes.1}),
-                _ => Value::Null,
-            },
-        })
+    /// What the record says of how device reads are done
+    /// (`environment.device_path`): `direct` when the backend writes device
+    /// memory itself, else staged with its bounce buffers; `None` for host memory.
+    pub fn device_path(&self, writes_device: bool) -> Option<Value> {
+        match (self.dest, writes_device) {
+            (Dest::Device, true) => Some(json!({"mode": "direct"})),
+            (Dest::Device, false) => Some(json!({"mode": "staged", "bounce_buffers": self.bounce_buffers.0, "chunk_bytes": self.chunk_bytes.0,
+                                            "bounce_buffers_from": self.bounce_buffers.1, "chunk_bytes_from": self.chunk_bytes.1})),
+            _ => None,
+        }
     }
 }

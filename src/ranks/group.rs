@@ -68,6 +68,16 @@ pub enum Rendezvous {
     List,
 }
 
+impl Rendezvous {
+    /// Its name as `--rendezvous` spells it and the record writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rendezvous::Leader => "leader",
+            Rendezvous::List => "list",
+        }
+    }
+}
+
 /// How this run's ranks meet (`--run-id`, `--barrier-timeout`, `--rendezvous`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupConfig {

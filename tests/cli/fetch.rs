@@ -87,6 +87,14 @@ fn fetch_over_http_with_prepare_reports_every_cell() {
 /// `report` reads a fetch record through the writer's own type: a row per
 /// cell, with the cell's own figure, dimensions and verdict.
 fn report_reads_each_cell(file: &Path, rec: &Value, dir: &Path) {
+    // The whole record reads back as the writer's types, environment included.
+    let typed: s3rdma::record::RunRecord = serde_json::from_value(rec.clone()).unwrap();
+    let env = &typed.environment;
+    assert_eq!((env.dest.as_deref(), env.ranks.as_ref().map(|r| r.world)), (Some("host"), Some(1)));
+    let in_windows = &env.store_stats.as_ref().unwrap().in_windows;
+    assert!(in_windows["bytes_http"] > 0, "{in_windows:?}");
+    let cells: Vec<s3rdma::bench::fetch::CellResult> = serde_json::from_value(typed.results).unwrap();
+    assert_eq!(cells.len(), 4);
     // report reads the record through the writer's own type: a row per cell, the cell's own figures.
     let o = s3rdma(&["report", "--format", "json", file.to_str().unwrap()], dir);
     let rows: Value = serde_json::from_str(&ok(&o)).unwrap();

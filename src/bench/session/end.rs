@@ -26,7 +26,7 @@ pub fn exit_status(failure: Option<Error>, require_rdma: bool, verdict: Verdict,
 /// through a stand-in RDMA engine (`environment.store.library.test_double`),
 /// so such records never sit among measurements of RDMA.
 fn records_dir(record: &RunRecord, dir: &std::path::Path) -> std::path::PathBuf {
-    if record.environment.pointer("/store/library/test_double").and_then(serde_json::Value::as_bool) == Some(true) {
+    if record.environment.store.pointer("/library/test_double").and_then(serde_json::Value::as_bool) == Some(true) {
         dir.join("test-double")
     } else {
         dir.to_path_buf()

@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use crate::error::{Error, Result};
 use crate::mem::{Buffer, Dest, Gpu, MemConfig};
 use crate::ranks::{self, Coordination, Group, Rank};
-use crate::record::{OutputConfig, RunRecord};
+use crate::record::{CoordinationEnvironment, Environment, GpuEnvironment, OutputConfig, RanksEnvironment, RunRecord, StoreStatsEnvironment};
 use crate::store::counted::Counted;
 use crate::store::{self, Backend, ObjectStore, StoreConfig, StoreStats};
 use crate::witness::{self, Payload, Verdict, Witness, WitnessReport};
@@ -137,7 +137,7 @@ fn refuse_unavailable(
         return exit_status(None, true, Verdict::Unverified, &reason);
     }
     let record = RunRecord {
-        environment: json!({"store": store.describe(), "witness": witness.describe()}),
+        environment: Environment { store: store.describe(), witness: witness.describe(), ..Environment::default() },
         params: Value::Null,
         results: Value::Null,
         rdma_witness: json!({"verdict": Verdict::Unverified, "reason": reason, "config": witness.describe()}),
@@ -494,23 +494,31 @@ impl Session {
     }
 
     /// The environment every record carries: memory, store, witness, ranks.
-    fn environment(&self) -> Value {
-        let mut env = self.mem.describe(self.gpu.get().cloned().flatten().as_ref(), self.store.capabilities().device_writes);
-        if let Some(path) = &self.device_path
-            && !env["device_path"].is_null()
-        {
-            env["device_path"] = path.clone();
-        }
-        env["store"] = self.store.describe();
-        env["witness"] = self.witness.describe();
-        env["ranks"] = json!({"world": self.me.world, "launcher": self.me.launcher, "run_id": self.me.run_id, "local_world": self.me.local_world});
+    fn environment(&self) -> Environment {
+        let gpu = self.gpu.get().cloned().flatten();
+        // A bench's own account of its device path (ckpt's) replaces the bounce-buffer settings.
+        let device_path = self.mem.device_path(self.store.capabilities().device_writes).map(|p| self.device_path.clone().unwrap_or(p));
         let mut warnings = self.warnings();
         // Said by the store's credential refresh, outside any session.
         if let Some(w) = crate::store::credentials::lifetime_warning().filter(|w| !warnings.contains(w)) {
             warnings.push(w);
         }
-        env["warnings"] = json!(warnings);
-        env
+        Environment {
+            dest: Some(self.mem.dest.name().to_string()),
+            gpu: gpu.map(|g| GpuEnvironment { ordinal: g.ordinal, name: g.name.clone(), memory_bytes: Some(g.total_mem) }),
+            device_path,
+            store: self.store.describe(),
+            witness: self.witness.describe(),
+            ranks: Some(RanksEnvironment {
+                world: self.me.world,
+                launcher: self.me.launcher.to_string(),
+                run_id: self.me.run_id.clone(),
+                local_world: self.me.local_world,
+                coordination: None,
+            }),
+            warnings,
+            store_stats: None,
+        }
     }
 
     /// End the run: every rank meets a last time; rank 0 prints the table
@@ -561,25 +569,24 @@ impl Session {
             rdma_witness[k] = v;
         }
         let mut environment = self.environment();
-        if self.me.world > 1 {
-            let in_windows: u64 = o.windows.iter().map(|(_, _, w)| w.coordination_requests).sum();
-            environment["ranks"]["coordination"] = json!({
-                "rendezvous": self.group.method(),
-                "requests": meeting.requests,
-                "polls": meeting.polls,
-                "bytes": meeting.bytes,
-                "keys_listed": meeting.keys_listed,
-                "requests_in_windows": in_windows,
+        if let Some(ranks) = environment.ranks.as_mut().filter(|_| self.me.world > 1) {
+            ranks.coordination = Some(CoordinationEnvironment {
+                rendezvous: self.group.method().name().to_string(),
+                requests: meeting.requests,
+                polls: meeting.polls,
+                bytes: meeting.bytes,
+                keys_listed: meeting.keys_listed,
+                requests_in_windows: o.windows.iter().map(|(_, _, w)| w.coordination_requests).sum(),
             });
         }
         // The store's counters over the whole run on this rank (warm-ups,
         // preparation and listings included: a retry outside every timed
         // window still leaves a trace), beside their growth inside the windows.
         let whole_run = self.store.stats();
-        environment["store_stats"] = json!({"whole_run_this_rank": whole_run.0, "in_windows": o.stats.0});
         let retries: Vec<String> = whole_run.0.iter().filter(|(k, v)| k.contains("retries") && **v > 0).map(|(k, v)| format!("{k} {v}")).collect();
-        for (k, v) in o.environment {
-            environment[k] = v;
+        environment.store_stats = Some(StoreStatsEnvironment { whole_run_this_rank: whole_run.0, in_windows: o.stats.0.clone() });
+        if let Some(gpu) = o.gpu {
+            environment.gpu = Some(gpu);
         }
         let encode = |what: &str, v: serde_json::Result<Value>| v.map_err(|e| Error::Runtime(format!("cannot encode the {what}: {e}")));
         let record = RunRecord {

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::record::WindowId;
+use crate::record::{GpuEnvironment, WindowId};
 use crate::store::StoreStats;
 use crate::witness::WitnessReport;
 
@@ -20,8 +20,8 @@ pub struct Outcome<P, R> {
     pub windows: Vec<(WindowId, String, WitnessReport)>,
     /// Extra `rdma_witness` fields (fetch: its per-cell verdicts).
     pub witness_extra: Vec<(&'static str, Value)>,
-    /// Extra `environment` fields.
-    pub environment: Vec<(&'static str, Value)>,
+    /// The GPU `environment.gpu` names when the bench opened its own (verify), not the session's.
+    pub gpu: Option<GpuEnvironment>,
     /// The store counters' growth over all timed windows (for the terminal line).
     pub stats: StoreStats,
     /// The bench's own failure that still leaves a record: a data mismatch
@@ -44,7 +44,7 @@ impl<P, R> Outcome<P, R> {
             results,
             windows,
             witness_extra: Vec::new(),
-            environment: Vec::new(),
+            gpu: None,
             stats: StoreStats::default(),
             failure: None,
             invalid: None,

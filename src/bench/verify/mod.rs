@@ -238,7 +238,7 @@ impl Bench for Verify {
             json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops, "registration": registration}),
             windows,
         );
-        outcome.environment = vec![("gpu", json!(gpu.as_ref().map(|g| json!({"ordinal": g.ordinal, "name": g.name}))))];
+        outcome.gpu = gpu.as_ref().map(|g| crate::record::GpuEnvironment { ordinal: g.ordinal, name: g.name.clone(), memory_bytes: Some(g.total_mem) });
         outcome.failure = failure;
         Ok(outcome)
     }

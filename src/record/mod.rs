@@ -8,6 +8,9 @@
 //! `_gbps` (1e9 bytes/s), `_gibps` (2^30 bytes/s), `_cores` (CPU-seconds /
 //! wall-seconds).
 
+mod environment;
+pub use environment::{CoordinationEnvironment, Environment, GpuEnvironment, RanksEnvironment, StoreStatsEnvironment};
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -173,8 +176,9 @@ pub struct RunRecord {
     pub tool: ToolInfo,
     /// The machine.
     pub host: HostInfo,
-    /// Store and transport settings (never credentials).
-    pub environment: Value,
+    /// Where the bytes went, the GPU, the ranks, the store's and witness's
+    /// settings (never credentials), warnings, the store's counters.
+    pub environment: Environment,
     /// The full bench configuration.
     pub params: Value,
     /// Every cell, every repeat's raw figures and the summaries.
@@ -227,7 +231,7 @@ impl RunRecord {
             tag,
             tool: ToolInfo::current(),
             host: HostInfo::collect(),
-            environment: Value::Null,
+            environment: Environment::default(),
             params: Value::Null,
             results: Value::Null,
             rdma_witness: Value::Null,
@@ -284,7 +288,7 @@ mod tests {
             tag: Some("t1".into()),
             tool: ToolInfo::current(),
             host: HostInfo::collect(),
-            environment: serde_json::json!({}),
+            environment: Environment::default(),
             params: serde_json::json!({"sizes_bytes": [1]}),
             results: serde_json::json!([]),
             rdma_witness: serde_json::json!({"verdict": "not-applicable", "reason": "test"}),
