@@ -133,7 +133,7 @@ impl ReportRows for FetchRecord {
     }
 }
 
-/// Schema 3 on: the writer's own record type (`src/bench/fetch/record.rs`).
+/// Schema 4 on: the writer's own record type (`src/bench/fetch/record.rs`).
 /// A cell's figure is over its repeats; its stored verdict is the witness's
 /// entry for it (the same index), judged again from its own windows.
 impl ReportRows for crate::bench::fetch::FetchRecord {
