@@ -203,8 +203,16 @@ impl LocalStore {
         StoreError::Io { context: format!("{what} '{key}' in {}", self.dir.display()), source: e }
     }
 
+    /// The bucket's directory is there. A `--root` that exists but is no
+    /// directory (a regular file) is said as such: no `--prepare` can help it.
     fn bucket_exists(&self) -> Result<(), StoreError> {
-        if self.dir.is_dir() { Ok(()) } else { Err(StoreError::NoSuchBucket { bucket: self.bucket.clone(), location: self.root.display().to_string() }) }
+        if self.dir.is_dir() {
+            return Ok(());
+        }
+        if self.root.exists() && !self.root.is_dir() {
+            return Err(StoreError::Config(format!("{ROOT} {} is not a directory: pass a directory (created on first use)", self.root.display())));
+        }
+        Err(StoreError::NoSuchBucket { bucket: self.bucket.clone(), location: self.root.display().to_string() })
     }
 
     /// Read `range` of `path` into `dst` with pread, O_DIRECT when asked and the
@@ -344,6 +352,9 @@ impl ObjectStore for LocalStore {
     }
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
         if create && !self.dir.is_dir() {
+            if self.root.exists() && !self.root.is_dir() {
+                return self.bucket_exists();
+            }
             fs::create_dir_all(&self.dir)
                 .map_err(|e| StoreError::Io { context: format!("cannot create bucket directory {}", self.dir.display()), source: e })?;
         }

@@ -210,6 +210,13 @@ fn missing_bucket_without_prepare_fails_cleanly() {
     let o = s3rdma(&["fetch", "--no-prepare"], tmp.path());
     assert_fails(&o, 1, "bucket 's3rdma-bench' does not exist", &tmp.path().join("results"));
     assert!(!tmp.path().join("s3rdma-data").exists());
+    // A --root that is a regular file is said as such (exit 2), with or without --prepare: no bucket can be made in it.
+    std::fs::write(tmp.path().join("afile"), b"x").unwrap();
+    for extra in [None, Some("--prepare")] {
+        let mut a = vec!["fetch", "--root", "afile", "--sizes", "64KiB", "--iters", "1"];
+        a.extend(extra);
+        assert_fails(&s3rdma(&a, tmp.path()), 2, "afile is not a directory", &tmp.path().join("results"));
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! report: tables, medians, fallback flags and plots over fixture records.
 
 use super::*;
+use serde_json::json;
 
 fn fixtures() -> Vec<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/report");
@@ -211,4 +212,56 @@ fn impossible_figures_are_named_and_skipped() {
     assert!(err.contains("note: concurrency.json: not a fetch record this build reads (results[0].concurrency: invalid type"), "{err}");
     assert!(!out.contains("concurrency.json"), "{out}");
     assert!(out.contains(good.file_name().unwrap().to_str().unwrap()), "{out}");
+}
+
+/// A record this build cannot read is named with why and skipped, the good
+/// ones still reported: a `schema_version` in another shape or newer than
+/// this build, none in a record s3rdma wrote, a benchmark name that is none
+/// of this build's, a stream buffer kind the writer's type has not, a cell
+/// without repeats. A figure written as `null` (NaN when written) reads
+/// through the lenient view, said. A reused stream buffer is a dimension.
+#[test]
+fn records_this_build_cannot_read_are_named_and_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = ["fetch", "--sizes", "1MiB", "--concurrency", "1", "--iters", "1", "--warmup", "0s"];
+    assert!(s3rdma(&run, tmp.path()).status.success());
+    let mut reused = run.to_vec();
+    reused.extend(["--stream-buffer", "256KiB", "--tag", "reused"]);
+    assert!(s3rdma(&reused, tmp.path()).status.success());
+    let files = results_in(&tmp.path().join("results"));
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(files.iter().find(|f| !f.to_string_lossy().contains("reused")).unwrap()).unwrap()).unwrap();
+    let cases: [(&str, &str, Value, &str); 7] = [
+        ("text.json", "/schema_version", json!("4"), "schema_version \"4\" is not a whole number from 1 to 4"),
+        ("newer.json", "/schema_version", json!(99), "written by a newer s3rdma (schema_version 99; this build reads 1 to 4)"),
+        ("unversioned.json", "/schema_version", Value::Null, "no \"schema_version\", though s3rdma wrote it"),
+        ("misnamed.json", "/benchmark", json!("fetchh"), "benchmark 'fetchh' is not one of this build's"),
+        ("kind.json", "/params/stream_buffer/kind", json!("window"), "params.stream_buffer"),
+        ("norepeats.json", "/results/0/repeats", json!([]), "results[0] has no repeats"),
+        (
+            "nullcpu.json",
+            "/results/0/repeats/0/host_cpu_cores",
+            Value::Null,
+            "results[0].repeats[0].host_cpu_cores is null (a figure that was NaN when written): read through the lenient view",
+        ),
+    ];
+    let mut args: Vec<String> = ["report", "--format", "json"].map(String::from).to_vec();
+    args.extend(files.iter().map(|f| f.to_string_lossy().into_owned()));
+    for (name, at, value, _) in &cases {
+        let mut r = rec.clone();
+        *r.pointer_mut(at).unwrap() = value.clone();
+        std::fs::write(tmp.path().join(name), serde_json::to_string(&r).unwrap()).unwrap();
+        args.push(tmp.path().join(name).to_string_lossy().into_owned());
+    }
+    let o = s3rdma(&args.iter().map(String::as_str).collect::<Vec<_>>(), tmp.path());
+    let err = stderr(&o);
+    let rows: Value = serde_json::from_str(&ok(&o)).unwrap();
+    let rows = rows.as_array().unwrap();
+    for (name, _, _, why) in &cases {
+        assert!(err.lines().any(|l| l.contains(name) && l.contains(why)), "{name}: {why}: {err}");
+    }
+    // The two runs and the record with a null figure make rows; the reused buffer's is its own cell.
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let reused: Vec<_> = rows.iter().filter(|r| r["dims"]["stream_buffer"] == "reused 256KiB").collect();
+    assert_eq!(reused.len(), 1, "{rows:?}");
+    assert!(rows.iter().any(|r| r["file"] == "nullcpu.json"), "{rows:?}");
 }

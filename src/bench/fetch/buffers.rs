@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use super::plan::StreamBuffer;
-use super::record::StreamBufferParams;
+use super::record::{StreamBufferKind, StreamBufferParams};
 use crate::error::{Error, Result, StoreError};
 use crate::flag::{CONCURRENCY, PREPARE, PROCS, SIZES, STREAM_BUFFER, VERIFY};
 use crate::mem::{Buffer, Dest};
@@ -124,11 +124,11 @@ pub(super) fn buffer_len(plan: BufferPlan, size: u64) -> u64 {
 
 /// The record's description of the plan.
 pub(super) fn describe(plan: BufferPlan, chosen_by: &str) -> StreamBufferParams {
-    let (kind, buffer_bytes) = match plan {
-        BufferPlan::Reused(Some(n)) => ("reused", Some(n)),
-        _ => ("object", None),
+    let kind = match plan {
+        BufferPlan::Reused(Some(n)) => StreamBufferKind::Reused { buffer_bytes: n },
+        _ => StreamBufferKind::Object,
     };
-    StreamBufferParams { kind: kind.into(), buffer_bytes, chosen_by: chosen_by.into() }
+    StreamBufferParams { kind, chosen_by: chosen_by.into() }
 }
 
 /// Read the whole object `key` of `size` bytes through `buf`: one read when

@@ -32,7 +32,7 @@ mod record;
 mod results;
 use buffers::BufferPlan;
 pub use plan::{FetchPlan, StreamBuffer, Timing};
-pub use record::{CellVerdict, FetchParams, FetchRecord, FetchWitness, StreamBufferParams};
+pub use record::{CellVerdict, FetchParams, FetchRecord, FetchWitness, StreamBufferKind, StreamBufferParams};
 pub use results::{CellResult, CellSummary, ProcFigures, RepeatResult, table};
 pub(crate) use results::{ProcWire, placeholder_summary, proc_wire, summarize_cell, summarize_repeat};
 

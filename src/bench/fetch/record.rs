@@ -47,13 +47,34 @@ pub struct FetchParams {
 /// stream read through in ranged GETs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StreamBufferParams {
-    /// `"object"` (the whole object in one buffer) or `"reused"` (one buffer, ranged reads).
-    pub kind: String,
-    /// The reused buffer's size, bytes (`kind == "reused"` only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub buffer_bytes: Option<u64>,
+    /// Which.
+    #[serde(flatten)]
+    pub kind: StreamBufferKind,
     /// What chose it: the flag, or the rule that sized it by default.
     pub chosen_by: String,
+}
+
+/// `params.stream_buffer.kind`, with the reused buffer's size beside it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum StreamBufferKind {
+    /// The whole object in one buffer per stream (the bytes kept).
+    Object,
+    /// One buffer per stream, read through in ranged GETs and reused.
+    Reused {
+        /// Its size, bytes (`params.stream_buffer.buffer_bytes`).
+        buffer_bytes: u64,
+    },
+}
+
+impl StreamBufferKind {
+    /// The report's dimension: `object`, or `reused <size>`.
+    pub fn label(self) -> String {
+        match self {
+            StreamBufferKind::Object => "object".into(),
+            StreamBufferKind::Reused { buffer_bytes } => format!("reused {}", crate::units::size_name(buffer_bytes)),
+        }
+    }
 }
 
 /// `rdma_witness.cells[]`: one cell's worst verdict over its repeats.

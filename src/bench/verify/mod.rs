@@ -357,12 +357,15 @@ fn open_gpu(s: &mut Steps, device: usize) -> (Option<std::sync::Arc<crate::mem::
 /// configuration (an untrusted certificate, ...: exit 2, as in every bench).
 async fn bucket_step(s: &mut Steps, store: &dyn store::ObjectStore, plan: &VerifyPlan) -> (bool, bool) {
     if let Err(e) = store.ensure_bucket(plan.prepare).await {
-        let fix = if !store.capabilities().server {
+        let config_failure = matches!(e, crate::error::StoreError::Config(_));
+        // --prepare cannot help a root that is no directory, nor a run that passed it.
+        let fix = if !store.capabilities().server && (plan.prepare || config_failure) {
+            format!("fix {ROOT} or {BUCKET}")
+        } else if !store.capabilities().server {
             format!("fix {ROOT} or {BUCKET}, or pass {PREPARE}")
         } else {
             "fix the endpoint, credentials or bucket named above".to_string()
         };
-        let config_failure = matches!(e, crate::error::StoreError::Config(_));
         s.add(2, Status::Fail, (plan.run.output.explain)(&Error::Store(e)), Some(fix));
         return (false, config_failure);
     }

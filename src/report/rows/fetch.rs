@@ -8,6 +8,7 @@ use serde_json::Number;
 
 use super::fields::{Figure, lenient, median, spread};
 use super::{Head, ReportRows, Windows};
+use crate::bench::fetch::StreamBufferKind;
 use crate::error::Result;
 use crate::report::Row;
 use crate::stats::Spread;
@@ -30,6 +31,27 @@ pub(super) struct FetchRecord {
 struct Params {
     /// `--verify`: every byte read was compared (absent before the flag).
     verify: Option<bool>,
+    /// `--stream-buffer` as run (absent before the flag; another shape: none).
+    #[serde(default, deserialize_with = "lenient")]
+    stream_buffer: Option<OldStreamBuffer>,
+}
+
+/// `params.stream_buffer` before schema 4: `kind` `object`, or `window`
+/// with `window_bytes` (a reused buffer read through in ranged GETs).
+#[derive(Deserialize)]
+struct OldStreamBuffer {
+    kind: String,
+    window_bytes: Option<u64>,
+}
+
+impl OldStreamBuffer {
+    /// The row's `stream_buffer` dimension, as schema 4's [`StreamBufferKind::label`] writes it.
+    fn label(&self) -> Option<String> {
+        match (self.kind.as_str(), self.window_bytes) {
+            ("window", Some(n)) => Some(StreamBufferKind::Reused { buffer_bytes: n }.label()),
+            _ => None,
+        }
+    }
 }
 
 /// `results[]`: one cell.
@@ -95,10 +117,12 @@ impl Cell {
     }
 }
 
-/// A fetch cell's dimensions: size, streams, processes (where recorded) and
+/// A fetch cell's dimensions: size, streams, processes (where recorded),
 /// whether every byte was compared (`--verify` costs client CPU on the read
-/// path: a verified run is another cell).
-fn cell_dims(size_bytes: u64, concurrency: String, procs: Option<String>, verify: bool) -> BTreeMap<String, String> {
+/// path: a verified run is another cell) and a reused stream buffer's size
+/// (`--stream-buffer`: reading through one changes the figure; whole-object
+/// buffers, the default, add none).
+fn cell_dims(size_bytes: u64, concurrency: String, procs: Option<String>, verify: bool, reused: Option<String>) -> BTreeMap<String, String> {
     let mut dims = BTreeMap::from([("size".to_string(), size_name(size_bytes)), ("concurrency".to_string(), concurrency)]);
     if let Some(p) = procs {
         dims.insert("procs".into(), p);
@@ -106,19 +130,23 @@ fn cell_dims(size_bytes: u64, concurrency: String, procs: Option<String>, verify
     if verify {
         dims.insert("verify".into(), "every byte".into());
     }
+    if let Some(r) = reused {
+        dims.insert("stream_buffer".into(), r);
+    }
     dims
 }
 
 impl ReportRows for FetchRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
         let verify = self.params.as_ref().and_then(|p| p.verify) == Some(true);
+        let reused = self.params.as_ref().and_then(|p| p.stream_buffer.as_ref()).and_then(OldStreamBuffer::label);
         let mut out = Vec::new();
         for (index, cell) in self.results.iter().enumerate() {
             let summary = cell.summary.as_ref();
             // From the raw per-repeat figures where the record has them, else its summary.
             let reps = cell.repeats.iter().filter_map(|r| r.throughput_gbps);
             let Some(v) = Spread::of(reps).or_else(|| spread(&summary.and_then(|s| s.throughput_gbps))) else { continue };
-            let dims = cell_dims(cell.size_bytes, cell.concurrency.to_string(), cell.procs.as_ref().map(Number::to_string), verify);
+            let dims = cell_dims(cell.size_bytes, cell.concurrency.to_string(), cell.procs.as_ref().map(Number::to_string), verify, reused.clone());
             let mut r = head.row(dims, "GB/s", v);
             r.series = cell.repeats.first().and_then(|r| r.series.as_ref()).map(|s| s.iter().filter_map(|&[t, g]| Some([t?, g?])).collect());
             let cores = Spread::of(cell.repeats.iter().filter_map(|r| r.client_cpu_cores));
@@ -138,13 +166,18 @@ impl ReportRows for FetchRecord {
 /// entry for it (the same index), judged again from its own windows.
 impl ReportRows for crate::bench::fetch::FetchRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
+        let reused = match self.params.stream_buffer.kind {
+            StreamBufferKind::Object => None,
+            kind => Some(kind.label()),
+        };
         let mut out = Vec::new();
         for (index, cell) in self.results.iter().enumerate() {
-            let v = Spread::of(cell.repeats.iter().map(|r| r.throughput_gbps)).unwrap_or(cell.summary.throughput_gbps);
-            let dims = cell_dims(cell.size_bytes, cell.concurrency.to_string(), Some(cell.procs.to_string()), self.params.verify);
+            // The writer records every timed repeat: a cell without one is no measurement.
+            let v = Spread::of(cell.repeats.iter().map(|r| r.throughput_gbps)).ok_or_else(|| head.bad(&format!("results[{index}] has no repeats")))?;
+            let dims = cell_dims(cell.size_bytes, cell.concurrency.to_string(), Some(cell.procs.to_string()), self.params.verify, reused.clone());
             let mut r = head.row(dims, "GB/s", v);
             r.series = cell.repeats.first().and_then(|r| r.series.clone());
-            r.cpu_cores = Some(Spread::of(cell.repeats.iter().map(|r| r.client_cpu_cores)).unwrap_or(cell.summary.client_cpu_cores).median);
+            r.cpu_cores = Spread::of(cell.repeats.iter().map(|r| r.client_cpu_cores)).map(|c| c.median);
             r.gbps = Some(v.median);
             if let Some(c) = self.rdma_witness.cells.get(index) {
                 r.verdict = c.verdict.as_str().to_string();

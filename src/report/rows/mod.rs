@@ -94,6 +94,10 @@ struct Header {
     /// record type where it has one (see `rows_of`).
     #[serde(default)]
     schema_version: Option<Value>,
+    /// Only its presence counts: this tool writes it in every record (with
+    /// `schema_version`); the original suite's records have neither.
+    #[serde(default, deserialize_with = "present")]
+    tool: bool,
     #[serde(default, deserialize_with = "lenient")]
     environment: Option<Environment>,
 }
@@ -209,6 +213,31 @@ fn bad(file: &str, why: &str) -> Error {
     Error::Usage(format!("{file}: {why}: pass result records written by s3rdma (or the original suite)"))
 }
 
+/// The benchmarks this tool writes records of, by their exact names.
+const BENCHES: &[&str] = &["fetch", "ckpt", "weights", "tokens", "train", "list", "barrier", "verify"];
+
+/// A record's `schema_version`: `None` for the original suite's records
+/// (no `schema_version`, no `tool`), else a whole number from 1 to this
+/// build's [`SCHEMA_VERSION`](crate::record::SCHEMA_VERSION).
+///
+/// Errors (usage, naming `file`): a version in another shape (`"4"`, `-1`,
+/// `4.5`), one newer than this build reads, or none in a record this tool
+/// wrote (it has `tool`).
+fn schema_of(version: Option<&Value>, tool: bool, file: &str) -> Result<Option<u64>> {
+    let newest = u64::from(crate::record::SCHEMA_VERSION);
+    match version {
+        None | Some(Value::Null) if tool => Err(bad(file, "no \"schema_version\", though s3rdma wrote it (it has \"tool\")")),
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=newest).contains(&n) => Ok(Some(n)),
+            Some(n) if n > newest => Err(Error::Usage(format!(
+                "{file}: written by a newer s3rdma (schema_version {n}; this build reads 1 to {newest}): report it with that build or a newer one"
+            ))),
+            _ => Err(bad(file, &format!("schema_version {v} is not a whole number from 1 to {newest}"))),
+        },
+    }
+}
+
 /// The original suite named benchmarks after its report sections (b1-fetch, b3-resnet50, ...).
 fn canonical_benchmark(name: &str) -> String {
     let n = name.to_ascii_lowercase();
@@ -239,6 +268,26 @@ fn view<V: DeserializeOwned + ReportRows>(record: &Value, head: &Head) -> Result
     v.rows(head)
 }
 
+/// Read `record` through the writer's own type `T`. serde_json writes a NaN
+/// figure as `null`, which a plain number of `T` cannot hold: such a record
+/// is read through the lenient view `L` instead (a figure it cannot use is
+/// no figure there), with a note naming the field; any other departure from
+/// `T` refuses the record (see [`view`]).
+fn typed<T, L>(record: &Value, head: &Head) -> Result<Vec<(Row, Windows)>>
+where
+    T: DeserializeOwned + ReportRows,
+    L: DeserializeOwned + ReportRows,
+{
+    match serde_path_to_error::deserialize::<_, T>(record) {
+        Ok(v) => v.rows(head),
+        Err(e) if e.inner().to_string().starts_with("invalid type: null") => {
+            eprintln!("note: {}: {} is null (a figure that was NaN when written): read through the lenient view", head.file, e.path());
+            view::<L>(record, head)
+        }
+        Err(e) => Err(head.bad(&format!("not a {} record this build reads ({e})", head.benchmark))),
+    }
+}
+
 /// Every row of one record (a run record as JSON). `file` names it in the
 /// table and in errors.
 ///
@@ -253,7 +302,13 @@ fn view<V: DeserializeOwned + ReportRows>(record: &Value, head: &Head) -> Result
 /// summary without one.
 pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
     let h = Header::deserialize(record).map_err(|e| bad(file, &format!("the record's header does not read ({e})")))?;
-    let benchmark = canonical_benchmark(&h.benchmark.ok_or_else(|| bad(file, "no \"benchmark\" field"))?);
+    let named = h.benchmark.ok_or_else(|| bad(file, "no \"benchmark\" field"))?;
+    let schema = schema_of(h.schema_version.as_ref(), h.tool, file)?;
+    // This tool's records name their bench exactly; the original suite's by its report sections.
+    if schema.is_some() && !BENCHES.contains(&named.as_str()) {
+        return Err(bad(file, &format!("benchmark '{named}' is not one of this build's ({})", BENCHES.join(", "))));
+    }
+    let benchmark = canonical_benchmark(&named);
     let backend = h.backend.ok_or_else(|| bad(file, "no \"backend\" field"))?;
     if !h.results {
         return Err(bad(file, "no \"results\" field"));
@@ -271,19 +326,18 @@ pub fn rows_of(record: &Value, file: &str) -> Result<Vec<Row>> {
     };
     // Which reader: this tool's records by their benchmark, and from schema
     // 3 on (`TYPED_FROM`) through the writer's own record type where the bench has one.
-    let schema = h.schema_version.as_ref().map(|v| v.as_u64().unwrap_or(0));
-    let typed = schema.is_some_and(|v| v >= TYPED_FROM);
+    let tokens_typed = schema.is_some_and(|v| v >= TYPED_FROM);
     let all_typed = schema.is_some_and(|v| v >= ALL_TYPED_FROM);
     let rows = match (schema.is_some(), head.benchmark.as_str()) {
-        (true, "fetch") if all_typed => view::<crate::bench::fetch::FetchRecord>(record, &head)?,
+        (true, "fetch") if all_typed => typed::<crate::bench::fetch::FetchRecord, fetch::FetchRecord>(record, &head)?,
         (true, "fetch") => view::<fetch::FetchRecord>(record, &head)?,
-        (true, "ckpt") if all_typed => view::<crate::bench::ckpt::CkptRecord>(record, &head)?,
+        (true, "ckpt") if all_typed => typed::<crate::bench::ckpt::CkptRecord, ckpt::CkptRecord>(record, &head)?,
         (true, "ckpt") => view::<ckpt::CkptRecord>(record, &head)?,
-        (true, "weights") if all_typed => view::<crate::bench::weights::WeightsRecord>(record, &head)?,
+        (true, "weights") if all_typed => typed::<crate::bench::weights::WeightsRecord, weights::WeightsRecord>(record, &head)?,
         (true, "weights") => view::<weights::WeightsRecord>(record, &head)?,
-        (true, "tokens") if typed => view::<crate::bench::tokens::TokensRecord>(record, &head)?,
+        (true, "tokens") if tokens_typed => typed::<crate::bench::tokens::TokensRecord, tokens::TokensRecord>(record, &head)?,
         (true, "tokens") => view::<tokens::TokensRecord>(record, &head)?,
-        (true, "train") if all_typed => view::<crate::bench::train::TrainRecord>(record, &head)?,
+        (true, "train") if all_typed => typed::<crate::bench::train::TrainRecord, train::TrainRecord>(record, &head)?,
         (true, "train") => view::<train::TrainRecord>(record, &head)?,
         (true, "list") => view::<crate::bench::list::ListRecord>(record, &head)?,
         (true, "barrier") => view::<crate::bench::barrier::BarrierRecord>(record, &head)?,

@@ -69,6 +69,10 @@ fn dims(head: &Head, model: String, concurrency: String) -> BTreeMap<String, Str
 impl ReportRows for crate::bench::weights::WeightsRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
         let s = &self.results.summary;
+        // The writer records every timed load: a record without one is no measurement.
+        if self.results.repeats.is_empty() {
+            return Err(head.bad("results.repeats is empty"));
+        }
         let mut r = head.row(dims(head, self.params.model.clone(), self.params.concurrency.to_string()), "GB/s", s.throughput_gbps);
         r.wall_s = Some(s.wall_s);
         r.cpu_cores = Some(s.client_cpu_cores.median);
