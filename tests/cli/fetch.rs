@@ -102,6 +102,7 @@ fn report_reads_each_cell(file: &Path, rec: &Value, dir: &Path) {
     assert_eq!(rows.len(), 4, "{rows:?}");
     for ((row, cell), stored) in rows.iter().zip(rec["results"].as_array().unwrap()).zip(rec["rdma_witness"]["cells"].as_array().unwrap()) {
         assert_eq!(row["value"]["median"], cell["repeats"][0]["throughput_gbps"], "one repeat: its figure");
+        assert_eq!(row["wall_s"]["median"], cell["repeats"][0]["wall_s"], "and its wall time");
         assert_eq!(row["dims"]["concurrency"], cell["concurrency"].to_string().as_str());
         assert_eq!(row["dims"]["procs"], "1");
         assert_eq!(

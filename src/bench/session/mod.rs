@@ -112,7 +112,7 @@ pub(crate) fn short_windows(lasted_s: &[f64]) -> Option<String> {
     let short: Vec<(usize, f64)> = lasted_s.iter().copied().enumerate().filter(|(_, l)| *l < SHORT_WINDOW_S).collect();
     let (i, shortest) = short.iter().copied().min_by(|a, b| a.1.total_cmp(&b.1))?;
     Some(format!(
-        "{} of {} timed windows lasted under {} ms (the shortest, window {}, {:.3} ms): their rates measure the clock and the scheduler more than the store; move more bytes per window",
+        "{} of {} timed windows lasted under {} ms (the shortest, window {}, {:.3} ms): their rates measure the clock and the scheduler more than the store; do more work per window (more bytes, keys or iterations)",
         short.len(),
         lasted_s.len(),
         SHORT_WINDOW_S * 1e3,
@@ -634,7 +634,7 @@ mod tests {
         assert_eq!(
             super::short_windows(&[0.5, 0.009, 0.000_068, 0.010]).as_deref(),
             Some(
-                "2 of 4 timed windows lasted under 10 ms (the shortest, window 3, 0.068 ms): their rates measure the clock and the scheduler more than the store; move more bytes per window"
+                "2 of 4 timed windows lasted under 10 ms (the shortest, window 3, 0.068 ms): their rates measure the clock and the scheduler more than the store; do more work per window (more bytes, keys or iterations)"
             )
         );
         assert_eq!(super::short_windows(&[0.010, 2.5]), None);

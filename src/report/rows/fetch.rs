@@ -178,6 +178,7 @@ impl ReportRows for crate::bench::fetch::FetchRecord {
             let mut r = head.row(dims, "GB/s", v);
             r.series = cell.repeats.first().and_then(|r| r.series.clone());
             r.cpu_cores = Spread::of(cell.repeats.iter().map(|r| r.client_cpu_cores)).map(|c| c.median);
+            r.wall_s = Spread::of(cell.repeats.iter().map(|r| r.wall_s));
             r.gbps = Some(v.median);
             if let Some(c) = self.rdma_witness.cells.get(index) {
                 r.verdict = c.verdict.as_str().to_string();
