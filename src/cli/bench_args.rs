@@ -167,7 +167,7 @@ pub struct FetchArgs {
     /// as ranged reads of that size into it, so memory is streams x size
     /// whatever the object size, as warp reads), or `auto`: `object` while
     /// procs x streams x size fits in half the host's memory or the
-    /// destination is device memory, else the store's read window (http: part
+    /// destination is device memory, else a reused buffer of the store's ranged-read size (http: part
     /// size x parts in flight; rdma: --range-size; local: 8 MiB).
     #[arg(long, value_parser = parse_stream_buffer, default_value = "auto")]
     pub stream_buffer: StreamBuffer,
@@ -244,7 +244,7 @@ pub struct WeightsArgs {
     /// `<model>/model.safetensors.index.json` + shards ('' for the bucket's root).
     #[arg(long, value_parser = super::parse_key_prefix)]
     pub model: String,
-    /// Shards read at once (each shard's windows go one after another into its
+    /// Shards read at once (each shard's ranged reads go one after another into its
     /// buffer). Staged device reads ignore it: all shards share one pipeline.
     #[arg(long, value_parser = parse_positive, default_value_t = 4)]
     pub concurrency: u32,

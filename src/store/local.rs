@@ -209,10 +209,15 @@ impl LocalStore {
         if self.dir.is_dir() {
             return Ok(());
         }
-        if self.root.exists() && !self.root.is_dir() {
+        if self.root_is_no_directory() {
             return Err(StoreError::Config(format!("{ROOT} {} is not a directory: pass a directory (created on first use)", self.root.display())));
         }
         Err(StoreError::NoSuchBucket { bucket: self.bucket.clone(), location: self.root.display().to_string() })
+    }
+
+    /// `--root` exists but is no directory: nothing can be created in it.
+    fn root_is_no_directory(&self) -> bool {
+        self.root.exists() && !self.root.is_dir()
     }
 
     /// Read `range` of `path` into `dst` with pread, O_DIRECT when asked and the
@@ -351,10 +356,7 @@ impl ObjectStore for LocalStore {
         self.root.display().to_string()
     }
     async fn ensure_bucket(&self, create: bool) -> Result<(), StoreError> {
-        if create && !self.dir.is_dir() {
-            if self.root.exists() && !self.root.is_dir() {
-                return self.bucket_exists();
-            }
+        if create && !self.dir.is_dir() && !self.root_is_no_directory() {
             fs::create_dir_all(&self.dir)
                 .map_err(|e| StoreError::Io { context: format!("cannot create bucket directory {}", self.dir.display()), source: e })?;
         }

@@ -1,5 +1,5 @@
-//! Each fetch stream's buffer: a whole-object buffer, or one reusable
-//! window read through in order (`--stream-buffer`; with whole-object buffers
+//! Each fetch stream's buffer: a whole-object buffer, or one reused
+//! buffer read through in ranged reads, in order (`--stream-buffer`; with whole-object buffers
 //! alone, 64 streams x 1 GiB objects needed 64 GiB of buffers, where warp
 //! reads them in bounded memory).
 
@@ -45,7 +45,7 @@ pub(super) struct PlanInput {
 ///
 /// `auto` keeps whole-object buffers while they need at most half of the
 /// host's total memory or the destination is device memory, else reads
-/// through the store's window. Whatever was chosen must fit in 90 % of the
+/// through a reused buffer of the store's ranged-read size. Whatever was chosen must fit in 90 % of the
 /// memory available now.
 ///
 /// Errors: [`Error::Usage`] naming the sizes, the memory and the flags that fix it.
@@ -63,7 +63,7 @@ pub(super) fn plan(p: &PlanInput) -> Result<BufferPlan> {
 }
 
 /// Refuse a plan whose host buffers need more than 90 % of the memory
-/// available now (a window not yet known, device buffers: nothing to check
+/// available now (a ranged-read size not yet known, device buffers: nothing to check
 /// here; a device allocation names its own failure).
 fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
     let need = match plan {
@@ -73,7 +73,7 @@ fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
     };
     if p.available > 0 && need > p.available / 10 * 9 {
         let fix = match plan {
-            BufferPlan::Object => format!("lower {SIZES}, {CONCURRENCY} or {PROCS}, or read through a reusable window per stream with {STREAM_BUFFER} 64MiB"),
+            BufferPlan::Object => format!("lower {SIZES}, {CONCURRENCY} or {PROCS}, or read through one reused buffer per stream with {STREAM_BUFFER} 64MiB"),
             _ => format!("lower {STREAM_BUFFER}, {CONCURRENCY} or {PROCS}"),
         };
         let per = match plan {
@@ -91,16 +91,16 @@ fn fits(plan: BufferPlan, p: &PlanInput) -> Result<()> {
     Ok(())
 }
 
-/// Resolve the store's window for [`BufferPlan::Reused`]`(None)` and
+/// Resolve the store's ranged-read size for [`BufferPlan::Reused`]`(None)` and
 /// check that its buffers fit as [`plan`] checks the others.
 ///
 /// Errors: [`Error::Usage`] when the store cannot read ranges on its own
-/// transport (rdma without ranged windows would read them over HTTP).
+/// transport (rdma without ranged reads would read them over HTTP).
 pub(super) fn resolve(plan: BufferPlan, input: &PlanInput, store: &dyn ObjectStore, why: &str) -> Result<BufferPlan> {
     match plan {
         BufferPlan::Reused(None) => match store.capabilities().ranged_read {
             Some(n) => {
-                // The window is known only now: the same check as for a --stream-buffer size.
+                // The size is known only now: the same check as for a --stream-buffer size.
                 let resolved = BufferPlan::Reused(Some(n));
                 fits(resolved, input)?;
                 Ok(resolved)
@@ -165,8 +165,8 @@ pub(super) async fn read_object(arc: &std::sync::Arc<dyn ObjectStore>, key: &str
     }
     let t0 = Instant::now();
     let mut out: Option<Transfer> = None;
-    // Every window is pinned to the version (tag and object size) the first
-    // one came from: a later window of another version, or an answer that
+    // Every ranged read is pinned to the version (tag and object size) the first
+    // one came from: a later read of another version, or an answer that
     // states another object size, ends the read as a change.
     let mut pin: Option<store::ObjectVersion> = None;
     for r in store::chunks(0..size, len) {
@@ -239,7 +239,7 @@ async fn read_checked_in_pieces(store: &dyn ObjectStore, key: &str, size: u64, b
 /// `params.verify_checks` and the line under the table say it: always the
 /// bytes in their destination (`dest` memory), never the bytes as staged.
 /// `whole`: how many of the run's object sizes fit a stream's buffer (read
-/// whole, not in windows): none, some or all.
+/// whole, not in ranged reads): none, some or all.
 pub(super) fn verify_checks(store: &dyn ObjectStore, dest: crate::mem::Dest, whole: (bool, bool)) -> String {
     let after = "each read's bytes after the read, on the stream's share of the cores";
     match (dest, whole) {
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn auto_keeps_objects_while_they_fit_in_half_the_host() {
         assert_eq!(plan(&input(StreamBuffer::Auto, 128 << 20, 64)).unwrap(), BufferPlan::Object);
-        // The case: 64 streams x 1 GiB on a 24 GiB host read through the store's window.
+        // The case: 64 streams x 1 GiB on a 24 GiB host read through a reused buffer of the store's ranged-read size.
         assert_eq!(plan(&input(StreamBuffer::Auto, GIB, 64)).unwrap(), BufferPlan::Reused(None));
         // Device memory keeps whole objects (the bench hands the bytes to the GPU).
         let dev = PlanInput { dest: Dest::Device, ..input(StreamBuffer::Auto, GIB, 64) };
@@ -301,7 +301,7 @@ mod tests {
         assert!(e.contains("64 stream(s) x 1GiB needs 64.0GiB") && e.contains("22.0GiB") && e.contains("--stream-buffer 64MiB"), "{e}");
         let e = plan(&input(StreamBuffer::Reused(GIB), 4 * GIB, 64)).unwrap_err().to_string();
         assert!(e.contains("lower --stream-buffer"), "{e}");
-        // A window never counts for more than the object.
+        // A reused buffer never counts for more than the object.
         assert_eq!(plan(&input(StreamBuffer::Reused(GIB), 1 << 20, 64)).unwrap(), BufferPlan::Reused(Some(1 << 20)));
         assert_eq!(buffer_len(BufferPlan::Reused(Some(GIB)), 1 << 20), 1 << 20);
         assert_eq!(buffer_len(BufferPlan::Object, 5), 5);

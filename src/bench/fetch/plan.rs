@@ -12,7 +12,7 @@ use crate::bench::session::RunPlan;
 #[serde(rename_all = "kebab-case")]
 pub enum StreamBuffer {
     /// `object` while the widest cell's whole-object buffers fit in half the
-    /// host's memory (or the destination is device memory), else the store's read window.
+    /// host's memory (or the destination is device memory), else a reused buffer of the store's ranged-read size.
     Auto,
     /// One whole-object buffer per stream: the last GET's bytes are kept.
     Object,

@@ -121,6 +121,11 @@ pub(crate) fn short_windows(lasted_s: &[f64]) -> Option<String> {
     ))
 }
 
+/// `environment.gpu` of a record: the device `gpu` is.
+pub(crate) fn gpu_environment(gpu: &Gpu) -> GpuEnvironment {
+    GpuEnvironment { ordinal: gpu.ordinal, name: gpu.name.clone(), memory_bytes: Some(gpu.total_mem) }
+}
+
 /// `--require-rdma` with a store that says RDMA is unavailable: the
 /// library's own evidence that no window could be rdma-verified, so none is
 /// run; rank 0 writes a record saying why, and every rank exits 3.
@@ -505,7 +510,7 @@ impl Session {
         }
         Environment {
             dest: Some(self.mem.dest.name().to_string()),
-            gpu: gpu.map(|g| GpuEnvironment { ordinal: g.ordinal, name: g.name.clone(), memory_bytes: Some(g.total_mem) }),
+            gpu: gpu.as_deref().map(gpu_environment),
             device_path,
             store: self.store.describe(),
             witness: self.witness.describe(),

@@ -238,7 +238,7 @@ impl Bench for Verify {
             json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops, "registration": registration}),
             windows,
         );
-        outcome.gpu = gpu.as_ref().map(|g| crate::record::GpuEnvironment { ordinal: g.ordinal, name: g.name.clone(), memory_bytes: Some(g.total_mem) });
+        outcome.gpu = gpu.as_deref().map(crate::bench::session::gpu_environment);
         outcome.failure = failure;
         Ok(outcome)
     }

@@ -264,8 +264,13 @@ const ALL_TYPED_FROM: u64 = 4;
 /// Read `record` as the view `V` and take its rows.
 fn view<V: DeserializeOwned + ReportRows>(record: &Value, head: &Head) -> Result<Vec<(Row, Windows)>> {
     // serde_path_to_error names where in the record a field is missing or of another type ("results.rows[0].wall_s: ...").
-    let v: V = serde_path_to_error::deserialize(record).map_err(|e| head.bad(&format!("not a {} record this build reads ({e})", head.benchmark)))?;
+    let v: V = serde_path_to_error::deserialize(record).map_err(|e| unreadable(head, &e))?;
     v.rows(head)
+}
+
+/// A record that does not read as its bench's type, named with where (`e`).
+fn unreadable(head: &Head, e: &serde_path_to_error::Error<serde_json::Error>) -> Error {
+    head.bad(&format!("not a {} record this build reads ({e})", head.benchmark))
 }
 
 /// Read `record` through the writer's own type `T`. serde_json writes a NaN
@@ -284,7 +289,7 @@ where
             eprintln!("note: {}: {} is null (a figure that was NaN when written): read through the lenient view", head.file, e.path());
             view::<L>(record, head)
         }
-        Err(e) => Err(head.bad(&format!("not a {} record this build reads ({e})", head.benchmark))),
+        Err(e) => Err(unreadable(head, &e)),
     }
 }
 
