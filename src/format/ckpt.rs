@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::flag::SIZES;
+use crate::units::size_name;
 
 /// Alignment of every tensor's offset in the flat buffer, bytes (the original
 /// suite's; also a multiple of any dtype's size and of O_DIRECT's sector).
@@ -321,7 +322,7 @@ pub fn resnet50_param_count() -> u64 {
 /// Errors: [`Error::Usage`] below 1 MiB (too small to be a checkpoint).
 pub fn synthetic_adam(bytes: u64) -> Result<Vec<TensorSpec>> {
     if bytes < 1 << 20 {
-        return Err(Error::Usage(format!("{SIZES} {bytes}: a synthetic checkpoint needs at least 1MiB")));
+        return Err(Error::Usage(format!("{SIZES} {}: a synthetic checkpoint needs at least 1MiB", size_name(bytes))));
     }
     let params = bytes / 3 / 4;
     let layer = |h: u64| 4 * h * h + 3 * h * (h * 7 / 2) + 2 * h;

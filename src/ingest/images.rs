@@ -165,15 +165,55 @@ pub fn synth_image(label: u32, index: u64, seed: u64, w: u32, h: u32) -> RgbImag
 }
 
 pub(crate) fn decode(path: &Path) -> Result<(Vec<u8>, RgbImage)> {
-    let bytes = std::fs::read(path).map_err(|e| Error::Usage(format!("{SRC}: cannot read {}: {e}", path.display())))?;
-    if is_jpeg(&bytes) && !bytes[bytes.len().saturating_sub(64)..].windows(2).any(|w| w == [0xFF, 0xD9]) {
-        // The decoder fills a cut-off JPEG with grey and says nothing: require the end-of-image marker.
-        return Err(Error::Usage(format!("{SRC}: {} is a truncated JPEG (no end-of-image marker): remove or replace it", path.display())));
+    let bytes = std::fs::read(path).map_err(|e| cannot_read(path, e))?;
+    if is_jpeg(&bytes) && !ends_an_image(&bytes[bytes.len().saturating_sub(64)..]) {
+        return Err(truncated(path));
     }
-    let img = image::load_from_memory(&bytes).map_err(|e| {
-        Error::Usage(format!("{SRC}: {} is not a decodable JPEG/PNG ({}): remove or replace it", path.display(), e.to_string().replace('\n', " ")))
-    })?;
+    let img = image::load_from_memory(&bytes).map_err(|e| undecodable(path, e))?;
     Ok((bytes, img.to_rgb8()))
+}
+
+/// Check a source image without decoding its pixels: readable, a JPEG or PNG
+/// header the decoder takes (format and dimensions), and a JPEG's
+/// end-of-image marker in its last 64 bytes. Run on every source before an
+/// ingest touches the set already under its prefix, so that a stray file
+/// fails the ingest there; pixels that do not decode past a good header are
+/// found only while the shards are built.
+///
+/// Errors: [`Error::Usage`] naming the file, as [`decode`]'s.
+pub(crate) fn probe(path: &Path) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let reader = image::ImageReader::open(path).map_err(|e| cannot_read(path, e))?.with_guessed_format().map_err(|e| cannot_read(path, e))?;
+    let jpeg = reader.format() == Some(image::ImageFormat::Jpeg);
+    reader.into_dimensions().map_err(|e| undecodable(path, e))?;
+    if jpeg {
+        let mut f = std::fs::File::open(path).map_err(|e| cannot_read(path, e))?;
+        let len = f.metadata().map_err(|e| cannot_read(path, e))?.len();
+        let mut tail = Vec::with_capacity(64);
+        f.seek(SeekFrom::Start(len.saturating_sub(64))).and_then(|_| f.read_to_end(&mut tail)).map_err(|e| cannot_read(path, e))?;
+        if !ends_an_image(&tail) {
+            return Err(truncated(path));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a JPEG's last bytes hold its end-of-image marker (the decoder
+/// fills a cut-off JPEG with grey and says nothing).
+fn ends_an_image(tail: &[u8]) -> bool {
+    tail.windows(2).any(|w| w == [0xFF, 0xD9])
+}
+
+fn cannot_read(path: &Path, e: std::io::Error) -> Error {
+    Error::Usage(format!("{SRC}: cannot read {}: {e}", path.display()))
+}
+
+fn truncated(path: &Path) -> Error {
+    Error::Usage(format!("{SRC}: {} is a truncated JPEG (no end-of-image marker): remove or replace it", path.display()))
+}
+
+fn undecodable(path: &Path, e: image::ImageError) -> Error {
+    Error::Usage(format!("{SRC}: {} is not a decodable JPEG/PNG ({}): remove or replace it", path.display(), e.to_string().replace('\n', " ")))
 }
 
 pub(crate) fn encode_jpeg(img: &RgbImage, quality: u8) -> Vec<u8> {
@@ -314,10 +354,12 @@ async fn put_raw_shard(
     Ok(bytes)
 }
 
-pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
-    let prefix = a.prefix.clone().unwrap_or_else(|| if jpeg { "jpeg/train".into() } else { "raw/train".into() });
-    let per_shard = a.samples_per_shard.unwrap_or(if jpeg { 8192 } else { 4096 }) as usize;
-    let (classes, sources): (Vec<String>, Vec<Source>) = match (&a.src, a.synthetic) {
+/// The classes and the sources of an images ingest: the ImageFolder given,
+/// or N synthetic images spread over the classes asked for.
+///
+/// Errors: [`Error::Usage`] without either, and [`scan_image_folder`]'s.
+fn sources(a: &ImagesIngest) -> Result<(Vec<String>, Vec<Source>)> {
+    Ok(match (&a.src, a.synthetic) {
         (Some(src), _) => scan_image_folder(src)?,
         (None, Some(n)) => {
             let classes: Vec<String> = (0..a.classes).map(|c| format!("class{c:05}")).collect();
@@ -326,18 +368,36 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
             (classes, sources)
         }
         (None, None) => return Err(Error::Usage(format!("pass {SRC} <ImageFolder dir> or {SYNTHETIC} <N>"))),
-    };
+    })
+}
+
+/// Run `ingest jpeg` (`jpeg`) or `ingest raw`: every source checked
+/// ([`probe`]), then shards built and written, the manifest last (see the
+/// module `crate::ingest`).
+///
+/// Errors: [`Error::Usage`] for a source that does not decode (naming it)
+/// or shards that do not fit in memory; the store's.
+pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
+    let prefix = a.prefix.clone().unwrap_or_else(|| if jpeg { "jpeg/train".into() } else { "raw/train".into() });
+    let per_shard = a.samples_per_shard.unwrap_or(if jpeg { 8192 } else { 4096 }) as usize;
+    let (classes, sources) = sources(&a)?;
+    let synth = a.src.is_none();
     if !jpeg {
         let per = per_shard.min(sources.len()) as u64;
         check_shard_memory("a raw shard", per * (a.size as u64).pow(2) * 3, &format!("lower {SIZE} or {SAMPLES_PER_SHARD}"))?;
     }
     let pool = pool(a.decode_threads)?;
+    if !synth {
+        // Every source's header, before the set under the prefix is touched.
+        pool.install(|| sources.par_iter().try_for_each(|s| probe(&s.path)))?;
+    }
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
     let kind = if jpeg { "jpeg" } else { "raw" };
-    let ingesting = commit::begin_ingest(store.as_ref(), &prefix, kind).await?;
+    // Begun (the old set marked and removed) once the first shard is built.
+    let mut ingesting = None;
     let t0 = Instant::now();
-    let (size, quality, seed, synth) = (a.size, a.quality, a.seed, a.synthetic.is_some());
+    let (size, quality, seed) = (a.size, a.quality, a.seed);
     let (sw, sh) = a.synthetic_size;
     let mut total_bytes = 0u64;
     let mut transcoded = 0usize;
@@ -372,12 +432,19 @@ pub(crate) async fn images(a: ImagesIngest, jpeg: bool) -> Result<()> {
             transcoded += t as usize;
             prepared_ok.push(p);
         }
+        if ingesting.is_none() {
+            ingesting = Some(commit::begin_ingest(store.as_ref(), &prefix, kind).await?);
+        }
         total_bytes += if jpeg {
             put_jpeg_shard(store.as_ref(), &prefix, n, chunk, prepared_ok).await?
         } else {
             put_raw_shard(store.as_ref(), &prefix, n, chunk, &prepared_ok, size, &classes).await?
         };
     }
+    let ingesting = match ingesting {
+        Some(i) => i,
+        None => commit::begin_ingest(store.as_ref(), &prefix, kind).await?,
+    };
     commit::commit_ingest(store.as_ref(), ingesting, &DatasetManifest::complete(kind, shard_count, sources.len() as u64, total_bytes)).await?;
     println!(
         "wrote {shard_count} {} shard(s) under '{prefix}' at {}: {} images, {} classes, {total_bytes} bytes{} in {:.2} s",

@@ -2,12 +2,16 @@
 //! [`ObjectStore`](crate::store::ObjectStore) trait (so `--backend local|http|rdma` all work), in the
 //! layouts of [`crate::format::shards`].
 //!
-//! An ingest first marks the set's manifest `writing` and removes the set
-//! already under the prefix (`commit::begin_ingest`); each shard is built in
-//! host memory, then written as its data object and its sidecar; the
-//! manifest, marked `complete` with the set's totals, is written last
-//! (`commit::commit_ingest`). A failed or killed ingest leaves a set every
-//! reader refuses until an ingest of the prefix completes.
+//! An ingest first checks its sources (every image's header, every text
+//! file's UTF-8) and builds its first shard; only then does it mark the set's
+//! manifest `writing` and remove the set already under the prefix
+//! (`commit::begin_ingest`), so a stray file or input too short for one
+//! shard leaves that set whole. Each shard is built in host memory, then
+//! written as its data object and its sidecar; the manifest, marked
+//! `complete` with the set's totals, is written last
+//! (`commit::commit_ingest`). An ingest that fails or is killed after its
+//! first shard (pixels that do not decode past a good header, the store)
+//! leaves a set every reader refuses until an ingest of the prefix completes.
 
 use std::path::{Path, PathBuf};
 

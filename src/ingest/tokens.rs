@@ -40,12 +40,14 @@ pub(super) async fn run(a: TokensIngest) -> Result<()> {
     // The input files are found before the set under the prefix is touched:
     // a mistyped --input leaves it whole.
     let files = if a.synthetic { Vec::new() } else { collect_files(&a.input)? };
+    // And each is text: a stray binary fails here, not after shards were written.
+    pool.install(|| files.par_iter().try_for_each(|f| read_text(f).map(drop)))?;
     let store = store::open(&a.store)?;
     store.ensure_bucket(true).await?;
-    let ingesting = commit::begin_ingest(store.as_ref(), &a.prefix, "tokens").await?;
     let t0 = std::time::Instant::now();
     let mut packer = Packer {
         store: store.as_ref(),
+        ingesting: None,
         prefix: a.prefix.clone(),
         seq_len: a.seq_len as u64,
         seqs_per_shard,
@@ -59,10 +61,11 @@ pub(super) async fn run(a: TokensIngest) -> Result<()> {
         None => push_synthetic(&a, &pool, &mut packer, total_seqs).await?,
         Some(tk) => push_files(&files, tk, &pool, &mut packer).await?,
     };
-    let (shard_count, sequences, bytes, dropped) = packer.finish().await?;
-    if shard_count == 0 {
+    let (ingesting, (shard_count, sequences, bytes, dropped)) = packer.finish().await?;
+    // No shard written: the set under the prefix was never touched.
+    let Some(ingesting) = ingesting else {
         return Err(Error::Usage(format!("the input holds {} tokens, less than one sequence of {}: lower {SEQ_LEN} or add text", read.tokens, a.seq_len)));
-    }
+    };
     commit::commit_ingest(store.as_ref(), ingesting, &DatasetManifest::complete("tokens", shard_count, sequences, bytes)).await?;
     let s = t0.elapsed().as_secs_f64();
     println!(
@@ -183,8 +186,7 @@ async fn push_files(files: &[std::path::PathBuf], (tk, sep): &Tokenizer, pool: &
             batch
                 .par_iter()
                 .map(|f| {
-                    let text = std::fs::read(f).map_err(|e| Error::Usage(format!("{INPUT} {}: {e}", f.display())))?;
-                    let text = String::from_utf8(text).map_err(|_| Error::Usage(format!("{INPUT} {} is not UTF-8 text: pass text files only", f.display())))?;
+                    let text = read_text(f)?;
                     let enc = tk.encode(text.as_str(), false).map_err(|e| Error::Runtime(format!("tokenizing {}: {e}", f.display())))?;
                     let ids = enc.get_ids().to_vec();
                     let spells = specials.iter().any(|(_, s)| text.contains(s.as_str()));
@@ -207,6 +209,14 @@ async fn push_files(files: &[std::path::PathBuf], (tk, sep): &Tokenizer, pool: &
     Ok(read)
 }
 
+/// An input file's text.
+///
+/// Errors: [`Error::Usage`] naming a file that cannot be read or is not UTF-8.
+fn read_text(f: &std::path::Path) -> Result<String> {
+    let text = std::fs::read(f).map_err(|e| Error::Usage(format!("{INPUT} {}: {e}", f.display())))?;
+    String::from_utf8(text).map_err(|_| Error::Usage(format!("{INPUT} {} is not UTF-8 text: pass text files only", f.display())))
+}
+
 /// The token appended after each document: the first of the usual
 /// end-of-document tokens the tokenizer knows.
 fn separator(tk: &tokenizers::Tokenizer) -> Option<(String, u32)> {
@@ -214,8 +224,11 @@ fn separator(tk: &tokenizers::Tokenizer) -> Option<(String, u32)> {
 }
 
 /// Packs ids into sequences and sequences into shards; writes each full shard.
+/// The ingest begins (the old set under the prefix marked and removed) at the
+/// first shard written, so input that holds no sequence leaves it whole.
 struct Packer<'a> {
     store: &'a dyn ObjectStore,
+    ingesting: Option<commit::Ingesting>,
     prefix: String,
     seq_len: u64,
     seqs_per_shard: u64,
@@ -246,6 +259,9 @@ impl Packer<'_> {
         }
         let meta = TokenShard { sequences, ..self.proto.clone() };
         let side = serde_json::to_vec_pretty(&meta).expect("sidecar encodes");
+        if self.ingesting.is_none() {
+            self.ingesting = Some(commit::begin_ingest(self.store, &self.prefix, "tokens").await?);
+        }
         self.bytes += data.len() as u64;
         commit::put_shard(self.store, &shards::shard_key(&self.prefix, self.shards, "bin"), data, &shards::shard_key(&self.prefix, self.shards, "json"), side)
             .await?;
@@ -254,8 +270,10 @@ impl Packer<'_> {
         Ok(())
     }
 
-    /// Write the last whole sequences; returns the tokens dropped (less than one sequence).
-    async fn finish(mut self) -> Result<(usize, u64, u64, usize)> {
+    /// Write the last whole sequences; returns the ingest (`None`: no shard
+    /// was written) and (shards, sequences, bytes, the tokens dropped: less
+    /// than one sequence).
+    async fn finish(mut self) -> Result<(Option<commit::Ingesting>, (usize, u64, u64, usize))> {
         let whole = (self.pending.len() as u64 / self.seq_len * self.seq_len) as usize;
         let dropped = self.pending.len() - whole;
         if whole > 0 {
@@ -263,6 +281,6 @@ impl Packer<'_> {
             ids.truncate(whole);
             self.write(ids).await?;
         }
-        Ok((self.shards, self.sequences, self.bytes, dropped))
+        Ok((self.ingesting.take(), (self.shards, self.sequences, self.bytes, dropped)))
     }
 }

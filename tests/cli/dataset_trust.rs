@@ -50,8 +50,9 @@ impl Fixture {
 fn an_ingest_that_fails_midway_leaves_a_set_every_reader_refuses() {
     let f = Fixture::new();
     ok(&f.ingest(&["raw", "--synthetic", "8", "--size", "16", "--samples-per-shard", "4"]));
-    // Class `a` decodes; class `b`, sorted after it, holds a broken image: the
-    // first shards are written before the ingest meets it.
+    // Class `a` decodes; class `b`, sorted after it, holds an image cut short
+    // after its header (which the check of every source before the ingest
+    // takes): the first shards are written before the ingest meets it.
     let src = f.tmp.path().join("src");
     for class in ["a", "b"] {
         std::fs::create_dir_all(src.join(class)).unwrap();
@@ -59,7 +60,7 @@ fn an_ingest_that_fails_midway_leaves_a_set_every_reader_refuses() {
     for i in 0..4 {
         image::RgbImage::from_pixel(20, 20, image::Rgb([i * 40, 10, 200])).save(src.join(format!("a/{i}.png"))).unwrap();
     }
-    std::fs::write(src.join("b/broken.png"), b"\x89PNG\r\n\x1a\nnot really").unwrap();
+    std::fs::write(src.join("b/broken.png"), &cut_short_png()[..60]).unwrap();
     let o = f.ingest(&["raw", "--src", src.to_str().unwrap(), "--size", "16", "--samples-per-shard", "2"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("broken.png"), "{}", stderr(&o));
@@ -79,6 +80,79 @@ fn an_ingest_that_fails_midway_leaves_a_set_every_reader_refuses() {
     let o = f.ingest(&["jpeg", "--prefix", "raw/train", "--synthetic", "4", "--synthetic-size", "16x16"]);
     assert!(stderr(&o).contains("'raw/train' held a raw set; its 4 shard object(s) are deleted and a jpeg set replaces it"), "{}", stderr(&o));
     assert_fails(&f.run(&["tokens", "--dest", "host", "--prefix", "raw/train"]), 2, "'raw/train' holds a jpeg set, not tokens", &f.res);
+}
+
+/// A word-level tokenizer small enough to write here (the tokenizers crate's
+/// JSON schema), as `dir/tokenizer.json`.
+fn word_tokenizer(dir: &std::path::Path) -> PathBuf {
+    let tok = dir.join("tokenizer.json");
+    let model = json!({"type": "WordLevel", "vocab": {"[UNK]": 0, "a": 1}, "unk_token": "[UNK]"});
+    let spec = json!({"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
+        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null, "model": model});
+    std::fs::write(&tok, spec.to_string()).unwrap();
+    tok
+}
+
+/// A 32x32 PNG of noise (its pixels do not compress away), whole.
+fn cut_short_png() -> Vec<u8> {
+    let img = image::RgbImage::from_fn(32, 32, |x, y| image::Rgb([(x * 37 + y * 101) as u8, (x * y) as u8, (x ^ y) as u8 * 8]));
+    let mut png = Vec::new();
+    img.write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png).unwrap();
+    assert!(png.len() > 200, "{} bytes", png.len());
+    png
+}
+
+/// Input an ingest can tell is wrong before it writes (a file that is no
+/// image, a JPEG without its end, a text file that is not UTF-8, text too
+/// short for one sequence) fails it with exit 2 and leaves the set already
+/// under the prefix whole: complete, every shard in place, still read.
+#[test]
+fn an_ingest_refused_before_its_first_shard_leaves_the_old_set_whole() {
+    let f = Fixture::new();
+    ok(&f.ingest(&["jpeg", "--synthetic", "8", "--synthetic-size", "16x16", "--samples-per-shard", "4"]));
+    ok(&f.ingest(&["tokens", "--synthetic", "--total-bytes", "128KiB", "--seq-len", "256", "--shard-bytes", "64KiB"]));
+    let shards = |prefix: &str| {
+        let dir = f.object(prefix).parent().unwrap().to_path_buf();
+        let mut v: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| (e.as_ref().unwrap().file_name(), std::fs::read(e.unwrap().path()).unwrap())).collect();
+        v.sort();
+        v
+    };
+    let (jpeg_before, tokens_before) = (shards("jpeg/train"), shards("tokens/train"));
+    let src = f.tmp.path().join("src");
+    std::fs::create_dir_all(src.join("c")).unwrap();
+    std::fs::write(src.join("c/a.png"), cut_short_png()).unwrap();
+    let mut jpeg = Vec::new();
+    image::RgbImage::from_pixel(16, 16, image::Rgb([1, 2, 3])).write_to(&mut std::io::Cursor::new(&mut jpeg), image::ImageFormat::Jpeg).unwrap();
+    for (name, bytes, says) in [
+        ("z.jpg", b"not an image".to_vec(), "z.jpg is not a decodable JPEG/PNG"),
+        ("z.jpg", jpeg[..jpeg.len() - 2].to_vec(), "z.jpg is a truncated JPEG (no end-of-image marker)"),
+    ] {
+        std::fs::write(src.join("c").join(name), bytes).unwrap();
+        for kind in ["jpeg", "raw"] {
+            let o = f.ingest(&[kind, "--src", src.to_str().unwrap(), "--prefix", "jpeg/train", "--samples-per-shard", "1", "--size", "16"]);
+            assert_eq!(o.status.code(), Some(2), "{kind} {name}: {}", stderr(&o));
+            assert!(stderr(&o).contains(says) && !stderr(&o).contains("stays marked"), "{kind}: {}", stderr(&o));
+            assert_eq!(shards("jpeg/train"), jpeg_before, "{kind} {says}: the old set changed");
+        }
+    }
+    let text = f.tmp.path().join("text");
+    std::fs::create_dir_all(&text).unwrap();
+    let tokenizer = word_tokenizer(f.tmp.path());
+    // A file of more than a shard's tokens (64 sequences of 256) sorts first:
+    // beside the stray binary, it would be written before the binary is met.
+    std::fs::write(text.join("a.txt"), "a ".repeat(20_000)).unwrap();
+    for (bytes, says) in [(b"\xff\xfe not text".to_vec(), "is not UTF-8 text"), (b"hi".to_vec(), "less than one sequence of 256")] {
+        if says.contains("sequence") {
+            std::fs::remove_file(text.join("a.txt")).unwrap();
+        }
+        std::fs::write(text.join("doc.txt"), bytes).unwrap();
+        let o =
+            f.ingest(&["tokens", "--tokenizer", tokenizer.to_str().unwrap(), "--input", text.to_str().unwrap(), "--seq-len", "256", "--shard-bytes", "64KiB"]);
+        assert_eq!(o.status.code(), Some(2), "{says}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says) && !stderr(&o).contains("stays marked"), "{}", stderr(&o));
+        assert_eq!(shards("tokens/train"), tokens_before, "{says}: the old set changed");
+    }
+    ok(&f.run(&["tokens", "--dest", "host", "--repeats", "1"]));
 }
 
 #[test]
@@ -162,12 +236,7 @@ fn a_reingest_touches_the_old_set_only_once_its_input_is_found() {
     ok(&f.ingest(&["tokens", "--synthetic", "--total-bytes", "128KiB", "--seq-len", "256", "--shard-bytes", "64KiB"]));
     let before = std::fs::read(f.object("tokens/train.dataset.json")).unwrap();
     // A mistyped --input: refused before the set under the prefix is touched.
-    // A word-level tokenizer small enough to write here (the tokenizers crate's JSON schema).
-    let tok = f.tmp.path().join("tokenizer.json");
-    let model = json!({"type": "WordLevel", "vocab": {"[UNK]": 0, "a": 1}, "unk_token": "[UNK]"});
-    let spec = json!({"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null,
-        "pre_tokenizer": {"type": "Whitespace"}, "post_processor": null, "decoder": null, "model": model});
-    std::fs::write(&tok, spec.to_string()).unwrap();
+    let tok = word_tokenizer(f.tmp.path());
     let typo = f.tmp.path().join("no-such-corpus");
     let o = f.ingest(&["tokens", "--input", typo.to_str().unwrap(), "--tokenizer", tok.to_str().unwrap()]);
     assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));

@@ -356,7 +356,7 @@ fn fetch_procs_fails_fast_when_a_process_dies() {
 }
 
 #[test]
-fn stream_buffers_read_large_objects_through_a_reusable_window() {
+fn stream_buffers_read_large_objects_through_a_reused_buffer() {
     // The case fetch-large-objects-many-streams: memory is streams x window, not streams x object.
     let s = common::server();
     let tmp = tempfile::tempdir().unwrap();

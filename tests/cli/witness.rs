@@ -272,7 +272,7 @@ fn rdma_return_codes_are_counted_and_reported() {
 }
 
 #[test]
-fn rdma_large_objects_use_windows_or_say_they_go_over_http() {
+fn rdma_large_objects_use_ranged_reads_or_say_they_go_over_http() {
     let s = common::server();
     let lib = common::fake_lib();
     let lib = lib.to_str().unwrap();
