@@ -63,7 +63,8 @@ pub struct SamplerReport {
     /// Client CPU in cores: (user + system) / wall.
     pub client_cpu_cores: f64,
     /// Whole-host CPU in cores: busy CPU-seconds of all CPUs (`/proc/stat`,
-    /// one clock tick, 10 ms, per CPU coarse) / wall seconds.
+    /// one clock tick, 10 ms, per CPU coarse) / wall seconds, at most
+    /// `host_logical_cpus` (a window of a few ticks rounds up).
     pub host_cpu_cores: f64,
     /// Logical CPUs of the host.
     pub host_logical_cpus: usize,
@@ -117,7 +118,9 @@ impl Sampler {
         let host1 = host_cpu_ticks();
         let ncpu = host1.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |h| h.1);
         let host_cpu_cores = match (self.host0, host1, crate::clock::ticks_per_s()) {
-            (Some(b0), Some((b1, _)), Some(hz)) if wall_s > 0.0 => b1.saturating_sub(b0) as f64 / hz / wall_s,
+            // A window of a few ticks can count a whole tick per CPU that
+            // ran only part of one: never more cores than the host has.
+            (Some(b0), Some((b1, _)), Some(hz)) if wall_s > 0.0 => (b1.saturating_sub(b0) as f64 / hz / wall_s).min(ncpu as f64),
             _ => 0.0,
         };
         let mut nics = BTreeMap::new();
@@ -193,7 +196,19 @@ mod tests {
         // The host's busy CPU includes this thread's (one clock tick per CPU of slack).
         let slack = 0.011 * r.host_logical_cpus as f64;
         assert!(r.host_cpu_cores * r.wall_s >= cpu - slack, "host {} cores x {} s < this process's {cpu} s", r.host_cpu_cores, r.wall_s);
-        assert!(r.host_cpu_cores <= r.host_logical_cpus as f64 * (1.0 + 0.011 / r.wall_s));
+        assert!(r.host_cpu_cores <= r.host_logical_cpus as f64);
+    }
+
+    #[test]
+    fn a_window_of_a_few_ticks_never_counts_more_cores_than_the_host_has() {
+        // 1 ms of work against 10 ms ticks: a tick landing inside read 10
+        // cores per busy CPU before the figure was capped.
+        for _ in 0..50 {
+            let s = Sampler::start();
+            spin(0.001);
+            let r = s.finish();
+            assert!(r.host_cpu_cores <= r.host_logical_cpus as f64, "{} cores on a host of {}", r.host_cpu_cores, r.host_logical_cpus);
+        }
     }
 
     #[test]

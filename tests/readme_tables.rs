@@ -25,3 +25,18 @@ fn readme_tables_are_the_reports_of_the_listed_records() {
     let b = readme[a..].find(end).map(|i| a + i).expect("README.md has <!-- report:end --> after <!-- report:begin -->");
     assert_eq!(readme[a..b], format!("\n{tables}\n"), "README.md's tables differ from the report: run scripts/readme-tables.sh");
 }
+
+/// The schema version README.md and docs/results.md name is the one this
+/// build writes.
+#[test]
+fn the_docs_name_the_schema_version_this_build_writes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let v = s3rdma::record::SCHEMA_VERSION;
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains(&format!("`schema_version` {v} (`report` reads 1 to {v})")),
+        "README.md's Result records section names another schema version than {v}"
+    );
+    let results = std::fs::read_to_string(root.join("docs/results.md")).unwrap();
+    assert!(results.contains(&format!("| `schema_version` | layout version ({v};")), "docs/results.md names another schema version than {v}");
+}

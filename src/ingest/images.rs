@@ -183,18 +183,18 @@ pub(crate) fn decode(path: &Path) -> Result<(Vec<u8>, RgbImage)> {
 /// Errors: [`Error::Usage`] naming the file, as [`decode`]'s.
 pub(crate) fn probe(path: &Path) -> Result<()> {
     use std::io::{Read, Seek, SeekFrom};
-    let reader = image::ImageReader::open(path).map_err(|e| cannot_read(path, e))?.with_guessed_format().map_err(|e| cannot_read(path, e))?;
-    let jpeg = reader.format() == Some(image::ImageFormat::Jpeg);
-    reader.into_dimensions().map_err(|e| undecodable(path, e))?;
-    if jpeg {
-        let mut f = std::fs::File::open(path).map_err(|e| cannot_read(path, e))?;
-        let len = f.metadata().map_err(|e| cannot_read(path, e))?.len();
-        let mut tail = Vec::with_capacity(64);
+    let mut f = std::fs::File::open(path).map_err(|e| cannot_read(path, e))?;
+    let len = f.metadata().map_err(|e| cannot_read(path, e))?.len();
+    // As decode does: a JPEG (by its bytes) without its end is said as truncated.
+    let (mut head, mut tail) = ([0u8; 3], Vec::with_capacity(64));
+    if len >= 3 && f.read_exact(&mut head).is_ok() && is_jpeg(&head) {
         f.seek(SeekFrom::Start(len.saturating_sub(64))).and_then(|_| f.read_to_end(&mut tail)).map_err(|e| cannot_read(path, e))?;
         if !ends_an_image(&tail) {
             return Err(truncated(path));
         }
     }
+    let reader = image::ImageReader::open(path).map_err(|e| cannot_read(path, e))?.with_guessed_format().map_err(|e| cannot_read(path, e))?;
+    reader.into_dimensions().map_err(|e| undecodable(path, e))?;
     Ok(())
 }
 

@@ -260,6 +260,16 @@ fn ckpt_restore_checks_the_tensor_set_and_the_seed_and_keeps_what_it_did_not_sav
     let o = s3rdma(&seeded, tmp.path());
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("was saved with --seed 0"), "{}", stderr(&o));
+    // Another state's checkpoint (saved by 2 ranks, each its share; restored
+    // by 1) is a flag to fix, named before a read, not damage.
+    let mut ranked = save.clone();
+    ranked.extend(["--ranks", "2", "--ops", "save", "--prefix", "ckpt-2r"]);
+    assert!(s3rdma(&ranked, tmp.path()).status.success());
+    let mut one = restore.clone();
+    one.extend(["--prefix", "ckpt-2r"]);
+    let o = s3rdma(&one, tmp.path());
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("it was saved from another state; restore it with the --workload/--sizes/--ranks it was saved with"), "{}", stderr(&o));
     // A manifest that reshapes one tensor or loses one fails verification (exit 4).
     let manifest = tmp.path().join("s3rdma-data/s3rdma-bench/ckpt/synthetic-4MiB/rank00000.manifest.json");
     let original = std::fs::read(&manifest).unwrap();
@@ -271,11 +281,16 @@ fn ckpt_restore_checks_the_tensor_set_and_the_seed_and_keeps_what_it_did_not_sav
     let o = s3rdma(&restore, tmp.path());
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     let mut m: Value = serde_json::from_slice(&original).unwrap();
+    let n = m["tensors"].as_array().unwrap().len();
     m["tensors"].as_array_mut().unwrap().pop();
     std::fs::write(&manifest, serde_json::to_vec(&m).unwrap()).unwrap();
     let o = s3rdma(&restore, tmp.path());
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
-    assert!(stderr(&o).contains("differ from the originals"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("differ from the originals") && stderr(&o).contains(&format!("{} tensors in the checkpoint, {n} in this run's state", n - 1)),
+        "{}",
+        stderr(&o)
+    );
     // A truncated chunk is damage too: exit 4.
     std::fs::write(&manifest, &original).unwrap();
     let dir = manifest.parent().unwrap();

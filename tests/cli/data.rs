@@ -387,8 +387,8 @@ fn ingest_tokens_and_train_refuse_bad_input() {
     assert_fails(&run(&["tokens", "--prefix", "nothing/here"]), 2, "no tokens shards under 'nothing/here-NNNNNN.bin'", &res);
     assert_fails(&run(&["train", "--loader-only", "--dest", "host", "--crop", "64"]), 2, "--crop 64 is larger than the 32x32 images", &res);
     assert_fails(&run(&["train", "--loader-only", "--dest", "host", "--batch-size", "16", "--crop", "16"]), 2, "fewer than --batch-size 16", &res);
-    // The refused jpeg ingest above began there: the prefix is marked interrupted.
-    assert_fails(&run(&["train", "--loader-only", "--layout", "jpeg", "--dest", "host"]), 1, "the jpeg set 'jpeg/train' is an interrupted ingest", &res);
+    // The refused jpeg ingest above was refused before it began: nothing there.
+    assert_fails(&run(&["train", "--loader-only", "--layout", "jpeg", "--dest", "host"]), 2, "no jpeg shards under 'jpeg/train-NNNNNN.tar'", &res);
     assert_fails(&run(&["tokens", "--mfu", "1.5"]), 2, "--mfu", &res);
     if !cfg!(feature = "train") {
         assert_fails(&run(&["train", "--dest", "host"]), 2, "--features train", &res);

@@ -390,10 +390,13 @@ pub(crate) async fn restore_flat(ctx: &Ctx, key: &str, dst: &mut Buffer) -> Resu
     if let Some(seed) = manifest.seed.filter(|&s| s != ctx.seed) {
         return Err(Error::Usage(format!("checkpoint {key} was saved with {SEED} {seed}: restore it with {SEED} {seed} (this run: {})", ctx.seed)));
     }
-    if manifest.total_bytes > dst.len() as u64 {
-        return Err(Error::Runtime(format!(
-            "checkpoint {key} holds {} bytes, this run's state {}: restore it with the {WORKLOAD}/{SIZES}/{RANKS} it was saved with",
+    // Another state's checkpoint (another workload, size or rank count: each
+    // rank saves its share) is a flag to fix, not damage: said before a read.
+    if manifest.total_bytes != dst.len() as u64 {
+        return Err(Error::Usage(format!(
+            "checkpoint {key} holds {} bytes in {} tensors, this run's state {} bytes: it was saved from another state; restore it with the {WORKLOAD}/{SIZES}/{RANKS} it was saved with",
             manifest.total_bytes,
+            manifest.tensors.len(),
             dst.len()
         )));
     }
@@ -505,7 +508,10 @@ pub(crate) async fn restore_serialized(ctx: &Ctx, key: &str, state: &State, dst:
     let size = match ctx.serial.head(&k).await {
         Ok(m) => m.size,
         Err(StoreError::NotFound { .. }) => {
-            return Err(Error::Runtime(format!("checkpoint {k} does not exist at {}: save it first ({OPS} save,restore)", ctx.serial.location())));
+            return Err(Error::Runtime(format!(
+                "checkpoint {k} does not exist at {}: it was never saved with these flags: save it first and keep it (ckpt {OPS} save {KEEP}, with the same {WORKLOAD}, {SIZES}, {SEED}, {RANKS} and {PREFIX})",
+                ctx.serial.location()
+            )));
         }
         Err(e) => return Err(e.into()),
     };
@@ -559,7 +565,7 @@ pub(crate) fn verify(state: &State, views: &[TensorEntry], restored: &Buffer) ->
     // The restored tensor set must be the saved one: same names, dtypes and
     // shapes, in order (a manifest that lost, renamed or reshaped a tensor fails).
     if views.len() != state.entries.len() {
-        mismatched.push(format!("{} tensors restored, {} saved", views.len(), state.entries.len()));
+        mismatched.push(format!("{} tensors in the checkpoint, {} in this run's state", views.len(), state.entries.len()));
     }
     let (mut a, mut b) = (vec![0u8; STAGE_CHUNK], vec![0u8; STAGE_CHUNK]);
     for ((t, e), orig) in state.tensors.iter().zip(views).zip(&state.entries) {
