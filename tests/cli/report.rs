@@ -265,3 +265,45 @@ fn records_this_build_cannot_read_are_named_and_skipped() {
     assert_eq!(reused.len(), 1, "{rows:?}");
     assert!(rows.iter().any(|r| r["file"] == "nullcpu.json"), "{rows:?}");
 }
+
+/// Runs that differ in a setting that changes what their figure means are
+/// not each other's `--baseline`: tokens with and without simulated compute,
+/// ckpt saves of other chunk sizes. Each row shows that setting as a
+/// dimension, and a tokens row its repeats' wall seconds.
+#[test]
+fn runs_unlike_in_their_settings_are_not_each_others_baseline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let res = tmp.path().join("results");
+    let at = |args: &[&str]| {
+        let mut v = args.to_vec();
+        v.extend(["--root", "r", "--results-dir", "results"]);
+        s3rdma(&v, tmp.path())
+    };
+    let ingest = ["ingest", "tokens", "--synthetic", "--total-bytes", "1MiB", "--seq-len", "256", "--shard-bytes", "256KiB", "--root", "r"];
+    ok(&s3rdma(&ingest, tmp.path()));
+    let tokens = ["tokens", "--dest", "host", "--run-bytes", "64KiB", "--repeats", "2"];
+    ok(&at(&[&tokens[..], &["--tag", "plain"]].concat()));
+    ok(&at(&[&tokens[..], &["--compute", "1ms", "--tag", "compute"]].concat()));
+    let ckpt = ["ckpt", "--dest", "host", "--sizes", "4MiB", "--methods", "flat", "--ops", "save", "--repeats", "1"];
+    ok(&at(&[&ckpt[..], &["--chunk", "1MiB", "--tag", "c1"]].concat()));
+    ok(&at(&[&ckpt[..], &["--chunk", "2MiB", "--tag", "c2"]].concat()));
+    let file =
+        |tag: &str| std::fs::read_dir(&res).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().ends_with(&format!("-{tag}.json"))).unwrap();
+    for (base, other, dim, values) in [("plain", "compute", "compute", ["none", "1ms"]), ("c1", "c2", "chunk", ["1MiB", "2MiB"])] {
+        let (b, o) = (file(base), file(other));
+        let args = ["report", "--format", "json", "--baseline", b.to_str().unwrap(), b.to_str().unwrap(), o.to_str().unwrap()];
+        let rows: Value = serde_json::from_str(&ok(&s3rdma(&args, tmp.path()))).unwrap();
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        let mut seen: Vec<&str> = rows.iter().map(|r| r["dims"][dim].as_str().unwrap()).collect();
+        seen.sort();
+        let mut want = values.to_vec();
+        want.sort();
+        assert_eq!(seen, want, "{rows:?}");
+        let theirs = rows.iter().find(|r| r["dims"][dim] == values[1]).unwrap();
+        assert!(theirs["ratio_to_baseline"].is_null(), "a {dim} {} row compared with {}: {theirs}", values[1], values[0]);
+        if dim == "compute" {
+            assert!(rows.iter().all(|r| r["wall_s"]["median"].as_f64().is_some_and(|w| w > 0.0)), "{rows:?}");
+        }
+    }
+}

@@ -10,6 +10,7 @@ use super::fields::{Figure, Verified, median, spread};
 use super::{Head, ReportRows, Windows};
 use crate::error::Result;
 use crate::report::Row;
+use crate::units::size_name;
 
 /// The fields of a ckpt record the report reads.
 #[derive(Deserialize)]
@@ -89,13 +90,21 @@ fn dims(state: &str, method: &str, op: &str, ranks: String, cache: Option<&str>)
 }
 
 /// Schema 4 on: the writer's own record type (`src/bench/ckpt/results.rs`,
-/// `record.rs`). Each row is judged by its own windows (its index).
+/// `record.rs`). Each row is judged by its own windows (its index). The
+/// chunk size, the chunks in flight and the training load beside a save
+/// are dimensions too, so `--baseline` compares only runs alike in them.
 impl ReportRows for crate::bench::ckpt::CkptRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
         let mut out = Vec::new();
         for (index, row) in self.results.rows.iter().enumerate() {
             let v = row.throughput_gbps;
-            let mut r = head.row(dims(&row.state, row.method.name(), row.op.name(), row.ranks.to_string(), row.cache.as_deref()), "GB/s", v);
+            let mut d = dims(&row.state, row.method.name(), row.op.name(), row.ranks.to_string(), row.cache.as_deref());
+            let p = &self.params;
+            d.insert("chunk".into(), size_name(p.chunk_bytes));
+            d.insert("concurrency".into(), p.concurrency.to_string());
+            let load = p.train_load.as_ref().map_or_else(|| "none".to_string(), |t| format!("gemm {} on {}", t.gemm_side, t.device));
+            d.insert("train load".into(), load);
+            let mut r = head.row(d, "GB/s", v);
             r.wall_s = Some(row.wall_s);
             r.cpu_cores = Some(row.client_cpu_cores.median);
             r.gbps = Some(v.median);

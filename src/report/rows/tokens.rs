@@ -11,6 +11,8 @@ use super::fields::{Figure, median, spread};
 use super::{Head, ReportRows, Windows};
 use crate::error::Result;
 use crate::report::Row;
+use crate::stats::Spread;
+use crate::units::size_name;
 
 /// The fields of a tokens record before schema 3 the report reads.
 #[derive(Deserialize)]
@@ -44,10 +46,22 @@ impl ReportRows for TokensRecord {
     }
 }
 
+/// Schema 3 on: the writer's own record type. Beside the sequence length,
+/// the settings that change what a token rate means are dimensions (runs in
+/// flight, run size, batch, simulated compute), so `--baseline` compares
+/// only runs alike in them.
 impl ReportRows for crate::bench::tokens::TokensRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
-        let s = &self.results.summary;
-        let mut r = head.row(BTreeMap::from([("seq_len".to_string(), self.results.seq_len.to_string())]), "tokens/s", s.tokens_per_s);
+        let (s, p) = (&self.results.summary, &self.params);
+        let dims = BTreeMap::from([
+            ("seq_len".to_string(), self.results.seq_len.to_string()),
+            ("workers".to_string(), p.fetch_workers.to_string()),
+            ("run".to_string(), size_name(p.run_bytes)),
+            ("batch".to_string(), p.batch_seqs.to_string()),
+            ("compute".to_string(), if p.compute_s > 0.0 { format!("{}ms", (p.compute_s * 1e6).round() / 1e3) } else { "none".into() }),
+        ]);
+        let mut r = head.row(dims, "tokens/s", s.tokens_per_s);
+        r.wall_s = Spread::of(self.results.repeats.iter().map(|r| r.figures.wall_s));
         r.cpu_cores = Some(s.client_cpu_cores.median);
         r.gbps = Some(s.throughput_gbps.median);
         Ok(vec![(r, Windows::Cell { index: 0, label_prefix: None })])
