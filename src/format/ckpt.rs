@@ -54,12 +54,20 @@ impl TensorSpec {
 
 /// Bytes per element of the dtypes the state uses.
 pub fn dtype_size(dtype: &str) -> u64 {
-    match dtype {
-        "F64" | "I64" => 8,
-        "F32" | "I32" => 4,
-        "F16" | "BF16" => 2,
-        _ => 1,
-    }
+    known_dtype_size(dtype).unwrap_or(1)
+}
+
+/// Bytes per element of a safetensors dtype this format holds
+/// (<https://github.com/huggingface/safetensors>, whole-byte types), `None`
+/// for any other name.
+pub fn known_dtype_size(dtype: &str) -> Option<u64> {
+    Some(match dtype {
+        "F64" | "I64" | "U64" => 8,
+        "F32" | "I32" | "U32" => 4,
+        "F16" | "BF16" | "I16" | "U16" => 2,
+        "I8" | "U8" | "BOOL" | "F8_E4M3" | "F8_E5M2" => 1,
+        _ => return None,
+    })
 }
 
 /// One tensor's place in the flat buffer (manifest entry; original field names).
@@ -204,8 +212,17 @@ impl Manifest {
         if m.chunk_bytes == 0 || m.chunk_bytes > MAX_CHUNK || m.num_chunks != m.total_bytes.div_ceil(m.chunk_bytes) {
             return Err(bad(format!("{} chunks of {} bytes do not cover {} bytes", m.num_chunks, m.chunk_bytes, m.total_bytes)));
         }
+        if m.tensors.is_empty() {
+            return Err(bad("it lists no tensors: save the checkpoint again".into()));
+        }
+        if !m.alignment.is_power_of_two() {
+            return Err(bad(format!("alignment {} is not a power of two", m.alignment)));
+        }
         for t in &m.tensors {
-            let expect = t.shape.iter().try_fold(dtype_size(&t.dtype), |n, &d| n.checked_mul(d));
+            let Some(size) = known_dtype_size(&t.dtype) else {
+                return Err(bad(format!("tensor '{}' has dtype '{}', none this format holds (F64, F32, BF16, I64, U8, ...)", t.path, t.dtype)));
+            };
+            let expect = t.shape.iter().try_fold(size, |n, &d| n.checked_mul(d));
             if t.offset.checked_add(t.nbytes).is_none_or(|end| end > m.total_bytes) || expect != Some(t.nbytes) {
                 return Err(bad(format!("tensor '{}' ({} bytes at {}) does not fit its shape or the buffer", t.path, t.nbytes, t.offset)));
             }
@@ -215,6 +232,12 @@ impl Manifest {
             && c.chunks.len() as u64 != m.num_chunks
         {
             return Err(bad(format!("{} checksums for {} chunks", c.chunks.len(), m.num_chunks)));
+        }
+        if let Some(c) = &m.checksums
+            && c.algorithm == ChecksumAlgorithm::Xxh3_64
+            && let Some((i, sum)) = c.chunks.iter().enumerate().find(|(_, s)| s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(bad(format!("checksum {i} '{sum}' is not an xxh3-64 (16 hex digits)")));
         }
         Ok(m)
     }
@@ -375,7 +398,8 @@ mod tests {
 
     #[test]
     fn a_manifest_of_format_version_0_or_a_later_one_is_refused() {
-        let m = Manifest::new(Vec::new(), 10, 4, generation_prefix("ck/r0", "20261204T031921.123456-2"));
+        let (e, total) = pack(&[TensorSpec::new("a", "U8", &[10])]);
+        let m = Manifest::new(e, total, 4, generation_prefix("ck/r0", "20261204T031921.123456-2"));
         let mut v = serde_json::to_value(&m).unwrap();
         assert!(Manifest::parse("ck/r0", &serde_json::to_vec(&v).unwrap()).is_ok(), "{v}");
         v["format_version"] = 0.into();
@@ -453,5 +477,31 @@ mod tests {
         old.chunk_prefix = None;
         assert_eq!(old.chunk_key("ck", 0), "ck.part00000");
         assert!(Manifest::parse("ck", b"{").is_err());
+    }
+
+    /// A manifest edited into one no save writes is refused by what is wrong
+    /// with it, before a chunk is read (a bad checksum would otherwise blame
+    /// the chunk).
+    #[test]
+    fn a_manifest_no_save_writes_is_named_for_what_is_wrong() {
+        let (e, total) = pack(&[TensorSpec::new("a", "F32", &[1000])]);
+        let mut m = Manifest::new(e, total, 1024, "ck.g1".into());
+        m.checksums = Some(Checksums { algorithm: ChecksumAlgorithm::Xxh3_64, chunks: vec!["00112233445566ff".into(); 4] });
+        let says = |m: &Manifest| Manifest::parse("ck", &serde_json::to_vec(m).unwrap()).map(drop).map_err(|e| e.to_string());
+        assert_eq!(says(&m), Ok(()));
+        let mut bad = m.clone();
+        bad.tensors.clear();
+        assert!(says(&bad).unwrap_err().contains("it lists no tensors"));
+        for a in [0, 3] {
+            let mut bad = m.clone();
+            bad.alignment = a;
+            assert!(says(&bad).unwrap_err().contains(&format!("alignment {a} is not a power of two")));
+        }
+        let mut bad = m.clone();
+        bad.tensors[0].dtype = "Q7".into();
+        assert!(says(&bad).unwrap_err().contains("tensor 'a' has dtype 'Q7', none this format holds"));
+        let mut bad = m.clone();
+        bad.checksums.as_mut().unwrap().chunks[2] = "zz".into();
+        assert!(says(&bad).unwrap_err().contains("checksum 2 'zz' is not an xxh3-64"));
     }
 }

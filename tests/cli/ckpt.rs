@@ -244,6 +244,9 @@ fn ckpt_bad_inputs_are_usage_errors() {
 fn ckpt_restore_checks_the_tensor_set_and_the_seed_and_keeps_what_it_did_not_save() {
     let tmp = tempfile::tempdir().unwrap();
     let base = ["ckpt", "--sizes", "4MiB", "--chunk", "1MiB", "--methods", "flat", "--repeats", "1"];
+    // A save alone without --keep says that its checkpoint went.
+    let o = s3rdma(&[&base[..], &["--ops", "save"]].concat(), tmp.path());
+    assert!(o.status.success() && stderr(&o).contains("removed after the run; save with --keep to restore it later"), "{}", stderr(&o));
     let mut save = base.to_vec();
     save.push("--keep");
     assert!(s3rdma(&save, tmp.path()).status.success());

@@ -43,7 +43,7 @@ use super::dedup;
 use super::driver::Bench;
 use super::session::{Outcome, Session, SessionSpec, World};
 use crate::error::{Error, Result};
-use crate::flag::{CHUNK, COLD, METHODS, OPS, PREFIX, RANKS, RESTORE_CACHE, SIZES, TRAIN_LOAD, WORKLOAD};
+use crate::flag::{CHUNK, COLD, KEEP, METHODS, OPS, PREFIX, RANKS, RESTORE_CACHE, SIZES, TRAIN_LOAD, WORKLOAD};
 use crate::format::ckpt::{self as fmt, Manifest, TensorEntry};
 use crate::mem::{Buffer, Dest};
 use crate::ranks::{self, Rank};
@@ -467,13 +467,19 @@ impl Bench for Ckpt {
                 rows.extend(st.method_rows(method, &mut bufs, &mut in_windows, &mut mismatch).await?);
                 // One method's checkpoint at a time on the store (a 16 GiB run needs 16 GiB free, not 32).
                 // Measured and checked by now: a clean-up that fails is said and recorded, not the run's failure.
-                if !plan.keep
-                    && plan.ops.contains(&CkptOp::Save)
-                    && let Err(e) = delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await
-                {
-                    let note = format!("rank {}: removing checkpoint {key} ({method:?}) after the run failed: {e}", me.rank);
-                    eprintln!("warning: {note}");
-                    after_commit.lock().unwrap_or_else(|p| p.into_inner()).push(note);
+                if !plan.keep && plan.ops.contains(&CkptOp::Save) {
+                    match delete_checkpoint(store.as_ref(), serial.as_ref(), &key, method).await {
+                        Err(e) => {
+                            let note = format!("rank {}: removing checkpoint {key} ({method:?}) after the run failed: {e}", me.rank);
+                            eprintln!("warning: {note}");
+                            after_commit.lock().unwrap_or_else(|p| p.into_inner()).push(note);
+                        }
+                        // A save alone was likely meant for a later restore: say where it went.
+                        Ok(()) if me.rank == 0 && !plan.ops.contains(&CkptOp::Restore) => {
+                            eprintln!("note: checkpoint {key} ({}) removed after the run; save with {KEEP} to restore it later ({OPS} restore)", method.name())
+                        }
+                        Ok(()) => {}
+                    }
                 }
             }
         }
