@@ -30,24 +30,35 @@ pub fn impossible(row: &Row) -> Option<String> {
     let s = &row.value;
     for (what, x) in [("a median", s.median), ("a minimum", s.min), ("a maximum", s.max)] {
         if !x.is_finite() || x < 0.0 {
-            return Some(format!("{what} {} of {x}", row.metric));
+            return Some(format!("{what} {} of {}", row.metric, fig(x)));
         }
     }
+    // A spread out of order (a median outside its own range) is no summary of repeats.
+    let slack = 1e-9 * s.max.abs().max(1.0);
+    if s.min > s.median + slack || s.median > s.max + slack {
+        return Some(format!("a median {} of {} outside its range {}-{}", row.metric, fig(s.median), fig(s.min), fig(s.max)));
+    }
     if let Some(g) = row.gbps.filter(|g| !g.is_finite() || *g < 0.0 || *g > MAX_GBPS) {
-        return Some(format!("{g} GB/s (beyond {MAX_GBPS} GB/s or not a rate)"));
+        return Some(format!("{} GB/s (beyond {MAX_GBPS} GB/s or not a rate)", fig(g)));
     }
     if row.metric == "GB/s" && s.max > MAX_GBPS {
-        return Some(format!("{} GB/s (beyond {MAX_GBPS} GB/s)", s.max));
+        return Some(format!("{} GB/s (beyond {MAX_GBPS} GB/s)", fig(s.max)));
     }
     if let Some(c) = row.cpu_cores.filter(|c| !c.is_finite() || *c < 0.0 || *c > MAX_CORES) {
-        return Some(format!("{c} client cores"));
+        return Some(format!("{} client cores", fig(c)));
     }
     if let Some(w) = &row.wall_s
         && [w.median, w.min, w.max].iter().any(|x| !x.is_finite() || *x < 0.0)
     {
-        return Some(format!("a wall time of {} s", w.median));
+        return Some(format!("a wall time of {} s", fig(w.median)));
     }
     row.dims.iter().find(|(_, v)| v.parse::<f64>().is_ok_and(|x| !x.is_finite() || x > 1e15)).map(|(k, v)| format!("{k} = {v}"))
+}
+
+/// A figure in a note: as written up to a million, else in exponent form
+/// (1e308 as `1e308`, not 309 digits).
+fn fig(x: f64) -> String {
+    if x.is_finite() && x.abs() >= 1e6 { format!("{x:e}") } else { format!("{x}") }
 }
 
 /// The library of an rdma record made through a libminiocpp whose RDMA

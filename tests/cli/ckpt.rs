@@ -244,6 +244,9 @@ fn ckpt_bad_inputs_are_usage_errors() {
 fn ckpt_restore_checks_the_tensor_set_and_the_seed_and_keeps_what_it_did_not_save() {
     let tmp = tempfile::tempdir().unwrap();
     let base = ["ckpt", "--sizes", "4MiB", "--chunk", "1MiB", "--methods", "flat", "--repeats", "1"];
+    // A size given twice runs once, as a method given twice does.
+    let twice = ["ckpt", "--sizes", "1MiB,1MiB", "--methods", "flat,flat", "--ops", "save", "--repeats", "1", "--json", "--root", "twice"];
+    assert_eq!(record(&s3rdma(&twice, tmp.path()))["results"]["rows"].as_array().unwrap().len(), 1);
     // A save alone without --keep says that its checkpoint went.
     let o = s3rdma(&[&base[..], &["--ops", "save"]].concat(), tmp.path());
     assert!(o.status.success() && stderr(&o).contains("removed after the run; save with --keep to restore it later"), "{}", stderr(&o));

@@ -189,13 +189,24 @@ fn impossible_figures_are_named_and_skipped() {
     let good = results_in(&tmp.path().join("results")).pop().unwrap();
     let rec: Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
     let mut files = vec![good.to_string_lossy().into_owned()];
-    for (name, edit) in [
-        ("negative.json", ("/results/0/repeats/0/throughput_gbps", serde_json::json!(-5.0))),
-        ("beyond.json", ("/results/0/repeats/0/throughput_gbps", serde_json::json!(1e300))),
-        ("concurrency.json", ("/results/0/concurrency", serde_json::json!(1.2e24))),
+    for (name, edits) in [
+        ("negative.json", vec![("/results/0/repeats/0/throughput_gbps", serde_json::json!(-5.0))]),
+        ("beyond.json", vec![("/results/0/repeats/0/throughput_gbps", serde_json::json!(1e300))]),
+        ("concurrency.json", vec![("/results/0/concurrency", serde_json::json!(1.2e24))]),
+        // An older record's row without repeats is its summary, which can be out of order.
+        (
+            "order.json",
+            vec![
+                ("/schema_version", serde_json::json!(2)),
+                ("/results/0/repeats", serde_json::json!([])),
+                ("/results/0/summary/throughput_gbps", serde_json::json!({"median": 1.0, "min": 5.0, "max": 0.1})),
+            ],
+        ),
     ] {
         let mut r = rec.clone();
-        *r.pointer_mut(edit.0).unwrap() = edit.1;
+        for (at, v) in edits {
+            *r.pointer_mut(at).unwrap() = v;
+        }
         let p = tmp.path().join(name);
         std::fs::write(&p, serde_json::to_string(&r).unwrap()).unwrap();
         files.push(p.to_string_lossy().into_owned());
@@ -205,9 +216,12 @@ fn impossible_figures_are_named_and_skipped() {
     let o = s3rdma(&args, tmp.path());
     let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
     assert!(o.status.success(), "{err}");
-    for f in ["negative.json", "beyond.json"] {
+    for f in ["negative.json", "beyond.json", "order.json"] {
         assert!(err.contains(&format!("note: {f}: a fetch row with")) && !out.contains(f), "{f}: {err}\n{out}");
     }
+    // Named short: 1e300, not its 301 digits; a median outside its range, with the range.
+    assert!(err.contains("1e300 GB/s") && !err.contains("00000000000000000000"), "{err}");
+    assert!(err.contains("a median GB/s of 1 outside its range 5-0.1"), "{err}");
     // A concurrency no run has is no record of the writer's type: named, with where it departs, and skipped.
     assert!(err.contains("note: concurrency.json: not a fetch record this build reads (results[0].concurrency: invalid type"), "{err}");
     assert!(!out.contains("concurrency.json"), "{out}");

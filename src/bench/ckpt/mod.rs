@@ -163,14 +163,15 @@ fn check_memory(plan: &CkptPlan, per_rank: u64, world: usize) -> Result<()> {
     Ok(())
 }
 
-/// Put `plan` in its canonical order (each method and operation once, saves
+/// Put `plan` in its canonical order (each size, method and operation once, saves
 /// before restores) and refuse what cannot run, once, before any rank starts:
 /// a bad prefix or run id, a cache mode without a restore, an unaligned chunk
 /// for O_DIRECT, sizes or memory this host cannot hold.
 ///
 /// Errors: [`Error::Usage`] naming the flag to change.
 fn check_plan(plan: &mut CkptPlan) -> Result<()> {
-    // Each method and operation once, saves before restores.
+    // Each size, method and operation once, saves before restores.
+    dedup(&mut plan.sizes);
     dedup(&mut plan.methods);
     dedup(&mut plan.ops);
     plan.ops.sort_by_key(|o| *o == CkptOp::Restore);
