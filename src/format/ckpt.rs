@@ -227,6 +227,20 @@ impl Manifest {
                 return Err(bad(format!("tensor '{}' ({} bytes at {}) does not fit its shape or the buffer", t.path, t.nbytes, t.offset)));
             }
         }
+        // The layout pack() writes: each tensor at a multiple of the
+        // alignment, after the previous one's end, once by name. (A buffer
+        // longer than its last tensor is another state's, said on restore.)
+        let mut end = 0u64;
+        let mut names = std::collections::HashSet::new();
+        for t in &m.tensors {
+            if t.offset % m.alignment != 0 || t.offset < end || !names.insert(t.path.as_str()) {
+                return Err(bad(format!(
+                    "tensor '{}' at {} is not at a multiple of {} after the one before it (ending at {end}), or is named twice",
+                    t.path, t.offset, m.alignment
+                )));
+            }
+            end = t.offset + t.nbytes;
+        }
         if let Some(c) = &m.checksums
             && c.algorithm == ChecksumAlgorithm::Xxh3_64
             && c.chunks.len() as u64 != m.num_chunks
@@ -503,5 +517,18 @@ mod tests {
         let mut bad = m.clone();
         bad.checksums.as_mut().unwrap().chunks[2] = "zz".into();
         assert!(says(&bad).unwrap_err().contains("checksum 2 'zz' is not an xxh3-64"));
+        // Layout: unaligned, overlapping, named twice.
+        let (e, total) = pack(&[TensorSpec::new("a", "F32", &[100]), TensorSpec::new("b", "F32", &[100])]);
+        let two = Manifest::new(e, total, 1024, "ck.g1".into());
+        assert_eq!(says(&two), Ok(()));
+        let mut bad = two.clone();
+        bad.tensors[0].offset = 1;
+        assert!(says(&bad).unwrap_err().contains("tensor 'a' at 1 is not at a multiple of 512"));
+        let mut bad = two.clone();
+        bad.tensors[1].offset = 0;
+        assert!(says(&bad).unwrap_err().contains("tensor 'b' at 0"));
+        let mut bad = two.clone();
+        bad.tensors[1].path = "a".into();
+        assert!(says(&bad).unwrap_err().contains("or is named twice"));
     }
 }

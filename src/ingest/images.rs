@@ -56,6 +56,11 @@ fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
             match std::fs::metadata(&p) {
                 Ok(m) if m.is_dir() => stack.push((p, depth + 1)),
                 Ok(m) if m.is_file() => files.push(p),
+                // An image name that does not open (a symlink to nothing):
+                // torchvision lists it and fails when it loads; say it now.
+                Err(e) if p.file_name().is_some_and(|n| TORCHVISION_IMAGE_EXTENSIONS.iter().any(|x| n.to_string_lossy().to_lowercase().ends_with(x))) => {
+                    return Err(Error::Usage(format!("{SRC}: {} does not open ({e}): restore its target or remove it", p.display())));
+                }
                 _ => {}
             }
         }

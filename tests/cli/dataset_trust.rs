@@ -135,6 +135,14 @@ fn an_ingest_refused_before_its_first_shard_leaves_the_old_set_whole() {
             assert_eq!(shards("jpeg/train"), jpeg_before, "{kind} {says}: the old set changed");
         }
     }
+    // An image name that is a symlink to nothing is refused too (torchvision
+    // lists it and fails on its load), not skipped.
+    std::fs::remove_file(src.join("c/z.jpg")).unwrap();
+    std::os::unix::fs::symlink("/nonexistent/zz.jpg", src.join("c/gone.jpg")).unwrap();
+    let o = f.ingest(&["jpeg", "--src", src.to_str().unwrap(), "--prefix", "jpeg/train", "--samples-per-shard", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("gone.jpg does not open"), "{}", stderr(&o));
+    assert_eq!(shards("jpeg/train"), jpeg_before, "a dangling symlink: the old set changed");
     let text = f.tmp.path().join("text");
     std::fs::create_dir_all(&text).unwrap();
     let tokenizer = word_tokenizer(f.tmp.path());

@@ -301,8 +301,14 @@ fn runs_unlike_in_their_settings_are_not_each_others_baseline() {
     let ckpt = ["ckpt", "--dest", "host", "--sizes", "4MiB", "--methods", "flat", "--ops", "save", "--repeats", "1"];
     ok(&at(&[&ckpt[..], &["--chunk", "1MiB", "--tag", "c1"]].concat()));
     ok(&at(&[&ckpt[..], &["--chunk", "2MiB", "--tag", "c2"]].concat()));
+    // A restore reads the chunks the save wrote, whatever its own --chunk.
+    ok(&at(&["ckpt", "--dest", "host", "--sizes", "4MiB", "--methods", "flat", "--ops", "save", "--repeats", "1", "--chunk", "1MiB", "--keep", "--tag", "k"]));
+    ok(&at(&["ckpt", "--dest", "host", "--sizes", "4MiB", "--methods", "flat", "--ops", "restore", "--repeats", "1", "--tag", "r"]));
     let file =
         |tag: &str| std::fs::read_dir(&res).unwrap().map(|e| e.unwrap().path()).find(|p| p.to_string_lossy().ends_with(&format!("-{tag}.json"))).unwrap();
+    let restored = file("r");
+    let rows: Value = serde_json::from_str(&ok(&s3rdma(&["report", "--format", "json", restored.to_str().unwrap()], tmp.path()))).unwrap();
+    assert_eq!(rows[0]["dims"]["chunk"], "1MiB", "{rows}");
     for (base, other, dim, values) in [("plain", "compute", "compute", ["none", "1ms"]), ("c1", "c2", "chunk", ["1MiB", "2MiB"])] {
         let (b, o) = (file(base), file(other));
         let args = ["report", "--format", "json", "--baseline", b.to_str().unwrap(), b.to_str().unwrap(), o.to_str().unwrap()];

@@ -91,8 +91,9 @@ fn dims(state: &str, method: &str, op: &str, ranks: String, cache: Option<&str>)
 
 /// Schema 4 on: the writer's own record type (`src/bench/ckpt/results.rs`,
 /// `record.rs`). Each row is judged by its own windows (its index). The
-/// chunk size, the chunks in flight and the training load beside a save
-/// are dimensions too, so `--baseline` compares only runs alike in them.
+/// chunk size the row moved, the chunks in flight and the training load
+/// beside a save are dimensions too, so `--baseline` compares only runs
+/// alike in them.
 impl ReportRows for crate::bench::ckpt::CkptRecord {
     fn rows(&self, head: &Head) -> Result<Vec<(Row, Windows)>> {
         let mut out = Vec::new();
@@ -100,8 +101,10 @@ impl ReportRows for crate::bench::ckpt::CkptRecord {
             let v = row.throughput_gbps;
             let mut d = dims(&row.state, row.method.name(), row.op.name(), row.ranks.to_string(), row.cache.as_deref());
             let p = &self.params;
-            d.insert("chunk".into(), size_name(p.chunk_bytes));
-            d.insert("concurrency".into(), p.concurrency.to_string());
+            // The chunk size the row moved (a restore reads the saved one;
+            // serialize-then-put moves one object) and its transfers in flight.
+            d.insert("chunk".into(), if row.chunk_bytes > 0 { size_name(row.chunk_bytes) } else { "one object".into() });
+            d.insert("concurrency".into(), row.concurrency.to_string());
             let load = p.train_load.as_ref().map_or_else(|| "none".to_string(), |t| format!("gemm {} on {}", t.gemm_side, t.device));
             d.insert("train load".into(), load);
             let mut r = head.row(d, "GB/s", v);
