@@ -218,6 +218,12 @@ impl Manifest {
         if !m.alignment.is_power_of_two() {
             return Err(bad(format!("alignment {} is not a power of two", m.alignment)));
         }
+        // Each tensor fits its shape and the buffer, in the layout pack()
+        // writes: at a multiple of the alignment, after the previous one's
+        // end, once by name. (A buffer longer than its last tensor is another
+        // state's, said on restore.)
+        let mut end = 0u64;
+        let mut names = std::collections::HashSet::new();
         for t in &m.tensors {
             let Some(size) = known_dtype_size(&t.dtype) else {
                 return Err(bad(format!("tensor '{}' has dtype '{}', none this format holds (F64, F32, BF16, I64, U8, ...)", t.path, t.dtype)));
@@ -226,13 +232,6 @@ impl Manifest {
             if t.offset.checked_add(t.nbytes).is_none_or(|end| end > m.total_bytes) || expect != Some(t.nbytes) {
                 return Err(bad(format!("tensor '{}' ({} bytes at {}) does not fit its shape or the buffer", t.path, t.nbytes, t.offset)));
             }
-        }
-        // The layout pack() writes: each tensor at a multiple of the
-        // alignment, after the previous one's end, once by name. (A buffer
-        // longer than its last tensor is another state's, said on restore.)
-        let mut end = 0u64;
-        let mut names = std::collections::HashSet::new();
-        for t in &m.tensors {
             if t.offset % m.alignment != 0 || t.offset < end || !names.insert(t.path.as_str()) {
                 return Err(bad(format!(
                     "tensor '{}' at {} is not at a multiple of {} after the one before it (ending at {end}), or is named twice",
@@ -241,17 +240,13 @@ impl Manifest {
             }
             end = t.offset + t.nbytes;
         }
-        if let Some(c) = &m.checksums
-            && c.algorithm == ChecksumAlgorithm::Xxh3_64
-            && c.chunks.len() as u64 != m.num_chunks
-        {
-            return Err(bad(format!("{} checksums for {} chunks", c.chunks.len(), m.num_chunks)));
-        }
-        if let Some(c) = &m.checksums
-            && c.algorithm == ChecksumAlgorithm::Xxh3_64
-            && let Some((i, sum)) = c.chunks.iter().enumerate().find(|(_, s)| s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()))
-        {
-            return Err(bad(format!("checksum {i} '{sum}' is not an xxh3-64 (16 hex digits)")));
+        if let Some(c) = m.checksums.as_ref().filter(|c| c.algorithm == ChecksumAlgorithm::Xxh3_64) {
+            if c.chunks.len() as u64 != m.num_chunks {
+                return Err(bad(format!("{} checksums for {} chunks", c.chunks.len(), m.num_chunks)));
+            }
+            if let Some((i, sum)) = c.chunks.iter().enumerate().find(|(_, s)| s.len() != 16 || !s.bytes().all(|b| b.is_ascii_hexdigit())) {
+                return Err(bad(format!("checksum {i} '{sum}' is not an xxh3-64 (16 hex digits)")));
+            }
         }
         Ok(m)
     }

@@ -34,6 +34,13 @@ pub(crate) fn is_image(p: &Path) -> bool {
 /// `ImageFolder` takes as an image, matched on the lower-cased file name.
 const TORCHVISION_IMAGE_EXTENSIONS: &[&str] = &[".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"];
 
+/// Whether torchvision's `ImageFolder` takes `p` as an image (its name ends
+/// in one of [`TORCHVISION_IMAGE_EXTENSIONS`], case-insensitively).
+fn torchvision_image(p: &Path) -> bool {
+    let name = p.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    TORCHVISION_IMAGE_EXTENSIONS.iter().any(|x| name.ends_with(x))
+}
+
 /// Deepest directory nesting followed below a class directory (a guard
 /// against symlink loops, which `os.walk(followlinks=True)` would not stop).
 const MAX_DEPTH: usize = 64;
@@ -58,7 +65,7 @@ fn walk_files(dir: &Path) -> Result<Vec<PathBuf>> {
                 Ok(m) if m.is_file() => files.push(p),
                 // An image name that does not open (a symlink to nothing):
                 // torchvision lists it and fails when it loads; say it now.
-                Err(e) if p.file_name().is_some_and(|n| TORCHVISION_IMAGE_EXTENSIONS.iter().any(|x| n.to_string_lossy().to_lowercase().ends_with(x))) => {
+                Err(e) if torchvision_image(&p) => {
                     return Err(Error::Usage(format!("{SRC}: {} does not open ({e}): restore its target or remove it", p.display())));
                 }
                 _ => {}
@@ -100,8 +107,7 @@ pub fn scan_image_folder(root: &Path) -> Result<(Vec<String>, Vec<Source>)> {
         let class_dir = root.join(class);
         let before = out.len();
         for path in walk_files(&class_dir)? {
-            let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
-            if !TORCHVISION_IMAGE_EXTENSIONS.iter().any(|x| name.ends_with(x)) {
+            if !torchvision_image(&path) {
                 continue;
             }
             if !is_image(&path) {
@@ -198,7 +204,9 @@ pub(crate) fn probe(path: &Path) -> Result<()> {
             return Err(truncated(path));
         }
     }
-    let reader = image::ImageReader::open(path).map_err(|e| cannot_read(path, e))?.with_guessed_format().map_err(|e| cannot_read(path, e))?;
+    // The same open file, from its start, for the decoder's header read.
+    f.seek(SeekFrom::Start(0)).map_err(|e| cannot_read(path, e))?;
+    let reader = image::ImageReader::new(std::io::BufReader::new(f)).with_guessed_format().map_err(|e| cannot_read(path, e))?;
     reader.into_dimensions().map_err(|e| undecodable(path, e))?;
     Ok(())
 }
