@@ -240,6 +240,33 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// This error with `extra` added to what it says: appended to the detail
+    /// of the kinds that have one (auth, unreachable, broken, timeout,
+    /// other); any other kind becomes [`StoreError::Other`] for `op` on
+    /// `key`, its message followed by `extra`.
+    pub fn with_detail(mut self, op: &'static str, key: &str, extra: &str) -> Self {
+        match &mut self {
+            StoreError::Auth { detail, .. }
+            | StoreError::Unreachable { detail, .. }
+            | StoreError::Broken { detail, .. }
+            | StoreError::Timeout { detail, .. }
+            | StoreError::Other { detail, .. } => {
+                detail.push_str("; ");
+                detail.push_str(extra);
+                self
+            }
+            _ => {
+                let location = match &self {
+                    StoreError::NoSuchBucket { location, .. } | StoreError::NotFound { location, .. } => location.clone(),
+                    _ => String::new(),
+                };
+                StoreError::Other { op, key: key.into(), location, detail: format!("{self}; {extra}"), cause: Some(Box::new(self)) }
+            }
+        }
+    }
+}
+
 /// What an S3 server's refusal (401/403) says about the request, from its
 /// error code (AWS S3 API reference, "Error responses"): each has its own fix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 mod aws;
 mod ckpt;
 mod ckpt_async;
+mod completion;
 #[path = "../common/mod.rs"]
 mod common;
 mod data;

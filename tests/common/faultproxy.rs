@@ -49,6 +49,14 @@ pub enum Fault {
     /// Forward, then flip the body's byte at this offset (bit rot at rest: the
     /// headers are right, only a digest can tell).
     FlipByte(usize),
+    /// Forward the request (the server acts on it), then hold its answer
+    /// this long before sending it: an answer that outlives the client's
+    /// timeout (a CompleteMultipartUpload assembling a large object).
+    AnswerLate(Duration),
+    /// Answer `200 OK` whose body is S3's `<Error>` with this code, as S3
+    /// may answer CompleteMultipartUpload; with `forward`, after the server
+    /// acted on the request (the answer replaced), else instead of it.
+    ErrorIn200 { code: &'static str, forward: bool },
     /// Answer `403 InvalidAccessKeyId` to a request without this header, as
     /// AWS answers temporary keys sent without `X-Amz-Security-Token`;
     /// forward the others.
@@ -251,6 +259,12 @@ fn reset(s: &TcpStream) {
     }
 }
 
+/// `200 OK` with S3's error XML of `code` as its body.
+fn error_in_200(code: &str) -> Vec<u8> {
+    let xml = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>injected into a 200</Message><RequestId>x</RequestId></Error>");
+    format!("HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{xml}", xml.len()).into_bytes()
+}
+
 const STALL: Duration = Duration::from_secs(600);
 
 // One proxied connection's whole exchange, read top to bottom: each fault is one branch of it.
@@ -281,6 +295,10 @@ fn serve(client: TcpStream, upstream: &str, st: &Mutex<State>) -> std::io::Resul
                 // A HEAD answer carries no body, whatever its length says.
                 let body = if method == "HEAD" { "" } else { xml };
                 out.write_all(format!("HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}", xml.len()).as_bytes())?;
+                continue;
+            }
+            Some(Fault::ErrorIn200 { code, forward: false }) => {
+                out.write_all(&error_in_200(code))?;
                 continue;
             }
             Some(Fault::Status { code, retry_after }) => {
@@ -354,6 +372,14 @@ fn serve(client: TcpStream, upstream: &str, st: &Mutex<State>) -> std::io::Resul
             Some(Fault::FlipByte(n)) if !rbody.is_empty() => {
                 let i = n % rbody.len();
                 rbody[i] ^= 1;
+            }
+            _ => {}
+        }
+        match &fault {
+            Some(Fault::AnswerLate(d)) => std::thread::sleep(*d),
+            Some(Fault::ErrorIn200 { code, forward: true }) => {
+                out.write_all(&error_in_200(code))?;
+                continue;
             }
             _ => {}
         }

@@ -162,6 +162,19 @@ impl HttpStore {
                 let msg = message.map(|m| format!(": {m}")).unwrap_or_default();
                 StoreError::Auth { location, detail: format!("{op} '{key}': {what}{msg}"), problem: AuthProblem::of_code(code), cause: None }
             }
+            // S3 may answer CompleteMultipartUpload (and copies) 200 with an error body.
+            (200, _) => StoreError::Other {
+                op,
+                key: key.into(),
+                location,
+                detail: format!(
+                    "answered HTTP 200 with an error in its body ({}: {}), which is a failure, not a success ({} attempt(s), {ATTEMPTS})",
+                    if code.is_empty() { "no code" } else { code },
+                    message.unwrap_or("no message"),
+                    self.attempts
+                ),
+                cause: None,
+            },
             _ => StoreError::Other {
                 op,
                 key: key.into(),

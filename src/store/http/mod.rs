@@ -71,6 +71,9 @@ pub struct HttpStore {
     direct: Option<DirectGet>,
     /// Retries made on the SDK paths, by cause.
     sdk_retries: std::sync::Arc<sdk_retries::SdkRetries>,
+    /// CompleteMultipartUploads refused as gone on a retry and confirmed by a
+    /// HEAD of the key (`multipart_completions_confirmed` in the store's counters).
+    completions_confirmed: std::sync::atomic::AtomicU64,
     /// Keys one listing may hold ([`super::listing::ListBound`]).
     list_max_keys: u64,
 }
@@ -173,6 +176,7 @@ impl HttpStore {
             read_timeout: args.read_timeout,
             direct,
             sdk_retries,
+            completions_confirmed: Default::default(),
             list_max_keys: args.list_max_keys,
         })
     }
@@ -521,6 +525,8 @@ impl ObjectStore for HttpStore {
                 .bucket(&self.bucket)
                 .key(key)
                 .body(ByteStream::from(Bytes::copy_from_slice(data)))
+                .customize()
+                .config_override(self.timeouts_for(data.len() as u64))
                 .send()
                 .await
                 .map_err(|e| self.map_err("PUT", key, e))?;
@@ -608,6 +614,7 @@ impl Transport for HttpStore {
     fn stats(&self) -> crate::store::StoreStats {
         let mut pairs = self.direct.as_ref().map(|d| d.retries.counters().to_vec()).unwrap_or_default();
         pairs.extend(self.sdk_retries.counters());
+        pairs.push(("multipart_completions_confirmed", self.completions_confirmed.load(std::sync::atomic::Ordering::Relaxed)));
         crate::store::StoreStats(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
     }
     fn describe(&self) -> serde_json::Value {
@@ -615,6 +622,8 @@ impl Transport for HttpStore {
                "addressing": if self.aws.path_style { "path-style" } else { "virtual-hosted" }, "aws": self.aws.describe(), "part_size_bytes": self.part_size,
                "part_concurrency": self.part_concurrency, "response_checksums": self.checksums,
                "request_checksums": "when-required", "attempts": self.attempts,
+               "read_timeout_s": self.read_timeout.as_secs_f64(),
+               "payload_read_timeout": format!("read_timeout_s + bytes / {:.0} B/s (PUT, UploadPart, CompleteMultipartUpload)", multipart::PROGRESS_FLOOR_BYTES_PER_S),
                "get_path": if self.direct.is_some() { "direct" } else { "sdk" }, "server": super::server::describe(&self.endpoint)})
     }
 }
