@@ -9,7 +9,10 @@
 # healthy and decline runs are repeated through the libminiocpp test double
 # (tests/fake-miniocpp) to compare the two. Exit 1 when any does not.
 #
-#   scripts/rdma-e2e.sh [SCENARIO...]    # fetch-healthy decline mixed lost-rail short ckpt weights tokens-train verify stall 4gib
+#   scripts/rdma-e2e.sh [--rounds N] [SCENARIO...]    # fetch-healthy decline mixed lost-rail short ckpt weights tokens-train verify stall 4gib
+#
+# --rounds N runs the chosen scenarios N times in a row and prints how many
+# rounds had a failure (e.g. `scripts/rdma-e2e.sh --rounds 5 4gib ckpt`).
 #
 # Needs: cargo build --release --workspace --examples (scripts/test.sh does it),
 # and the real library at S3RDMA_TEST_MINIOCPP or target/libminiocpp/libminiocpp.so.

@@ -18,7 +18,7 @@ Records go
 to <results>/test-double/ (s3rdma puts every record made through a stand-in
 there); they are never RDMA figures.
 
-Usage: rdma_e2e.py S3RDMA SERVER LIBMINIOCPP FAKE_LIB RESULTS_DIR [SCENARIO...]
+Usage: rdma_e2e.py S3RDMA SERVER LIBMINIOCPP FAKE_LIB RESULTS_DIR [--rounds N] [SCENARIO...]
 """
 
 import json
@@ -30,7 +30,19 @@ import tempfile
 import time
 
 S3RDMA, SERVER, LIB, FAKE, RESULTS = sys.argv[1:6]
-ONLY = set(sys.argv[6:])
+_rest = sys.argv[6:]
+# --rounds N: run the chosen scenarios N times in a row (a flaky scenario
+# shows as a count of failed runs, not as one lucky pass).
+ROUNDS = 1
+if "--rounds" in _rest:
+    i = _rest.index("--rounds")
+    try:
+        ROUNDS = int(_rest[i + 1])
+        assert ROUNDS >= 1
+    except (IndexError, ValueError, AssertionError):
+        raise SystemExit("rdma-e2e: --rounds takes a whole number of 1 or more, e.g. --rounds 5")
+    del _rest[i:i + 2]
+ONLY = set(_rest)
 ACCESS, SECRET = "s3rdma-e2e", "s3rdma-e2e-secret-0123456789"
 GIB = 1 << 30
 
@@ -327,10 +339,19 @@ def main():
         "stall": [lambda: scenario_stall(real)],
         "4gib": [lambda: scenario_4gib(real)],
     }
-    for name in SCENARIOS:
-        if want(name):
-            for run in runs[name]:
-                run()
+    failed_rounds = 0
+    for n in range(1, ROUNDS + 1):
+        before = len(FAILED)
+        t0 = time.monotonic()
+        for name in SCENARIOS:
+            if want(name):
+                for run in runs[name]:
+                    run()
+        failed_rounds += len(FAILED) > before
+        if ROUNDS > 1:
+            print(f"rdma-e2e: round {n} of {ROUNDS}: {len(FAILED) - before} scenario run(s) failed, {time.monotonic() - t0:.0f} s", flush=True)
+    if ROUNDS > 1:
+        print(f"rdma-e2e: {ROUNDS} rounds, {failed_rounds} with a failure, {len(FAILED)} failed scenario run(s) in all")
     if FAILED:
         print("\n".join(["", "rdma-e2e: FAILED:"] + FAILED), file=sys.stderr)
         sys.exit(1)

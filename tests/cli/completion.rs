@@ -95,7 +95,8 @@ fn a_real_policy_refusal_of_the_completion_still_names_the_policy() {
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("policy"), "{err}");
-    assert!(err.contains("a HEAD of the key found no object where the completion would have left 25165824 bytes with ETag "), "{err}");
+    assert!(err.contains("a HEAD of the key found no object where a completed upload would have left 25165824 bytes with ETag "), "{err}");
     assert_eq!(completions(&log), 1, "a refusal is not retried: {}", log.join("\n"));
+    eprintln!("{}", err.trim());
     assert!(results_in(&tmp.path().join("results")).is_empty());
 }

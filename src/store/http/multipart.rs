@@ -136,7 +136,7 @@ impl HttpStore {
                 Ok(())
             }
             _ => Err(refused.with_detail("CompleteMultipartUpload", key, &format!(
-                "the upload is gone, and a HEAD of the key found {} where the completion would have left {wanted}",
+                "a HEAD of the key found {} where a completed upload would have left {wanted}, so no earlier attempt completed it",
                 found.describe()
             ))),
         }
