@@ -84,6 +84,8 @@ flags!(
     RANGE_SIZE,
     RANKS,
     RANKS_PER_PROCESS,
+    RDMA_DEVICE,
+    RDMA_ENGINE,
     RDMA_LIB,
     RDMA_NO_RANGE,
     RDMA_THREADS,

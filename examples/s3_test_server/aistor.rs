@@ -10,7 +10,7 @@
 //! Protocol facts this follows, each from minio-cpp `include/miniocpp/rdma.h`
 //! unless said: the reply carries `x-amz-rdma-reply` (200 or 206 for a GET,
 //! 200 or 204 for a PUT; 501 declines, and the client falls back to HTTP)
-//! and, for a GET, `x-amz-rdma-bytes-transferred`, which the client trusts
+//! and `x-amz-rdma-bytes-transferred` (a GET's bytes written; a PUT's bytes read, which this server states too), which the client trusts
 //! as the count; the HTTP body is empty (`Content-Length: 0`); a PUT's
 //! success is status 200 with an ETag; the object offset of a ranged GET
 //! travels in `Range` and the reply is 206. The request is signed SigV4 with
@@ -67,6 +67,14 @@ pub struct Faults {
     pub stall: Option<(Duration, u64)>,
     /// Keys containing any of these are declined (501): HTTP for them, RDMA for the rest.
     pub http_for: Vec<String>,
+    /// Answer success without `x-amz-rdma-bytes-transferred` (as libminiocpp
+    /// assumes the whole size arrived then, the count is the client's to miss).
+    pub no_count: bool,
+    /// Count bytes in `x-amz-rdma-bytes` instead: a dialect a client may not know.
+    pub dialect: bool,
+    /// Decline PUTs as HTTP 200 with `x-amz-rdma-reply: 501` (the aws-c-s3
+    /// fork's spec allows it): a decline, never a success.
+    pub put_200_501: bool,
 }
 
 impl Faults {
@@ -101,7 +109,14 @@ impl Faults {
                 self.stall = Some((d, after.parse().map_err(|_| bad("the @N after the seconds is a count of transfers served first"))?));
             }
             "http-for" if !value.is_empty() => self.http_for.push(value.to_string()),
-            _ => return Err(bad("known modes: decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS[@N], http-for=SUBSTRING")),
+            "no-count" => self.no_count = true,
+            "dialect" => self.dialect = true,
+            "put-200-501" => self.put_200_501 = true,
+            _ => {
+                return Err(bad(
+                    "known modes: decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS[@N], http-for=SUBSTRING, no-count, dialect, put-200-501",
+                ));
+            }
         }
         Ok(())
     }
@@ -307,7 +322,7 @@ impl RdmaRoute {
         self.counters.get_bytes.fetch_add(moved, SeqCst);
         self.counters.get_ops.fetch_add(1, SeqCst);
         let code = if range.is_some() { 206 } else { 200 };
-        Ok(reply(code, code, &[("x-amz-rdma-bytes-transferred", moved.to_string())]))
+        Ok(reply(code, code, &self.count(moved)))
     }
 
     /// PUT or UploadPart: read the token's memory and store it as the object (or part).
@@ -354,7 +369,18 @@ impl RdmaRoute {
             out.output.e_tag
         };
         let etag = etag.map(|e| format!("\"{}\"", e.value())).unwrap_or_default();
-        Ok(reply(200, 200, &[("etag", etag)]))
+        let mut extra = self.count(n);
+        extra.push(("etag", etag));
+        Ok(reply(200, 200, &extra))
+    }
+
+    /// The byte-count header of a success reply, as the fault modes have it.
+    fn count(&self, moved: u64) -> Vec<(&'static str, String)> {
+        match (self.faults.no_count, self.faults.dialect) {
+            (true, _) => Vec::new(),
+            (_, true) => vec![("x-amz-rdma-bytes", moved.to_string())],
+            _ => vec![("x-amz-rdma-bytes-transferred", moved.to_string())],
+        }
     }
 }
 
@@ -372,6 +398,10 @@ impl S3Route for RdmaRoute {
         if f.decline || f.http_for.iter().any(|s| key.contains(s.as_str())) {
             self.counters.error(Err::Declined);
             return Ok(reply(501, 501, &[]));
+        }
+        if f.put_200_501 && req.method == Method::PUT {
+            self.counters.error(Err::Declined);
+            return Ok(reply(200, 501, &[]));
         }
         // The control plane must come from the token's rail (minio-cpp binds
         // its socket there), or the server's transfer has no path back.

@@ -71,7 +71,7 @@ struct Args {
     /// Answer `x-amz-rdma-token` requests as AIStor does and count them.
     #[arg(long)]
     rdma: bool,
-    /// A fault mode for this run (with --rdma): decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS[@N], http-for=SUBSTRING.
+    /// A fault mode for this run (with --rdma): decline, fail-rail=IP[@N], short=BYTES[@N], stall=SECONDS[@N], http-for=SUBSTRING, no-count, dialect, put-200-501.
     #[arg(long, requires = "rdma")]
     fault: Vec<String>,
     /// S3 requests handled at once; the rest wait their turn, as MinIO's

@@ -114,6 +114,18 @@ pub struct StoreArgs {
     /// rdma: largest single transfer; lowered only to test windowing.
     #[arg(long, value_parser = parse_bytes, default_value = "4294967295", hide = true)]
     pub rdma_max_transfer: u64,
+    /// rdma: the engine that carries transfers. `libminiocpp`: its C ABI
+    /// (whole objects only; falls back to HTTP inside each call).
+    /// `libs3rdma`: libs3rdma bound directly (ranged GETs over RDMA,
+    /// registration measured off the clock, every reply judged and counted);
+    /// --rdma-lib then names libs3rdma.so.0, or a libminiocpp.so beside it.
+    #[arg(long, value_enum, default_value_t = crate::store::RdmaEngineKind::Libminiocpp)]
+    pub rdma_engine: crate::store::RdmaEngineKind,
+    /// rdma, libs3rdma engine: devices or rail addresses to open, comma
+    /// separated (mlx5_0, 10.0.0.1, ...); default S3RDMA_DEVICE, else every
+    /// device with an ACTIVE port.
+    #[arg(long)]
+    pub rdma_device: Option<String>,
     /// Keys one listing (of a dataset's shards, a checkpoint's chunks, rank
     /// markers) may hold; a listing that passes it, or takes more than one
     /// request per 100 keys, stops with an error instead of growing.
@@ -211,6 +223,8 @@ impl StoreArgs {
             rdma_no_range: self.rdma_no_range,
             rdma_threads: self.rdma_threads,
             rdma_max_transfer: self.rdma_max_transfer,
+            rdma_engine: self.rdma_engine,
+            rdma_device: self.rdma_device.clone(),
             list_max_keys: u64::from(self.list_max_keys),
         }
     }

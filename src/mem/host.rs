@@ -89,6 +89,16 @@ pub struct HostBuffer {
     pub(super) align: usize,
     /// The allocation when adopted from a `Vec` ([`Buffer::from_vec`]); freed by its own Drop.
     pub(super) vec: Option<Vec<u8>>,
+    /// Which allocation this is ([`next_allocation`]); a view carries its owner's.
+    pub(super) allocation: u64,
+}
+
+/// A number no other host allocation of this process had: what tells a
+/// buffer apart from a later one at the same address, whose pages an RDMA
+/// registration of the first would not cover (src/store/rdma/libs3rdma).
+pub(super) fn next_allocation() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 // SAFETY: HostBuffer owns its allocation exclusively (like Vec<u8>); `&self`
@@ -121,7 +131,7 @@ impl HostBuffer {
             }
         }
         touch(ptr, cap);
-        HostBuffer { ptr, len, cap, owned: true, align, vec: None }
+        HostBuffer { ptr, len, cap, owned: true, align, vec: None, allocation: next_allocation() }
     }
 
     /// A non-owning buffer over `range` (see [`super::Buffer::view`]): the tail
@@ -136,6 +146,7 @@ impl HostBuffer {
             owned: false,
             align: HOST_ALIGN,
             vec: None,
+            allocation: self.allocation,
         }
     }
 

@@ -61,7 +61,18 @@ impl Buffer {
     pub fn from_vec(mut v: Vec<u8>) -> Self {
         let len = v.len();
         let ptr = NonNull::new(v.as_mut_ptr()).unwrap_or(NonNull::dangling());
-        Buffer::Host(HostBuffer { ptr, len, cap: len, owned: true, align: 1, vec: Some(v) })
+        Buffer::Host(HostBuffer { ptr, len, cap: len, owned: true, align: 1, vec: Some(v), allocation: host::next_allocation() })
+    }
+
+    /// Which host allocation the CPU-addressable bytes belong to (a view
+    /// names its owner's), distinct for every allocation of the process even
+    /// at a reused address; `None` for device memory.
+    pub fn allocation(&self) -> Option<u64> {
+        match self {
+            Buffer::Host(h) => Some(h.allocation),
+            Buffer::Pinned(p) => Some(p.host.allocation),
+            Buffer::Device(_) => None,
+        }
     }
 
     /// Usable length in bytes.

@@ -134,10 +134,39 @@ pub struct StoreConfig {
     pub rdma_threads: Option<u32>,
     /// rdma: largest single transfer, bytes (4 GiB - 1).
     pub rdma_max_transfer: u64,
+    /// rdma: which engine carries the transfers (`--rdma-engine`).
+    pub rdma_engine: RdmaEngineKind,
+    /// rdma, libs3rdma engine: the devices or rail addresses to open
+    /// (`--rdma-device`; `None`: `S3RDMA_DEVICE`, else every ACTIVE port).
+    pub rdma_device: Option<String>,
     /// Every backend: keys one listing may hold before it stops with an
     /// error ([`super::listing::ListBound`]; default
     /// [`super::listing::DEFAULT_LIST_MAX_KEYS`]).
     pub list_max_keys: u64,
+}
+
+/// Which engine the rdma backend drives (`--rdma-engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RdmaEngineKind {
+    /// libminiocpp's C ABI (minio-cpp with `-DMINIO_CPP_ENABLE_RDMA=ON`):
+    /// whole-object GET and PUT, its own fallback inside each call.
+    #[default]
+    Libminiocpp,
+    /// libs3rdma bound directly, the protocol spoken by this tool
+    /// (src/store/rdma/libs3rdma): ranged GETs, registration off the clock,
+    /// every reply judged and counted.
+    Libs3rdma,
+}
+
+impl RdmaEngineKind {
+    /// The name as flags and records spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            RdmaEngineKind::Libminiocpp => "libminiocpp",
+            RdmaEngineKind::Libs3rdma => "libs3rdma",
+        }
+    }
 }
 
 impl StoreConfig {

@@ -15,7 +15,7 @@ use crate::error::StoreError;
 use crate::mem::Buffer;
 
 /// Paths in the order of [`Counted`]'s counters.
-const PATHS: [TransferPath; 4] = [TransferPath::RdmaAttempted, TransferPath::Http, TransferPath::HttpStaged, TransferPath::Local];
+const PATHS: [TransferPath; 5] = [TransferPath::RdmaAttempted, TransferPath::RdmaConfirmed, TransferPath::Http, TransferPath::HttpStaged, TransferPath::Local];
 
 /// `inner` plus byte counters per [`TransferPath`] of every successful data call.
 #[derive(Debug)]

@@ -24,7 +24,7 @@ mod staged_check;
 mod transfer;
 
 pub use capabilities::Capabilities;
-pub use config::{Backend, ChecksumMode, HttpGet, StoreConfig};
+pub use config::{Backend, ChecksumMode, HttpGet, RdmaEngineKind, StoreConfig};
 pub use file_pipeline::{DeviceLoad, FileIo};
 pub use load_timeline::{LoadTimeline, PartTimeline, ThreadTimeline};
 pub use staged::{StagedPart, pool_shares, read_plan, staged_read, staged_read_pooled, staged_read_spread};
@@ -372,6 +372,7 @@ pub fn open(args: &StoreConfig) -> Result<Box<dyn ObjectStore>, StoreError> {
     match args.backend {
         Backend::Local => Ok(Box::new(local::LocalStore::new(args)?)),
         Backend::Http => Ok(Box::new(http::HttpStore::new(args)?)),
+        Backend::Rdma if args.rdma_engine == RdmaEngineKind::Libs3rdma => Ok(Box::new(rdma::libs3rdma::EngineStore::new(args)?)),
         Backend::Rdma => Ok(Box::new(rdma::RdmaStore::new(args)?)),
     }
 }

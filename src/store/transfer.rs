@@ -21,6 +21,10 @@ pub enum TransferPath {
     /// via cuObject) was attempted; the library does not say whether it fell
     /// back to HTTP (`rdma_attempted`).
     RdmaAttempted,
+    /// Carried by RDMA, as the server's own reply confirmed, byte for byte
+    /// (the libs3rdma engine judges every reply: `rdma_confirmed`). The
+    /// client's evidence; the witness still compares the server's counters.
+    RdmaConfirmed,
     /// S3 over HTTP straight into the caller's buffer.
     Http,
     /// S3 over HTTP through pinned host memory, copied to or from the device.
@@ -33,6 +37,7 @@ impl fmt::Display for TransferPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             TransferPath::RdmaAttempted => "rdma_attempted",
+            TransferPath::RdmaConfirmed => "rdma_confirmed",
             TransferPath::Http => "http",
             TransferPath::HttpStaged => "http_staged",
             TransferPath::Local => "local",

@@ -12,9 +12,8 @@ use common::faultproxy::{Fault, FaultProxy, Rule};
 /// timeout is 1 s + 24 MiB at 50 MB/s (src/store/http/multipart.rs,
 /// `scaled_read_timeout`): 1.5 s.
 fn upload(bucket: &str, endpoint: &str) -> Vec<String> {
-    let mut a: Vec<String> = ["fetch", "--backend", "http", "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket]
-        .map(String::from)
-        .to_vec();
+    let mut a: Vec<String> =
+        ["fetch", "--backend", "http", "--access-key", common::ACCESS_KEY, "--secret-key", common::SECRET_KEY, "--bucket", bucket].map(String::from).to_vec();
     let flags = ["--sizes", "24MiB", "--objects", "1", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify"];
     a.extend(flags.map(String::from));
     a.extend(["--part-size", "8MiB", "--read-timeout", "1s", "--connect-timeout", "1s", "--attempts", "3", "--json", "--endpoint", endpoint].map(String::from));

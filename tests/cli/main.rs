@@ -6,9 +6,9 @@
 mod aws;
 mod ckpt;
 mod ckpt_async;
-mod completion;
 #[path = "../common/mod.rs"]
 mod common;
+mod completion;
 mod data;
 mod dataset_trust;
 mod faults;

@@ -261,7 +261,8 @@ fn reset(s: &TcpStream) {
 
 /// `200 OK` with S3's error XML of `code` as its body.
 fn error_in_200(code: &str) -> Vec<u8> {
-    let xml = format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>injected into a 200</Message><RequestId>x</RequestId></Error>");
+    let xml =
+        format!("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>injected into a 200</Message><RequestId>x</RequestId></Error>");
     format!("HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{xml}", xml.len()).into_bytes()
 }
 

@@ -286,8 +286,47 @@ impl DirectGet {
 
     /// The request head of a signed `GET /<bucket>/<key>` for bytes `first..=last`.
     fn request(&self, identity: &Identity, bucket: &str, key: &str, first: u64, last: u64, if_match: Option<&str>) -> Result<Vec<u8>, DirectError> {
-        let path = format!("/{}/{}", utf8_percent_encode(bucket, KEY_ESCAPE), utf8_percent_encode(key, KEY_ESCAPE));
         let range = format!("bytes={first}-{last}");
+        // If-Match unsigned: SigV4 lets a request carry headers it does not sign.
+        let unsigned: Vec<(&str, &str)> = if_match.filter(|e| !e.contains(['\r', '\n'])).map(|e| ("If-Match", e)).into_iter().collect();
+        self.head_for(identity, "GET", bucket, key, "", &[("Range", &range)], &unsigned)
+    }
+
+    /// The head of a request `method /<bucket>/<key>[?query]` signed by SigV4
+    /// with an unsigned payload (`x-amz-content-sha256: UNSIGNED-PAYLOAD`),
+    /// `signed` among its signed headers and `unsigned` after them, signed
+    /// with the credentials and clock offset in use now: the control-plane
+    /// request of S3 over RDMA, whose payload travels by RDMA
+    /// (src/store/rdma/libs3rdma). `query` is `name=value&...`, already encoded.
+    ///
+    /// Errors: [`DirectError::Credentials`] when fresh credentials are
+    /// needed and cannot be had; [`DirectError::Protocol`] when signing fails.
+    pub async fn signed_head(&self, method: &str, bucket: &str, key: &str, query: &str, signed: &[(&str, &str)]) -> Result<Vec<u8>, DirectError> {
+        let identity = self.identity().await?;
+        self.head_for(&identity, method, bucket, key, query, signed, &[])
+    }
+
+    /// `host:port` of the endpoint, as a socket connects to it.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    #[allow(clippy::too_many_arguments)] // one request's parts, each its own kind
+    fn head_for(
+        &self,
+        identity: &Identity,
+        method: &str,
+        bucket: &str,
+        key: &str,
+        query: &str,
+        signed: &[(&str, &str)],
+        unsigned: &[(&str, &str)],
+    ) -> Result<Vec<u8>, DirectError> {
+        let mut path = format!("/{}/{}", utf8_percent_encode(bucket, KEY_ESCAPE), utf8_percent_encode(key, KEY_ESCAPE));
+        if !query.is_empty() {
+            path.push('?');
+            path.push_str(query);
+        }
         let mut settings = SigningSettings::default();
         // S3's rules: the path is signed as sent (encoded once, not normalised),
         // and the unsigned-payload marker goes in x-amz-content-sha256.
@@ -304,18 +343,16 @@ impl DirectGet {
             .map_err(|e| DirectError::Protocol(format!("signing parameters: {e}")))?
             .into();
         let uri = format!("{}{path}", self.base);
-        let signable = SignableRequest::new("GET", uri.as_str(), [("range", range.as_str())].into_iter(), SignableBody::UnsignedPayload)
-            .map_err(|e| DirectError::Protocol(format!("signing GET {path}: {e}")))?;
-        let (instructions, _) = sign(signable, &params).map_err(|e| DirectError::Protocol(format!("signing GET {path}: {e}")))?.into_parts();
-        let mut head = format!("GET {path} HTTP/1.1\r\nHost: {}\r\nRange: {range}\r\nUser-Agent: s3rdma-direct\r\n", self.host_header);
-        for (name, value) in instructions.headers() {
+        let signable = SignableRequest::new(method, uri.as_str(), signed.iter().copied(), SignableBody::UnsignedPayload)
+            .map_err(|e| DirectError::Protocol(format!("signing {method} {path}: {e}")))?;
+        let (instructions, _) = sign(signable, &params).map_err(|e| DirectError::Protocol(format!("signing {method} {path}: {e}")))?.into_parts();
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.host_header);
+        let agent = [("User-Agent", "s3rdma-direct")];
+        for (name, value) in signed.iter().copied().chain(agent).chain(instructions.headers()).chain(unsigned.iter().copied()) {
             head.push_str(name);
             head.push_str(": ");
             head.push_str(value);
             head.push_str("\r\n");
-        }
-        if let Some(etag) = if_match.filter(|e| !e.contains(['\r', '\n'])) {
-            head.push_str(&format!("If-Match: {etag}\r\n"));
         }
         head.push_str("\r\n");
         Ok(head.into_bytes())

@@ -17,6 +17,7 @@ pub mod aws;
 pub mod direct;
 mod errors;
 mod multipart;
+pub use multipart::{PROGRESS_FLOOR_BYTES_PER_S, scaled_read_timeout};
 pub mod sdk_retries;
 pub(crate) mod served;
 mod tls;

@@ -101,9 +101,8 @@ impl HttpStore {
     /// grows with `bytes` ([`scaled_read_timeout`]).
     pub(super) fn timeouts_for(&self, bytes: u64) -> aws_sdk_s3::config::Builder {
         // A whole TimeoutConfig: the override replaces the client's, it does not merge with it.
-        aws_sdk_s3::Config::builder().timeout_config(
-            TimeoutConfig::builder().connect_timeout(self.connect_timeout).read_timeout(scaled_read_timeout(self.read_timeout, bytes)).build(),
-        )
+        aws_sdk_s3::Config::builder()
+            .timeout_config(TimeoutConfig::builder().connect_timeout(self.connect_timeout).read_timeout(scaled_read_timeout(self.read_timeout, bytes)).build())
     }
 
     /// A CompleteMultipartUpload refused because its upload is gone: the
@@ -135,10 +134,11 @@ impl HttpStore {
                 );
                 Ok(())
             }
-            _ => Err(refused.with_detail("CompleteMultipartUpload", key, &format!(
-                "a HEAD of the key found {} where a completed upload would have left {wanted}, so no earlier attempt completed it",
-                found.describe()
-            ))),
+            _ => Err(refused.with_detail(
+                "CompleteMultipartUpload",
+                key,
+                &format!("a HEAD of the key found {} where a completed upload would have left {wanted}, so no earlier attempt completed it", found.describe()),
+            )),
         }
     }
 }
@@ -177,12 +177,12 @@ impl Found {
 /// 50 MB/s is below a disk-backed server assembling a 4 GiB object while
 /// busy, which took more than the 30 s default `--read-timeout` on a
 /// 2-core machine (s3s-fs copies and MD5-hashes every part).
-pub(super) const PROGRESS_FLOOR_BYTES_PER_S: f64 = 50e6;
+pub const PROGRESS_FLOOR_BYTES_PER_S: f64 = 50e6;
 
 /// The read timeout of a request whose duration grows with `bytes`:
 /// `read_timeout + bytes / PROGRESS_FLOOR_BYTES_PER_S`
 /// ([`PROGRESS_FLOOR_BYTES_PER_S`]); e.g. 30 s + 86 s for 4 GiB.
-pub(super) fn scaled_read_timeout(read_timeout: Duration, bytes: u64) -> Duration {
+pub fn scaled_read_timeout(read_timeout: Duration, bytes: u64) -> Duration {
     read_timeout + Duration::from_secs_f64(bytes as f64 / PROGRESS_FLOOR_BYTES_PER_S)
 }
 

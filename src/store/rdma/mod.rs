@@ -26,6 +26,7 @@
 //! the buffer it was given, whatever the object held (see [`ffi`]).
 
 pub mod ffi;
+pub mod libs3rdma;
 pub mod registration;
 mod workers;
 
@@ -55,6 +56,9 @@ use workers::{ClientArgs, Completion, Counters, Job, Op, WaitOnDrop, worker};
 /// checks apply and whether host memory can be an RDMA path.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RdmaEngine {
+    /// Which engine carries the transfers: `libminiocpp` (its C ABI) or
+    /// `libs3rdma` (bound directly, src/store/rdma/libs3rdma).
+    pub engine: &'static str,
     /// The library's path as given to the loader.
     pub library: String,
     /// cuObject, libs3rdma or unknown.
@@ -579,6 +583,7 @@ impl Transport for RdmaStore {
     fn rdma_engine(&self) -> Option<RdmaEngine> {
         let i = &self.info;
         Some(RdmaEngine {
+            engine: "libminiocpp",
             library: i.path.clone(),
             generation: i.generation,
             version: i.engine_version.clone(),

@@ -1,0 +1,136 @@
+//! One S3-over-RDMA request on a socket of its own: signed by SigV4 with an
+//! unsigned payload (the payload travels by RDMA), carrying the token,
+//! written from the token's rail address, and its answer's head read back
+//! within a timeout scaled by the bytes the server moves before it answers.
+//!
+//! Headers as minio-cpp `include/miniocpp/rdma.h` sends them: a GET carries
+//! `Range` and the token; a PUT carries `Content-Length: 0`,
+//! `Content-Type: application/octet-stream` and the token;
+//! `x-amz-content-sha256: UNSIGNED-PAYLOAD`, `x-amz-date` and the
+//! signature are the signer's. A fresh connection per request, because its
+//! source address is the rail's (a pooled connection would be another
+//! rail's or none).
+
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{ffi, wire};
+use crate::store::http::direct::DirectGet;
+use crate::store::http::scaled_read_timeout;
+
+/// Largest answer head read, bytes.
+const MAX_HEAD: usize = 64 << 10;
+/// Largest answer body read (an error's XML), bytes; the rest is left unread.
+const MAX_BODY: u64 = 64 << 10;
+
+/// One transfer: `len` bytes at `offset` within the registered buffer at
+/// `base`, to or from `key` (a GET's `object_range`; a PUT's whole object).
+#[derive(Debug)]
+pub(super) struct Piece<'a> {
+    /// `GET` or `PUT`.
+    pub method: &'static str,
+    /// The bucket.
+    pub bucket: &'a str,
+    /// The object key.
+    pub key: &'a str,
+    /// A GET's bytes of the object, end exclusive.
+    pub object_range: Option<Range<u64>>,
+    /// Address of the registered buffer.
+    pub base: usize,
+    /// Offset of the transfer within it.
+    pub offset: usize,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// An answer's head: status, headers (names lower case), body length.
+#[derive(Debug)]
+pub(super) struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    headers: Vec<(String, String)>,
+    /// `Content-Length`, when the answer said it.
+    pub body_len: Option<u64>,
+}
+
+impl Answer {
+    /// The first value of header `name` (lower case).
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+/// Send `piece` with `token` and read the answer's head.
+///
+/// Errors: what broke, in words (signing, binding the rail's address,
+/// connecting, writing, no answer within the scaled timeout, an answer that
+/// is not HTTP): every one a failed attempt, whose rail is reported.
+pub(super) async fn send(signer: &DirectGet, piece: &Piece<'_>, token: &str, connect_timeout: Duration, read_timeout: Duration) -> Result<Answer, String> {
+    let mut signed: Vec<(&str, String)> = Vec::with_capacity(3);
+    match &piece.object_range {
+        Some(r) => signed.push(("Range", format!("bytes={}-{}", r.start, r.end - 1))),
+        None => {
+            signed.push(("Content-Length", "0".into()));
+            signed.push(("Content-Type", "application/octet-stream".into()));
+        }
+    }
+    signed.push((wire::TOKEN, token.to_string()));
+    let refs: Vec<(&str, &str)> = signed.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let head = signer.signed_head(piece.method, piece.bucket, piece.key, "", &refs).await.map_err(|e| e.to_string())?;
+    let rail = ffi::rail_of(token);
+    let target = tokio::net::lookup_host(signer.addr())
+        .await
+        .map_err(|e| format!("resolving {}: {e}", signer.addr()))?
+        .find(|a| rail.is_none() || a.is_ipv4())
+        .ok_or_else(|| format!("{} has no IPv4 address to reach from the token's rail {rail:?}", signer.addr()))?;
+    let socket = if target.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }.map_err(|e| format!("socket: {e}"))?;
+    if let Some(r) = rail {
+        socket.bind(SocketAddr::new(r.into(), 0)).map_err(|e| format!("cannot bind to the token's rail address {r}: {e}"))?;
+    }
+    let mut conn = tokio::time::timeout(connect_timeout, socket.connect(target))
+        .await
+        .map_err(|_| format!("connect to {target} timed out after {connect_timeout:?}"))?
+        .map_err(|e| format!("connect to {target}: {e}"))?;
+    let _ = conn.set_nodelay(true);
+    let wait = scaled_read_timeout(read_timeout, piece.len);
+    tokio::time::timeout(wait, exchange(&mut conn, &head)).await.map_err(|_| format!("no answer within {wait:?} (--read-timeout plus the bytes at 50 MB/s)"))?
+}
+
+/// Write `head`, read the answer's head and up to [`MAX_BODY`] of its body.
+async fn exchange(conn: &mut tokio::net::TcpStream, head: &[u8]) -> Result<Answer, String> {
+    conn.write_all(head).await.map_err(|e| format!("sending the request: {e}"))?;
+    let mut buf = vec![0u8; MAX_HEAD];
+    let mut filled = 0;
+    loop {
+        let n = conn.read(&mut buf[filled..]).await.map_err(|e| format!("reading the answer: {e}"))?;
+        if n == 0 {
+            return Err("the connection closed before an answer".into());
+        }
+        filled += n;
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut resp = httparse::Response::new(&mut headers);
+        match resp.parse(&buf[..filled]) {
+            Ok(httparse::Status::Complete(used)) => {
+                let status = resp.code.unwrap_or(0);
+                let headers: Vec<(String, String)> =
+                    resp.headers.iter().map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).trim().to_string())).collect();
+                let body_len = headers.iter().find(|(k, _)| k == "content-length").and_then(|(_, v)| v.parse::<u64>().ok());
+                let mut left = body_len.unwrap_or(0).min(MAX_BODY).saturating_sub((filled - used) as u64);
+                while left > 0 {
+                    let n = conn.read(&mut buf).await.map_err(|e| format!("reading the answer's body: {e}"))?;
+                    if n == 0 {
+                        break;
+                    }
+                    left = left.saturating_sub(n as u64);
+                }
+                return Ok(Answer { status, headers, body_len });
+            }
+            Ok(httparse::Status::Partial) if filled < buf.len() => continue,
+            Ok(httparse::Status::Partial) => return Err(format!("an answer head above {MAX_HEAD} bytes")),
+            Err(e) => return Err(format!("not an HTTP answer: {e}")),
+        }
+    }
+}
