@@ -7,9 +7,14 @@
 # rail, a short transfer, a stall, 4 GiB - 1 / 4 GiB / 4 GiB + 1, each bench
 # into host memory) prints one line and must show what it is expected to; the
 # healthy and decline runs are repeated through the libminiocpp test double
-# (tests/fake-miniocpp) to compare the two. Exit 1 when any does not.
+# (tests/fake-miniocpp) to compare the two, and the libs3rdma engine
+# (--rdma-engine libs3rdma, library column `engine`) runs healthy, declined,
+# lying (no byte count, a count in another dialect, short), stalled past
+# 10 s, 4 GiB + 1 in ranges, weights' ranged windows and ckpt (healthy, and
+# PUTs declined under HTTP 200), its per-request counts set beside the
+# server's. Exit 1 when any does not.
 #
-#   scripts/rdma-e2e.sh [--rounds N] [SCENARIO...]    # fetch-healthy decline mixed lost-rail short ckpt weights tokens-train verify stall 4gib
+#   scripts/rdma-e2e.sh [--rounds N] [SCENARIO...]    # fetch-healthy engine decline mixed lost-rail short ckpt weights tokens-train verify stall 4gib
 #
 # --rounds N runs the chosen scenarios N times in a row and prints how many
 # rounds had a failure (e.g. `scripts/rdma-e2e.sh --rounds 5 4gib ckpt`).

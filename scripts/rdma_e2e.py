@@ -119,6 +119,9 @@ def codes(rec):
     s = ((rec or {}).get("environment", {}).get("store_stats", {}) or {}).get("in_windows", {})
     if not s:
         return "-"
+    if "rdma_requests" in s:  # the libs3rdma engine's own counts, per request
+        return "req={} confirmed={} declined={} miscount={} failed={}".format(
+            *(s.get(k, 0) for k in ("rdma_requests", "rdma_confirmed_bytes", "rdma_declines", "rdma_miscounted", "rdma_rail_failures")))
     return "calls={} ok={} err={} declined={} invalid={}".format(*(s.get(k, 0) for k in ("rdma_calls", "rdma_ok", "rdma_errors", "rdma_declined", "rdma_invalid")))
 
 
@@ -264,6 +267,7 @@ def scenario_4gib(lib):
                [(r.code == 0, "exit 0"), (c.get(4 * GIB - 1) == "rdma-verified", "4 GiB - 1 over RDMA"),
                 (c.get(4 * GIB) == "full-fallback" and c.get(4 * GIB + 1) == "full-fallback", "4 GiB and 4 GiB + 1 over HTTP")],
                "--verify; " + " ".join(f"4GiB{k - 4 * GIB:+d}:{v}" for k, v in sorted(c.items())))
+        scenario_engine_4gib(s, lib)
 
 
 def scenario_ckpt(lib):
@@ -315,7 +319,102 @@ def scenario_verify(lib):
         print("         " + "\n         ".join(l for l in r.stdout.splitlines() if "registration" in l.lower()))
 
 
-SCENARIOS = ["fetch-healthy", "decline", "mixed", "lost-rail", "short", "ckpt", "weights", "tokens-train", "verify", "stall", "4gib"]
+# The libs3rdma engine (--rdma-engine libs3rdma: libs3rdma bound directly,
+# src/store/rdma/libs3rdma), given the same libminiocpp path: it loads the
+# libs3rdma.so.0 beside it, here the stand-in.
+ENGINE = ["--rdma-engine", "libs3rdma"]
+
+
+def two_sided(rec):
+    """Over the timed windows: (client's bytes confirmed by RDMA replies, server's RDMA bytes,
+    client's declines, server's RDMA error count)."""
+    rec = rec or {}
+    st = rec.get("environment", {}).get("store_stats", {}).get("in_windows", {})
+    ws = rec.get("rdma_witness", {}).get("windows", [])
+    server = sum((w.get("rdma_read_bytes") or 0) + (w.get("rdma_write_bytes") or 0) for w in ws)
+    errors = sum((w.get("rdma_series") or {}).get("minio_api_rdma_errors_total", 0) for w in ws)
+    return st.get("rdma_confirmed_bytes"), int(server), st.get("rdma_declines"), int(errors)
+
+
+def engine_fetch(lib, faults, scenario, checks_of, extra=(), iters="2", sizes="1MiB,3MiB"):
+    with Server(faults) as s:
+        r = Run(fetch_args(sizes, [*ENGINE, *extra], iters=iters), s, lib, {}, "e2e-engine")
+        client, server, declines, errors = two_sided(r.record)
+        st = (r.record or {}).get("environment", {}).get("store_stats", {}).get("in_windows", {})
+        expect("fetch", scenario, "engine", r, checks_of(r, client, server, declines, errors, st),
+               f"client {client} B / server {server} B RDMA")
+
+
+def scenarios_engine_fetch(lib):
+    engine_fetch(lib, [], "healthy", lambda r, c, s, d, e, st: [
+        (r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified"),
+        (c == s and c and c > 0, "the client's confirmed bytes equal the server's RDMA bytes"),
+        (st.get("rdma_registration_ns", 0) > 0, "registration measured"), (leak_free(r), "every registration released")], extra=["--require-rdma"])
+    engine_fetch(lib, ["decline"], "decline-501", lambda r, c, s, d, e, st: [
+        (r.code == 3, "exit 3 under --require-rdma"), (verdict(r.record) == "full-fallback", "full-fallback"),
+        (d == e and d and d > 0, f"the client's declines ({d}) equal the server's ({e})"), (c == 0, "nothing confirmed by RDMA")], extra=["--require-rdma"])
+    engine_fetch(lib, ["no-count"], "reply-without-count", lambda r, c, s, d, e, st: [
+        (r.code == 0, "exit 0: every byte read again over HTTP"), (verdict(r.record) != "rdma-verified", "never rdma-verified"),
+        (c == 0 and s > 0, "the lie is visible: the server counts RDMA the client never confirmed"),
+        (st.get("rdma_miscounted", 0) == st.get("rdma_requests", -1), "every reply miscounted")])
+    engine_fetch(lib, ["dialect"], "count-in-a-dialect", lambda r, c, s, d, e, st: [
+        (r.code == 0, "exit 0"), (verdict(r.record) != "rdma-verified", "never rdma-verified"),
+        ("x-amz-rdma-bytes, not x-amz-rdma-bytes-transferred" in r.stderr, "the dialect named in a warning")])
+    engine_fetch(lib, ["short=4096"], "short-get", lambda r, c, s, d, e, st: [
+        (r.code == 0, "exit 0: short replies read again over HTTP, --verify matched"), (verdict(r.record) != "rdma-verified", "never rdma-verified"),
+        (c == 0 and s > 0, "the short bytes are the server's alone"), (st.get("rdma_miscounted", 0) > 0, "short replies counted")])
+
+
+def scenario_engine_stall(lib):
+    # Stalls of 12 s on every RDMA GET: past libminiocpp's fixed 10 s, within the engine's 30 s + size.
+    with Server(["stall=12@0"]) as s:
+        a = ["fetch", "--sizes", "1MiB", "--objects", "1", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--prepare", "--verify", "--dest", "host", "--json", *ENGINE]
+        r = Run(a, s, lib, {}, "e2e-stall")
+        expect("fetch", "stall-12s", "engine", r,
+               [(r.code == 0, "exit 0"), (verdict(r.record) == "rdma-verified", "rdma-verified: a slow transfer is not abandoned at 10 s")],
+               f"wall {r.wall_s:.1f} s")
+
+
+def scenario_engine_4gib(s, lib):
+    """4 GiB + 1 over RDMA in ranges, reading the object scenario_4gib prepared on server `s`."""
+    a = ["fetch", "--sizes", f"{4 * GIB + 1}", "--objects", "1", "--concurrency", "1", "--iters", "1", "--warmup", "0s", "--verify",
+         "--dest", "host", "--json", "--require-rdma", *ENGINE]
+    r = Run(a, s, lib, {}, "e2e-4gib")
+    client, server, _, _ = two_sided(r.record)
+    expect("fetch", "4GiB+1-in-ranges", "engine", r,
+           [(r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified"),
+            (client == server == 4 * GIB + 1, f"client {client} = server {server} = 4 GiB + 1")], "--verify; ranges of at most 1 GiB")
+
+
+def scenario_engine_weights(lib):
+    with Server([]) as s:
+        setup(["weights", "--synth", "tiny", "--model", "m/e2e", "--shard-size", "16MB"], s, lib, "e2e-weights")
+        r = Run(["weights", "--model", "m/e2e", "--verify", "--dest", "host", "--json", "--require-rdma", *ENGINE], s, lib, {}, "e2e-weights")
+        v = (r.record or {}).get("results", {}).get("verified", {}).get("ok")
+        client, server, _, _ = two_sided(r.record)
+        expect("weights", "ranged-require-rdma", "engine", r,
+               [(r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified"), (v is True, "--verify matched the digest"),
+                (client == server and client, "the client's confirmed bytes equal the server's")], "--verify: digest matched")
+
+
+def scenario_engine_ckpt(lib):
+    for faults, scenario in (([], "healthy-flat+async"), (["put-200-501"], "put-declined-under-200")):
+        with Server(faults) as s:
+            a = ["ckpt", "--sizes", "5000000", "--chunk", "1MiB", "--methods", "flat,async", "--dest", "host", "--json", *ENGINE]
+            r = Run(a + ([] if faults else ["--require-rdma"]), s, lib, {}, s.bucket("e2e-ckpt"))
+            rows = (r.record or {}).get("results", {}).get("rows", [])
+            ok = len([x for x in rows if x.get("op") == "restore" and x.get("verified", {}).get("ok")]) == 2
+            client, server, declines, errors = two_sided(r.record)
+            if faults:
+                checks = [(r.code == 0, "exit 0: declined PUTs go over HTTP"), (ok, "both restores match their checksums"),
+                          (verdict(r.record) != "rdma-verified", "the saves are not RDMA"), (declines == errors and declines, f"client declines {declines} = server {errors}")]
+            else:
+                checks = [(r.code == 0, "exit 0 under --require-rdma"), (verdict(r.record) == "rdma-verified", "rdma-verified"), (ok, "both restores match"),
+                          (client == server and client, f"client {client} = server {server}"), (leak_free(r), "every registration released")]
+            expect("ckpt", scenario, "engine", r, checks, "restore: every chunk checksum")
+
+
+SCENARIOS = ["fetch-healthy", "engine", "decline", "mixed", "lost-rail", "short", "ckpt", "weights", "tokens-train", "verify", "stall", "4gib"]
 
 
 def main():
@@ -327,16 +426,17 @@ def main():
     fake_env = {"FAKE_MINIOCPP_RDMA_AVAILABLE": "1", "FAKE_MINIOCPP_RAILS": "2,2"}
     runs = {
         "fetch-healthy": [lambda: scenario_fetch_healthy(real, "real", {}), lambda: scenario_fetch_healthy(double, "double", fake_env)],
+        "engine": [lambda: scenarios_engine_fetch(real)],
         "decline": [lambda: scenario_fetch_decline(real, "real", {}), lambda: scenario_fetch_decline(double, "double", fake_env)],
         "mixed": [lambda: scenario_http_for_one_key(real)],
         "lost-rail": [lambda: scenario_lost_rail(real, "127.0.0.2,127.0.0.3", "lost-1-of-2-rails", ("rdma-verified",), 0),
                       lambda: scenario_lost_rail(real, "127.0.0.2", "lost-only-rail", ("partial-fallback",), 3)],
         "short": [lambda: scenario_short(real)],
-        "ckpt": [lambda: scenario_ckpt(real)],
-        "weights": [lambda: scenario_weights(real)],
+        "ckpt": [lambda: scenario_ckpt(real), lambda: scenario_engine_ckpt(real)],
+        "weights": [lambda: scenario_weights(real), lambda: scenario_engine_weights(real)],
         "tokens-train": [lambda: scenario_tokens_train(real)],
         "verify": [lambda: scenario_verify(real)],
-        "stall": [lambda: scenario_stall(real)],
+        "stall": [lambda: scenario_stall(real), lambda: scenario_engine_stall(real)],
         "4gib": [lambda: scenario_4gib(real)],
     }
     failed_rounds = 0

@@ -148,6 +148,9 @@ impl Transport for Counted {
     fn rdma_engine(&self) -> Option<super::rdma::RdmaEngine> {
         self.inner.rdma_engine()
     }
+    fn wire_rules(&self) -> Option<Vec<super::WireRule>> {
+        self.inner.wire_rules()
+    }
     /// Each part's transfer counts as one read, as a staged read of it would.
     fn read_to_device(
         &self,

@@ -194,6 +194,13 @@ pub trait Transport {
     fn rdma_engine(&self) -> Option<rdma::RdmaEngine> {
         None
     }
+    /// The wire rules of S3 over RDMA this store judges every answer by,
+    /// each with how often the server's answers followed and broke it so
+    /// far (the libs3rdma engine, src/store/rdma/libs3rdma/wire.rs); `None`
+    /// where the library judges the answers itself.
+    fn wire_rules(&self) -> Option<Vec<WireRule>> {
+        None
+    }
     /// Read `parts` into `dsts` (`parts[i]` into `dsts[i]`) through a
     /// device pipeline of this store's own, blocking until every copy is
     /// done; `None` when it has none, and the caller uses the generic staged
@@ -214,6 +221,20 @@ pub trait Transport {
     ) -> Option<Result<DeviceLoad, StoreError>> {
         None
     }
+}
+
+/// One wire rule of S3 over RDMA and what the server's answers did with it
+/// ([`Transport::wire_rules`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WireRule {
+    /// Its short name (`count`, `decline`, ...).
+    pub name: &'static str,
+    /// What it requires, in words.
+    pub rule: &'static str,
+    /// Answers that followed it.
+    pub followed: u64,
+    /// Answers that broke it.
+    pub broken: u64,
 }
 
 /// The shape of one kind of transfer a bench plans, for

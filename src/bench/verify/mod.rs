@@ -178,6 +178,7 @@ impl Bench for Verify {
         // device probes. The cuObject generation carries device memory only.
         let host_rdma = engine.as_ref().is_some_and(|e| e.generation.carries_host_memory() == Some(true));
         let Probed { ops, registration, config_failure } = probe_all(s, plan, gpu.as_ref(), session, engine.as_ref(), host_rdma).await?;
+        let wire_rules = wire_rule_steps(s, store);
 
         // Step 6: RESULT, decided by every probe RDMA can carry: device and host
         // with libs3rdma, device alone where a GPU is usable with cuObject.
@@ -235,7 +236,7 @@ impl Bench for Verify {
         let failure = failure.or_else(|| rdma_not_proven(witness.expects_rdma(), plan.run.require_rdma, verdict, &reason));
         let mut outcome = Outcome::new(
             json!({"sizes_bytes": plan.sizes, "key": plan.key, "prepare": plan.prepare, "keep": plan.keep, "device": plan.device}),
-            json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops, "registration": registration}),
+            json!({"steps": s.steps, "result": result, "pass": pass, "data_match": data_match, "probes": ops, "registration": registration, "wire_rules": wire_rules}),
             windows,
         );
         outcome.gpu = gpu.as_deref().map(crate::bench::session::gpu_environment);
@@ -332,6 +333,28 @@ fn registration_step(s: &mut Steps, store: &dyn store::ObjectStore, engine: Opti
             json!({"not_measured": why})
         }
     }
+}
+
+/// Step 5's wire rules, where the store judges the server's answers itself
+/// (the libs3rdma engine): one line per rule, PASS when every answer that
+/// exercised it followed it, FAIL (naming how often) when one broke it, SKIP
+/// when no probe exercised it. A broken rule fails verify: the server does
+/// not speak the protocol as its other clients expect.
+fn wire_rule_steps(s: &mut Steps, store: &dyn store::ObjectStore) -> Value {
+    let Some(rules) = store.wire_rules() else { return Value::Null };
+    for r in &rules {
+        let (status, seen, fix) = match (r.followed, r.broken) {
+            (0, 0) => (Status::Skip, "not exercised by these probes".to_string(), None),
+            (f, 0) => (Status::Pass, format!("followed by {f} answer(s)"), None),
+            (f, b) => (
+                Status::Fail,
+                format!("broken by {b} of {} answer(s)", f + b),
+                Some("the server's RDMA answers break the protocol its clients (minio-cpp, minio-rs, NIXL) expect: check its build or version".to_string()),
+            ),
+        };
+        s.add(5, status, format!("wire rule '{}': {} - {seen}", r.name, r.rule), fix);
+    }
+    json!(rules)
 }
 
 /// Step 1's GPU checks, then the GPU opened before the store (rdma workers

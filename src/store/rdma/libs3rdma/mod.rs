@@ -96,8 +96,8 @@ pub struct EngineStore {
     read_timeout: std::time::Duration,
     connect_timeout: std::time::Duration,
     dialect_said: AtomicBool,
-    /// Wire rules the answers exercised, by name, and how often ([`wire::RULES`]).
-    rules: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    /// Wire rules the answers exercised, by name: how often they were followed and broken ([`wire::RULES`]).
+    rules: Mutex<std::collections::BTreeMap<&'static str, (u64, u64)>>,
 }
 
 impl std::fmt::Debug for EngineStore {
@@ -195,8 +195,9 @@ impl EngineStore {
                 tracing::warn!("{d}");
             }
             let mut seen = self.rules.lock().unwrap_or_else(|e| e.into_inner());
-            for r in rules {
-                *seen.entry(r).or_default() += 1;
+            for (r, followed) in rules {
+                let e = seen.entry(r).or_default();
+                if followed { e.0 += 1 } else { e.1 += 1 }
             }
             drop(seen);
             match outcome {
@@ -391,6 +392,18 @@ impl Transport for EngineStore {
     fn rails(&self) -> Option<Rails> {
         let (total, healthy) = self.client.rails();
         Some(Rails { total, healthy })
+    }
+    fn wire_rules(&self) -> Option<Vec<crate::store::WireRule>> {
+        let seen = self.rules.lock().unwrap_or_else(|e| e.into_inner());
+        Some(
+            wire::RULES
+                .iter()
+                .map(|&(name, rule)| {
+                    let (followed, broken) = seen.get(name).copied().unwrap_or_default();
+                    crate::store::WireRule { name, rule, followed, broken }
+                })
+                .collect(),
+        )
     }
     fn rdma_engine(&self) -> Option<RdmaEngine> {
         Some(RdmaEngine {

@@ -54,18 +54,22 @@ pub const RULES: [(&str, &str); 6] = [
     ("empty-body", "a successful RDMA answer carries no HTTP body (Content-Length: 0)"),
 ];
 
+/// A rule the answer exercised: its name in [`RULES`], and whether the
+/// server's answer followed it (`false`: the server broke it).
+pub type Exercised = (&'static str, bool);
+
 /// Judge an answer of `status` whose headers `header(name)` returns (lower
 /// case names), to a request that asked for `asked` bytes, with a body of
 /// `body_len` bytes (`None`: not said). Also returns the rules the answer
-/// exercised, by name (see [`RULES`]), and a dialect warning when the
-/// answer carries a byte-count header this engine does not know.
+/// exercised ([`Exercised`]), and a dialect warning when the answer carries
+/// a byte-count header this engine does not know.
 pub fn judge<'a>(
     status: u16,
     header: impl Fn(&str) -> Option<&'a str>,
     asked: u64,
     is_put: bool,
     body_len: Option<u64>,
-) -> (Outcome, Vec<&'static str>, Option<String>) {
+) -> (Outcome, Vec<Exercised>, Option<String>) {
     let dialect = match (header(BYTES), header("x-amz-rdma-bytes")) {
         (None, Some(_)) => Some(
             "the server counts bytes in x-amz-rdma-bytes, not x-amz-rdma-bytes-transferred: a dialect this engine does not read, so nothing is counted as RDMA"
@@ -76,9 +80,9 @@ pub fn judge<'a>(
     let reply = header(REPLY).map(str::trim);
     let mut rules = Vec::new();
     if reply == Some("501") {
-        rules.push("decline");
+        rules.push(("decline", true));
         if is_put && status == 200 {
-            rules.push("put-200-501");
+            rules.push(("put-200-501", true));
         }
         return (Outcome::Declined, rules, dialect);
     }
@@ -86,26 +90,27 @@ pub fn judge<'a>(
         return (Outcome::Failed { why: format!("HTTP {status}, reply {}", reply.unwrap_or("absent")) }, rules, dialect);
     }
     let Some(reply) = reply else {
-        rules.push("missing-reply");
+        rules.push(("missing-reply", false));
         return (Outcome::Failed { why: format!("HTTP {status} without {REPLY}") }, rules, dialect);
     };
     if !matches!(reply, "200" | "204" | "206") {
         return (Outcome::Failed { why: format!("HTTP {status}, reply {reply}") }, rules, dialect);
     }
-    rules.push("success");
     if body_len.is_some_and(|n| n > 0) {
-        rules.push("empty-body");
+        rules.push(("empty-body", false));
         return (
             Outcome::Failed { why: format!("reply {reply} with a body of {} bytes: the data did not travel by RDMA alone", body_len.unwrap_or(0)) },
             rules,
             dialect,
         );
     }
-    rules.push("count");
+    rules.push(("empty-body", true));
     let got = header(BYTES).and_then(|v| v.trim().parse::<u64>().ok());
+    rules.push(("count", got == Some(asked)));
     if got != Some(asked) {
         return (Outcome::Miscounted { got }, rules, dialect);
     }
+    rules.push(("success", true));
     (Outcome::Rdma, rules, dialect)
 }
 
@@ -133,7 +138,12 @@ mod tests {
         assert_eq!(j(501, &[(REPLY, "501")], 1, false), Outcome::Declined);
         let (o, rules, _) = judge(200, |n| (n == REPLY).then_some("501"), 1, true, Some(0));
         assert_eq!(o, Outcome::Declined);
-        assert!(rules.contains(&"put-200-501"), "{rules:?}");
+        assert!(rules.contains(&("put-200-501", true)), "{rules:?}");
+        // A missing count breaks the count rule; an exact one follows it and succeeds.
+        let (_, rules, _) = judge(200, |n| (n == REPLY).then_some("200"), 1, false, Some(0));
+        assert_eq!(rules, [("empty-body", true), ("count", false)]);
+        let (_, rules, _) = judge(206, |n| [(REPLY, "206"), (BYTES, "1")].iter().find(|(k, _)| *k == n).map(|(_, v)| *v), 1, false, Some(0));
+        assert_eq!(rules, [("empty-body", true), ("count", true), ("success", true)]);
         // No reply header on a 2xx: a failure (minio-rs), not a decline (libminiocpp).
         assert!(matches!(j(200, &[(BYTES, "1")], 1, false), Outcome::Failed { .. }));
         // A 500 reply, an HTTP error: failures.
