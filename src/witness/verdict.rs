@@ -268,7 +268,12 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
         let note = if share >= NOISE_SHARE { " (RDMA traffic of other clients?)" } else { "" };
         (Verdict::NotApplicable, format!("http backend; server accounted {rdma:.0} {dir} bytes as RDMA{note}"))
     } else if client_http as f64 >= VERIFIED_SHARE * total as f64 {
-        (Verdict::FullFallback, format!("the client itself moved {client_http} of {total} bytes over HTTP (declined or beyond one RDMA transfer)"))
+        (
+            Verdict::FullFallback,
+            format!(
+                "the client itself moved {client_http} of {total} bytes over HTTP (declined, refused or failed over RDMA, or beyond one RDMA transfer: the store's counters say which)"
+            ),
+        )
     } else if share >= VERIFIED_SHARE && client_http as f64 <= NOISE_SHARE * total as f64 {
         match shared_window(&d, &shares, payload.requests, payload.coordination_bytes) {
             Some(why) => (Verdict::Unverified, why),
@@ -276,7 +281,9 @@ pub fn judge(expect: Expect, payload: Payload, deltas: std::result::Result<Delta
         }
     } else if share >= NOISE_SHARE || client_http > 0 {
         let why = if client_http > 0 {
-            format!("; the client itself moved {client_http} bytes over HTTP (declined or beyond one RDMA transfer)")
+            format!(
+                "; the client itself moved {client_http} bytes over HTTP (declined, refused or failed over RDMA, or beyond one RDMA transfer: the store's counters say which)"
+            )
         } else {
             String::new()
         };

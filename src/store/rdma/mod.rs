@@ -43,7 +43,7 @@ use serde_json::json;
 use super::http::HttpStore;
 use super::{Capabilities, ObjectMeta, ObjectStore, Transfer, TransferPath, Transport, check_capacity, check_key, check_source, resolve_range};
 use crate::error::StoreError;
-use crate::flag::{ACCESS_KEY, BUCKET, CONCURRENCY, ENDPOINT, RDMA_NO_RANGE, RDMA_THREADS, REGION, SECRET_KEY, SESSION_TOKEN};
+use crate::flag::{ACCESS_KEY, BUCKET, CONCURRENCY, ENDPOINT, RDMA_DEVICE, RDMA_ENGINE, RDMA_NO_RANGE, RDMA_THREADS, REGION, SECRET_KEY, SESSION_TOKEN};
 use crate::mem::Buffer;
 use crate::store::{Backend, StoreConfig};
 use ffi::{Lib, LibInfo};
@@ -113,6 +113,11 @@ impl RdmaStore {
     /// refuses to create; [`StoreError::Config`] for the endpoint, bucket or
     /// credentials (checked first).
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
+        if let Some(d) = &args.rdma_device {
+            return Err(StoreError::Config(format!(
+                "{RDMA_DEVICE} '{d}' selects rails for {RDMA_ENGINE} libs3rdma; libminiocpp's libs3rdma takes them from S3RDMA_DEVICE: set that, or add {RDMA_ENGINE} libs3rdma"
+            )));
+        }
         let http = HttpStore::new(args)?;
         let path = ffi::lib_path(args.rdma_lib.as_deref());
         let (lib, info) = Lib::load(&path).map_err(StoreError::Library)?;

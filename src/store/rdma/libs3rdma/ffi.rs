@@ -12,7 +12,7 @@
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
 use std::path::Path;
 
-use crate::flag::RDMA_LIB;
+use crate::flag::{RDMA_DEVICE, RDMA_ENGINE, RDMA_LIB};
 
 type Version = unsafe extern "C" fn() -> *const c_char;
 type Init = unsafe extern "C" fn(*const c_char, *mut c_char, usize) -> *mut c_void;
@@ -89,6 +89,9 @@ impl Client {
     /// libminiocpp, named as such), one that lacks a client entry point (an
     /// older generation), or a client the library refuses to open, in its words.
     pub fn open(path: &Path, device: Option<&str>) -> Result<Client, String> {
+        if path.is_dir() {
+            return Err(format!("{RDMA_LIB} '{}' is a directory: name the library file in it (libs3rdma.so.0)", path.display()));
+        }
         // SAFETY: loading runs the library's initialisers; that is the point.
         let lib = unsafe { libloading::Library::new(path) }.map_err(|e| {
             format!(
@@ -103,8 +106,9 @@ impl Client {
         let missing: Vec<&str> = REQUIRED.iter().copied().filter(|s| !has(s)).collect();
         if !missing.is_empty() {
             let what = if has("miniocpp_client_new") {
-                "it is libminiocpp, not libs3rdma: with --rdma-engine libs3rdma, --rdma-lib names libs3rdma.so.0 (the one libminiocpp loads beside itself)"
-                    .to_string()
+                format!(
+                    "it is libminiocpp, not libs3rdma: with {RDMA_ENGINE} libs3rdma, {RDMA_LIB} names libs3rdma.so.0 (the one libminiocpp loads beside itself)"
+                )
             } else {
                 format!("it lacks {}: not libs3rdma 0.3 or later (the client API of minio-cpp v0.6.0+)", missing.join(", "))
             };
@@ -135,7 +139,11 @@ impl Client {
         if handle.is_null() {
             // SAFETY: NUL-terminated within err (s3rdma.h).
             let why = unsafe { text(err.as_ptr()) }.unwrap_or_else(|| "no reason given".into());
-            return Err(format!("s3rdma_client_init refused ({why}): check S3RDMA_DEVICE and that a DC-capable HCA (mlx5) is ACTIVE"));
+            let named = match device {
+                Some(d) => format!("the devices named by {RDMA_DEVICE} ('{}')", d.to_string_lossy()),
+                None => "S3RDMA_DEVICE (or, unset, every ACTIVE port)".to_string(),
+            };
+            return Err(format!("s3rdma_client_init refused ({why}): check {named}, and that a DC-capable HCA (mlx5) is ACTIVE"));
         }
         Ok(Client { fns, handle, version, library: path.display().to_string() })
     }

@@ -45,7 +45,7 @@ use serde_json::json;
 
 use super::RdmaEngine;
 use crate::error::StoreError;
-use crate::flag::ENDPOINT;
+use crate::flag::{ENDPOINT, RDMA_ENGINE, RDMA_NO_RANGE};
 use crate::mem::Buffer;
 use crate::store::http::HttpStore;
 use crate::store::http::direct::DirectGet;
@@ -128,12 +128,17 @@ impl EngineStore {
     /// for a library that is missing, of another kind or generation, or
     /// refuses to open a client.
     pub fn new(args: &StoreConfig) -> Result<Self, StoreError> {
+        if args.rdma_no_range {
+            return Err(StoreError::Config(format!(
+                "{RDMA_NO_RANGE} makes libminiocpp's engine act as if it had no ranged GET; {RDMA_ENGINE} libs3rdma always has one: drop {RDMA_NO_RANGE}, or use {RDMA_ENGINE} libminiocpp"
+            )));
+        }
         let http = HttpStore::new(args)?;
         let endpoint = http.location();
         let aws = args.aws.clone().ok_or_else(|| StoreError::Config("the libs3rdma engine needs the resolved AWS settings".into()))?;
         let signer = DirectGet::new(&endpoint, &aws, args.connect_timeout, args.read_timeout, 1).map_err(|_| {
             StoreError::Config(format!(
-                "--rdma-engine libs3rdma writes its control-plane requests on its own plain-HTTP sockets, so it needs an http:// {ENDPOINT}, not '{endpoint}': use --rdma-engine libminiocpp for https"
+                "{RDMA_ENGINE} libs3rdma writes its control-plane requests on its own plain-HTTP sockets, so it needs an http:// {ENDPOINT}, not '{endpoint}': use {RDMA_ENGINE} libminiocpp for https"
             ))
         })?;
         let client = ffi::Client::open(&lib_path(args.rdma_lib.as_deref()), args.rdma_device.as_deref()).map_err(StoreError::Library)?;
@@ -164,11 +169,36 @@ impl EngineStore {
         // SAFETY: ptr..ptr+len is the caller's live buffer; it is
         // deregistered before another allocation at this address is used
         // (the allocation check above) and when the store closes.
-        unsafe { self.client.register(ptr as *mut u8, len) }.map_err(StoreError::Library)?;
+        unsafe { self.client.register(ptr as *mut u8, len) }.map_err(|why| {
+            // Runtime, not usage: pinned-memory limits (RLIMIT_MEMLOCK) and
+            // NIC resources run out on good setups too.
+            StoreError::Other {
+                op: "register",
+                key: String::new(),
+                location: self.http.location(),
+                detail: format!("{why}: check `ulimit -l` (pinned-memory limit)"),
+                cause: None,
+            }
+        })?;
         self.counts.registration_ns.fetch_add(t.elapsed().as_nanos() as u64, Relaxed);
         self.counts.registrations.fetch_add(1, Relaxed);
         reg.insert(ptr, (len, allocation));
         Ok(())
+    }
+
+    /// The registration a transfer of `n` bytes at `offset` in the buffer of
+    /// `len` bytes at `base` is minted in, as (its address, the offset
+    /// within it): the whole buffer, registered once, when it fits one
+    /// registration (4 GiB - 1: libs3rdma refuses larger ones); else the
+    /// transfer's own bytes, each such region registered once.
+    fn region(&self, base: usize, len: usize, offset: usize, n: u64, allocation: Option<u64>) -> Result<(usize, usize), StoreError> {
+        if len as u64 <= super::MAX_TRANSFER {
+            self.ensure_registered(base, len, allocation)?;
+            Ok((base, offset))
+        } else {
+            self.ensure_registered(base + offset, n as usize, allocation)?;
+            Ok((base + offset, 0))
+        }
     }
 
     /// One piece over RDMA, with [`ATTEMPTS`] tokens; `Ok(true)` when the
@@ -216,8 +246,12 @@ impl EngineStore {
                 }
                 wire::Outcome::Failed { why } => {
                     self.counts.rail_failures.fetch_add(1, Relaxed);
-                    tracing::debug!("{} '{}' over RDMA failed ({why}): rail reported, another token", piece.method, piece.key);
-                    self.client.report_failure(&token);
+                    // A server slow to answer says nothing against the rail:
+                    // only failures of the transfer or its connection are reported.
+                    if !why.starts_with(request::NO_ANSWER) {
+                        self.client.report_failure(&token);
+                    }
+                    tracing::debug!("{} '{}' over RDMA failed ({why}): another token", piece.method, piece.key);
                 }
             }
         }
@@ -234,12 +268,12 @@ impl EngineStore {
             return crate::store::read_into_at(&self.http, key, Some(range), dst, at).await;
         };
         let (base, len) = (host.as_mut_ptr() as usize, host.len());
-        self.ensure_registered(base, len, allocation)?;
         let mut all_rdma = true;
         let mut start = range.start;
         while start < range.end {
             let n = (range.end - start).min(self.piece);
             let offset = at + (start - range.start) as usize;
+            let (base, offset) = self.region(base, len, offset, n, allocation)?;
             let piece = Piece { method: "GET", bucket: self.http.bucket(), key, object_range: Some(start..start + n), base, offset, len: n };
             if !self.carry(&piece).await {
                 all_rdma = false;
@@ -313,9 +347,8 @@ impl ObjectStore for EngineStore {
         if len == 0 || len > super::MAX_TRANSFER {
             return self.http.put_range(key, src, range).await;
         }
-        let (base, whole) = (host.as_ptr() as usize, host.len());
-        self.ensure_registered(base, whole, src.allocation())?;
-        let piece = Piece { method: "PUT", bucket: self.http.bucket(), key, object_range: None, base, offset: range.start, len };
+        let (base, offset) = self.region(host.as_ptr() as usize, host.len(), range.start, len, src.allocation())?;
+        let piece = Piece { method: "PUT", bucket: self.http.bucket(), key, object_range: None, base, offset, len };
         if self.carry(&piece).await {
             return Ok(Transfer::of(len, TransferPath::RdmaConfirmed));
         }
@@ -332,7 +365,11 @@ impl ObjectStore for EngineStore {
 impl Transport for EngineStore {
     fn describe(&self) -> serde_json::Value {
         let (total, healthy) = self.client.rails();
-        json!({"backend": "rdma", "engine": "libs3rdma", "library": self.client.library, "version": self.client.version,
+        let test_double = self.client.version.starts_with(super::ffi::STANDIN_PREFIX);
+        // `library` has the shape the libminiocpp engine's has: records_dir and report read it.
+        let library = json!({"path": self.client.library, "generation": "libs3rdma", "engine_version": self.client.version, "test_double": test_double,
+                             "resolved_path": super::ffi::loaded_path("s3rdma")});
+        json!({"backend": "rdma", "engine": "libs3rdma", "library": library,
                "rails": {"total": total, "healthy": healthy}, "range_bytes": self.piece, "attempts_per_transfer": ATTEMPTS,
                "request_timeout": format!("read_timeout_s + bytes / 50000000 B/s, read_timeout_s = {}", self.read_timeout.as_secs_f64()),
                "wire_rules_exercised": *self.rules.lock().unwrap_or_else(|e| e.into_inner()),

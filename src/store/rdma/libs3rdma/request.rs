@@ -21,6 +21,10 @@ use super::{ffi, wire};
 use crate::store::http::direct::DirectGet;
 use crate::store::http::scaled_read_timeout;
 
+/// How a timed-out request's error begins: the server was slow, which is
+/// no evidence against the token's rail.
+pub(super) const NO_ANSWER: &str = "no answer";
+
 /// Largest answer head read, bytes.
 const MAX_HEAD: usize = 64 << 10;
 /// Largest answer body read (an error's XML), bytes; the rest is left unread.
@@ -96,7 +100,9 @@ pub(super) async fn send(signer: &DirectGet, piece: &Piece<'_>, token: &str, con
         .map_err(|e| format!("connect to {target}: {e}"))?;
     let _ = conn.set_nodelay(true);
     let wait = scaled_read_timeout(read_timeout, piece.len);
-    tokio::time::timeout(wait, exchange(&mut conn, &head)).await.map_err(|_| format!("no answer within {wait:?} (--read-timeout plus the bytes at 50 MB/s)"))?
+    tokio::time::timeout(wait, exchange(&mut conn, &head))
+        .await
+        .map_err(|_| format!("{NO_ANSWER} within {wait:?} (--read-timeout plus the bytes at 50 MB/s)"))?
 }
 
 /// Write `head`, read the answer's head and up to [`MAX_BODY`] of its body.
