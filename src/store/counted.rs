@@ -21,7 +21,7 @@ const PATHS: [TransferPath; 5] = [TransferPath::RdmaAttempted, TransferPath::Rdm
 #[derive(Debug)]
 pub struct Counted {
     inner: Arc<dyn ObjectStore>,
-    bytes: Arc<[AtomicU64; 4]>,
+    bytes: Arc<[AtomicU64; PATHS.len()]>,
     /// Successful data calls (GET, ranged GET, PUT) through this store and its siblings.
     requests: Arc<AtomicU64>,
     /// Data bytes by direction, whatever the path: [read (GET), written (PUT)].
