@@ -96,6 +96,8 @@ pub struct EngineStore {
     read_timeout: std::time::Duration,
     connect_timeout: std::time::Duration,
     dialect_said: AtomicBool,
+    /// Idle keep-alive connections per rail.
+    pool: request::Pool,
     /// Wire rules the answers exercised, by name: how often they were followed and broken ([`wire::RULES`]).
     rules: Mutex<std::collections::BTreeMap<&'static str, (u64, u64)>>,
 }
@@ -152,6 +154,7 @@ impl EngineStore {
             read_timeout: args.read_timeout,
             connect_timeout: args.connect_timeout,
             dialect_said: AtomicBool::new(false),
+            pool: Default::default(),
             rules: Mutex::new(Default::default()),
         })
     }
@@ -214,7 +217,7 @@ impl EngineStore {
                 }
             };
             self.counts.requests.fetch_add(1, Relaxed);
-            let answer = request::send(&self.signer, piece, &token, self.connect_timeout, self.read_timeout).await;
+            let answer = request::send(&self.signer, piece, &token, (self.connect_timeout, self.read_timeout), &self.pool).await;
             let (outcome, rules, dialect) = match answer {
                 Ok(a) => wire::judge(a.status, |n| a.header(n), piece.len, piece.method == "PUT", a.body_len),
                 Err(why) => (wire::Outcome::Failed { why }, Vec::new(), None),

@@ -7,9 +7,9 @@
 //! `Range` and the token; a PUT carries `Content-Length: 0`,
 //! `Content-Type: application/octet-stream` and the token;
 //! `x-amz-content-sha256: UNSIGNED-PAYLOAD`, `x-amz-date` and the
-//! signature are the signer's. A fresh connection per request, because its
-//! source address is the rail's (a pooled connection would be another
-//! rail's or none).
+//! signature are the signer's. Connections are kept alive and pooled per
+//! rail ([`Pool`]): a request reuses an idle connection whose source
+//! address is its token's rail, else opens one bound to that address.
 
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -24,6 +24,13 @@ use crate::store::http::scaled_read_timeout;
 /// How a timed-out request's error begins: the server was slow, which is
 /// no evidence against the token's rail.
 pub(super) const NO_ANSWER: &str = "no answer";
+
+/// Idle connections kept per rail.
+const MAX_IDLE: usize = 64;
+
+/// Idle keep-alive connections by the rail address they were bound to
+/// (`None`: a token that names no address).
+pub(super) type Pool = std::sync::Mutex<std::collections::HashMap<Option<std::net::Ipv4Addr>, Vec<tokio::net::TcpStream>>>;
 
 /// Largest answer head read, bytes.
 const MAX_HEAD: usize = 64 << 10;
@@ -72,7 +79,8 @@ impl Answer {
 /// Errors: what broke, in words (signing, binding the rail's address,
 /// connecting, writing, no answer within the scaled timeout, an answer that
 /// is not HTTP): every one a failed attempt, whose rail is reported.
-pub(super) async fn send(signer: &DirectGet, piece: &Piece<'_>, token: &str, connect_timeout: Duration, read_timeout: Duration) -> Result<Answer, String> {
+pub(super) async fn send(signer: &DirectGet, piece: &Piece<'_>, token: &str, timeouts: (Duration, Duration), pool: &Pool) -> Result<Answer, String> {
+    let (connect_timeout, read_timeout) = timeouts;
     let mut signed: Vec<(&str, String)> = Vec::with_capacity(3);
     match &piece.object_range {
         Some(r) => signed.push(("Range", format!("bytes={}-{}", r.start, r.end - 1))),
@@ -85,6 +93,20 @@ pub(super) async fn send(signer: &DirectGet, piece: &Piece<'_>, token: &str, con
     let refs: Vec<(&str, &str)> = signed.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let head = signer.signed_head(piece.method, piece.bucket, piece.key, "", &refs).await.map_err(|e| e.to_string())?;
     let rail = ffi::rail_of(token);
+    let wait = scaled_read_timeout(read_timeout, piece.len);
+    let idle = pool.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&rail).and_then(Vec::pop);
+    if let Some(mut conn) = idle {
+        match tokio::time::timeout(wait, exchange(&mut conn, &head)).await {
+            Ok(Ok((answer, reusable))) => {
+                keep(pool, rail, conn, reusable);
+                return Ok(answer);
+            }
+            // Closed by the server while idle: nothing was answered, so the request goes again on a fresh connection.
+            Ok(Err(e)) if e.starts_with(CLOSED) || e.starts_with(SENDING) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(format!("{NO_ANSWER} within {wait:?} (--read-timeout plus the bytes at 50 MB/s)")),
+        }
+    }
     let target = tokio::net::lookup_host(signer.addr())
         .await
         .map_err(|e| format!("resolving {}: {e}", signer.addr()))?
@@ -99,21 +121,40 @@ pub(super) async fn send(signer: &DirectGet, piece: &Piece<'_>, token: &str, con
         .map_err(|_| format!("connect to {target} timed out after {connect_timeout:?}"))?
         .map_err(|e| format!("connect to {target}: {e}"))?;
     let _ = conn.set_nodelay(true);
-    let wait = scaled_read_timeout(read_timeout, piece.len);
-    tokio::time::timeout(wait, exchange(&mut conn, &head))
+    let (answer, reusable) = tokio::time::timeout(wait, exchange(&mut conn, &head))
         .await
-        .map_err(|_| format!("{NO_ANSWER} within {wait:?} (--read-timeout plus the bytes at 50 MB/s)"))?
+        .map_err(|_| format!("{NO_ANSWER} within {wait:?} (--read-timeout plus the bytes at 50 MB/s)"))??;
+    keep(pool, rail, conn, reusable);
+    Ok(answer)
 }
 
-/// Write `head`, read the answer's head and up to [`MAX_BODY`] of its body.
-async fn exchange(conn: &mut tokio::net::TcpStream, head: &[u8]) -> Result<Answer, String> {
-    conn.write_all(head).await.map_err(|e| format!("sending the request: {e}"))?;
+/// Put `conn` back among `rail`'s idle connections when its answer was read whole and the server keeps it open.
+fn keep(pool: &Pool, rail: Option<std::net::Ipv4Addr>, conn: tokio::net::TcpStream, reusable: bool) {
+    if reusable {
+        let mut p = pool.lock().unwrap_or_else(|e| e.into_inner());
+        let idle = p.entry(rail).or_default();
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+    }
+}
+
+/// How an error begins when the connection closed before any answer.
+const CLOSED: &str = "the connection closed before an answer";
+/// How an error begins when the request could not be written.
+const SENDING: &str = "sending the request";
+
+/// Write `head`, read the answer's head and up to [`MAX_BODY`] of its body;
+/// also whether the connection can carry another request (the body read
+/// whole and nothing past it, no `Connection: close`).
+async fn exchange(conn: &mut tokio::net::TcpStream, head: &[u8]) -> Result<(Answer, bool), String> {
+    conn.write_all(head).await.map_err(|e| format!("{SENDING}: {e}"))?;
     let mut buf = vec![0u8; MAX_HEAD];
     let mut filled = 0;
     loop {
         let n = conn.read(&mut buf[filled..]).await.map_err(|e| format!("reading the answer: {e}"))?;
         if n == 0 {
-            return Err("the connection closed before an answer".into());
+            return Err(if filled == 0 { CLOSED.into() } else { "the connection closed mid-answer".into() });
         }
         filled += n;
         let mut headers = [httparse::EMPTY_HEADER; 64];
@@ -124,15 +165,20 @@ async fn exchange(conn: &mut tokio::net::TcpStream, head: &[u8]) -> Result<Answe
                 let headers: Vec<(String, String)> =
                     resp.headers.iter().map(|h| (h.name.to_ascii_lowercase(), String::from_utf8_lossy(h.value).trim().to_string())).collect();
                 let body_len = headers.iter().find(|(k, _)| k == "content-length").and_then(|(_, v)| v.parse::<u64>().ok());
-                let mut left = body_len.unwrap_or(0).min(MAX_BODY).saturating_sub((filled - used) as u64);
+                let extra = (filled - used) as u64;
+                // Reusable only when exactly the body came after the head, read whole.
+                let mut whole = body_len.is_some_and(|n| n <= MAX_BODY && extra <= n);
+                let mut left = body_len.unwrap_or(0).min(MAX_BODY).saturating_sub(extra);
                 while left > 0 {
-                    let n = conn.read(&mut buf).await.map_err(|e| format!("reading the answer's body: {e}"))?;
+                    let n = conn.read(&mut buf[..left.min(MAX_HEAD as u64) as usize]).await.map_err(|e| format!("reading the answer's body: {e}"))?;
                     if n == 0 {
+                        whole = false;
                         break;
                     }
-                    left = left.saturating_sub(n as u64);
+                    left -= n as u64;
                 }
-                return Ok(Answer { status, headers, body_len });
+                let close = headers.iter().any(|(k, v)| k == "connection" && v.eq_ignore_ascii_case("close"));
+                return Ok((Answer { status, headers, body_len }, whole && !close));
             }
             Ok(httparse::Status::Partial) if filled < buf.len() => continue,
             Ok(httparse::Status::Partial) => return Err(format!("an answer head above {MAX_HEAD} bytes")),
