@@ -30,6 +30,14 @@ fn main() {
 
     println!("cargo:rerun-if-changed=.git/HEAD");
     println!("cargo:rerun-if-changed=.git/index");
+    // A commit moves the branch's ref, not .git/HEAD (which names the branch):
+    // without this, a build after a commit kept the commit before it.
+    if let Ok(head) = std::fs::read_to_string(".git/HEAD")
+        && let Some(r) = head.trim().strip_prefix("ref: ")
+    {
+        println!("cargo:rerun-if-changed=.git/{r}");
+        println!("cargo:rerun-if-changed=.git/packed-refs");
+    }
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
 }
 
