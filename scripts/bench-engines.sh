@@ -13,7 +13,7 @@
 #
 # Prints a table of medians (min-max) and the ratios libs3rdma / libminiocpp;
 # the records stay in RESULTS_DIR/test-double/ (stand-in records). Needs:
-# cargo build --release --workspace --examples, and the real libminiocpp at
+# cargo build --release --workspace --bins --examples, and the real libminiocpp at
 # S3RDMA_TEST_MINIOCPP or target/libminiocpp/libminiocpp.so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
