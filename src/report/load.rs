@@ -159,6 +159,10 @@ pub fn load(files: &[PathBuf], test_doubles: bool) -> Result<Vec<Row>> {
                     if double.is_some() {
                         row.server = Some(row.server.map_or("test double".into(), |s| format!("test double; {s}")));
                     }
+                    // The rdma engine beside the backend where it is not the default one.
+                    if let Some(engine) = v.pointer("/environment/store/engine").and_then(Value::as_str).filter(|e| *e != "libminiocpp") {
+                        row.server = Some(row.server.map_or(format!("{engine} engine"), |s| format!("{engine} engine; {s}")));
+                    }
                     match impossible(&row) {
                         Some(why) => eprintln!("note: {name}: a {} row with {why} is no measurement: skipped", row.benchmark),
                         None => rows.push(row),
