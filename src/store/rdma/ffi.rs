@@ -163,6 +163,12 @@ pub struct LibInfo {
 /// How a libs3rdma stand-in's `s3rdma_version` begins.
 pub const STANDIN_PREFIX: &str = "s3rdma-standin";
 
+/// The warning before a run through a stand-in engine of version `version`
+/// (either RDMA engine: its figures are no RDMA figures).
+pub fn standin_warning(version: &str) -> String {
+    format!("the RDMA engine is a stand-in ({version}): nothing this run moves is an RDMA figure; its record goes under test-double/ in the results directory")
+}
+
 /// Required symbols, in the order they are checked.
 pub const REQUIRED: [&str; 8] = [
     "miniocpp_client_new",

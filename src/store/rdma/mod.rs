@@ -505,10 +505,7 @@ impl Transport for RdmaStore {
     fn preflight(&self, object_size: u64) -> Vec<String> {
         let mut w = Vec::new();
         if self.info.test_double {
-            let v = self.info.engine_version.as_deref().unwrap_or(ffi::STANDIN_PREFIX);
-            w.push(format!(
-                "the RDMA engine is a stand-in ({v}): nothing this run moves is an RDMA figure; its record goes under test-double/ in the results directory"
-            ));
+            w.push(ffi::standin_warning(self.info.engine_version.as_deref().unwrap_or(ffi::STANDIN_PREFIX)));
         }
         if !self.info.rdma_available {
             w.push(format!("{}: transfers will go over HTTP; the witness will show it", self.unavailable_line()));

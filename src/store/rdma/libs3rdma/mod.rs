@@ -159,6 +159,12 @@ impl EngineStore {
         })
     }
 
+    /// Whether the loaded libs3rdma is a stand-in (its version says so:
+    /// [`super::ffi::STANDIN_PREFIX`]), whose figures are no RDMA figures.
+    fn test_double(&self) -> bool {
+        self.client.version.starts_with(super::ffi::STANDIN_PREFIX)
+    }
+
     /// Register `len` bytes at `ptr` unless this allocation is registered
     /// there already: timed, counted, never inside a request.
     fn ensure_registered(&self, ptr: usize, len: usize, allocation: Option<u64>) -> Result<(), StoreError> {
@@ -368,7 +374,7 @@ impl ObjectStore for EngineStore {
 impl Transport for EngineStore {
     fn describe(&self) -> serde_json::Value {
         let (total, healthy) = self.client.rails();
-        let test_double = self.client.version.starts_with(super::ffi::STANDIN_PREFIX);
+        let test_double = self.test_double();
         // `library` has the shape the libminiocpp engine's has: records_dir and report read it.
         let library = json!({"path": self.client.library, "generation": "libs3rdma", "engine_version": self.client.version, "test_double": test_double,
                              "resolved_path": super::ffi::loaded_path("s3rdma")});
@@ -380,11 +386,8 @@ impl Transport for EngineStore {
     }
     fn preflight(&self, _object_size: u64) -> Vec<String> {
         let mut w = Vec::new();
-        if self.client.version.starts_with(super::ffi::STANDIN_PREFIX) {
-            w.push(format!(
-                "the RDMA engine is a stand-in ({}): nothing this run moves is an RDMA figure; its record goes under test-double/ in the results directory",
-                self.client.version
-            ));
+        if self.test_double() {
+            w.push(super::ffi::standin_warning(&self.client.version));
         }
         w
     }
@@ -453,7 +456,7 @@ impl Transport for EngineStore {
             version: Some(self.client.version.clone()),
             available: true,
             unavailable_reason: None,
-            test_double: self.client.version.starts_with(super::ffi::STANDIN_PREFIX),
+            test_double: self.test_double(),
         })
     }
 }
